@@ -1,0 +1,52 @@
+//! `tether`: run commands whose whole process tree is contained, identified,
+//! and dead when its owner is done.
+
+mod duration;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for tether's own errors (as `timeout(1)`).
+pub const EXIT_TETHER_ERROR: u8 = 125;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tether",
+    version,
+    about = "Run commands so that every process they start is identified and dies with its owner",
+    long_about = "Run commands so that every process they start — setsid and double-fork escapes, \
+                  daemons, processes ignoring SIGTERM — is contained, identified by a spawn tag, \
+                  and verifiably dead when tether is done with it, however tether itself ends."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a program contained; its whole tree dies with it (like timeout(1)).
+    Run(run::RunArgs),
+}
+
+fn main() -> ExitCode {
+    // A `tether` started as a keeper runs the keeper and never returns.
+    tether::keeper::run_if_requested();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let code = if err.use_stderr() {
+                EXIT_TETHER_ERROR
+            } else {
+                0
+            };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command {
+        Command::Run(args) => run::main(args),
+    }
+}

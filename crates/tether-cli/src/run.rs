@@ -1,0 +1,218 @@
+//! `tether run`: one command, contained, with `timeout(1)` exit codes.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use nix::sys::signal::{SigSet, Signal};
+use serde::Serialize;
+use tether::unix::ChildExt;
+use tether::{Command, ContainmentPolicy, Error, ExitStatus};
+
+use crate::EXIT_TETHER_ERROR;
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Exit status (as timeout(1)): the program's own code; 128+N if signal N killed it; \
+124 if --timeout expired; 125 if tether itself failed; 126 if the program is not \
+executable; 127 if it was not found.
+
+When the program exits, any descendants it left behind are killed (TERM, then KILL \
+after --grace) before tether returns. SIGINT, SIGTERM and SIGHUP sent to tether are \
+forwarded to the program's process group; the whole tree is killed after --grace. \
+If tether itself is killed, even with SIGKILL, the tree dies with it.
+
+Examples:
+  tether run -- make -j8
+  tether run --timeout 30s --shell 'npm test | tee log'
+  tether run --json -- sh -c 'echo out; echo err >&2; exit 3'")]
+pub struct RunArgs {
+    /// Kill the whole tree when the program runs longer than this (e.g. 30, 1.5s, 500ms, 2m).
+    #[arg(long, value_parser = crate::duration::parse, value_name = "DUR")]
+    timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when killing the tree.
+    #[arg(long, value_parser = crate::duration::parse, value_name = "DUR", default_value = "2s")]
+    grace: Duration,
+    /// Working directory for the program.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Set an environment variable (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    env: Vec<(OsString, OsString)>,
+    /// Run one command string with /bin/sh -c.
+    #[arg(long)]
+    shell: bool,
+    /// How to hold the tree: a subreaper keeper, a PID namespace (airtight even if the keeper is
+    /// SIGKILLed; needs root or user namespaces), or auto (pidns when possible).
+    #[arg(long, value_enum, default_value = "subreaper")]
+    containment: ContainmentArg,
+    /// Capture stdout and stderr and print one JSON object with the result.
+    #[arg(long)]
+    json: bool,
+    /// With --json: keep at most this many bytes of each stream (the last ones).
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    max_output: usize,
+    /// Purpose written into the spawn tag of every process.
+    #[arg(long, default_value = "run")]
+    purpose: String,
+    /// The program and its arguments (with --shell: the command string).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROGRAM"
+    )]
+    command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ContainmentArg {
+    Auto,
+    Subreaper,
+    Pidns,
+}
+
+fn parse_env(text: &str) -> Result<(OsString, OsString), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.into(), value.into())),
+        _ => Err(format!("expected KEY=VALUE, got {text:?}")),
+    }
+}
+
+#[derive(Serialize)]
+struct JsonResult {
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    duration_ms: u64,
+    stdout: String,
+    stderr: String,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+    stdout_dropped_bytes: u64,
+    stderr_dropped_bytes: u64,
+    descendants_killed: u32,
+    containment: String,
+    pid: u32,
+    session: String,
+}
+
+pub fn main(args: RunArgs) -> ExitCode {
+    match run(args) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("tether: {err}");
+            ExitCode::from(exit_code_for_error(&err))
+        }
+    }
+}
+
+fn exit_code_for_error(err: &Error) -> u8 {
+    match err {
+        Error::ProgramNotFound { .. } => 127,
+        Error::NotExecutable { .. } => 126,
+        _ => EXIT_TETHER_ERROR,
+    }
+}
+
+fn run(args: RunArgs) -> Result<u8, Error> {
+    // Orphans of a SIGKILLed keeper come back to us, and we kill them.
+    tether::become_subreaper()?;
+    // Signals to forward: blocked here, before any thread exists, so every
+    // thread inherits the mask and only the forwarder's sigwait sees them.
+    let mut forwarded = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        forwarded.add(sig);
+    }
+    forwarded.thread_block().map_err(std::io::Error::from)?;
+
+    let mut command = if args.shell {
+        let script = args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c").arg(script);
+        c
+    } else {
+        let mut c = Command::new(&args.command[0]);
+        c.args(&args.command[1..]);
+        c
+    };
+    command
+        .grace(args.grace)
+        .purpose(&args.purpose)
+        .envs(args.env.iter().map(|(k, v)| (k, v)));
+    command.containment(match args.containment {
+        ContainmentArg::Auto => ContainmentPolicy::Auto,
+        ContainmentArg::Subreaper => ContainmentPolicy::Subreaper,
+        ContainmentArg::Pidns => ContainmentPolicy::PidNamespace,
+    });
+    if let Some(cwd) = &args.cwd {
+        command.current_dir(cwd);
+    }
+    if let Some(timeout) = args.timeout {
+        command.timeout(timeout);
+    }
+    if args.json {
+        command
+            .stdin(tether::Stdio::Null)
+            .stdout(tether::Stdio::Piped)
+            .stderr(tether::Stdio::Piped);
+    }
+    let started = Instant::now();
+    let mut child = command.spawn()?;
+    let handle = child.handle();
+    std::thread::Builder::new()
+        .name("tether-signals".into())
+        .spawn(move || {
+            while let Ok(sig) = forwarded.wait() {
+                let _ = handle.interrupt(sig as i32);
+            }
+        })
+        .map_err(Error::Io)?;
+
+    if !args.json {
+        let status = child.wait()?;
+        return Ok(exit_code(&status));
+    }
+    let containment = child.containment().to_string();
+    let pid = child.id();
+    let session = child.session_id().to_string();
+    let output = child.wait_with_output_limited(args.max_output)?;
+    let status = output.status;
+    let result = JsonResult {
+        exit_code: status.code(),
+        signal: status.signal(),
+        timed_out: status.timed_out(),
+        duration_ms: started.elapsed().as_millis() as u64,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        stdout_truncated: output.stdout_dropped > 0,
+        stderr_truncated: output.stderr_dropped > 0,
+        stdout_dropped_bytes: output.stdout_dropped,
+        stderr_dropped_bytes: output.stderr_dropped,
+        descendants_killed: status.descendants_killed(),
+        containment,
+        pid,
+        session,
+    };
+    println!("{}", serde_json::to_string(&result).expect("serializable"));
+    Ok(exit_code(&status))
+}
+
+/// `timeout(1)` conventions.
+fn exit_code(status: &ExitStatus) -> u8 {
+    if status.timed_out() {
+        return 124;
+    }
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(sig)) => 128 + sig as u8,
+        (None, None) => EXIT_TETHER_ERROR,
+    }
+}

@@ -1,0 +1,865 @@
+//! The keeper: a small single-threaded process between an owner and one
+//! command.
+//!
+//! Theory of operation:
+//!
+//! 1. The owner starts the keeper with one end of a Unix socket as its
+//!    stdin. That socket is both the control channel and the *lifeline*:
+//!    only the owner holds the other end (close-on-exec), so EOF means the
+//!    owner is gone — by exit, panic, `SIGKILL` or OOM alike.
+//! 2. The keeper marks itself `PR_SET_CHILD_SUBREAPER`: everything the
+//!    command forks, including `setsid` + double-fork escapes, stays its
+//!    descendant. It is the session's only reaper.
+//! 3. It waits for a `Spawn` request (a warm keeper waits here, already
+//!    holding its lifeline), forks, and in the child sets up the process
+//!    group or session, resets the signal mask and dispositions, installs
+//!    stdio and execs. With a PID namespace, the child is a pid-1 init with
+//!    `PR_SET_PDEATHSIG(SIGKILL)` (safe: the keeper is single-threaded), so
+//!    even a `SIGKILL`ed keeper takes the namespace down with it.
+//! 4. It polls the socket and a signalfd. It reaps everything, reports the
+//!    main process's exit, and kills the tree when asked, at the timeout, on
+//!    lifeline EOF, or (policy) when the main process exits with
+//!    descendants left. Killing is a ladder — a signal, a grace period,
+//!    then `SIGKILL` rounds until `waitpid` says `ECHILD` — and every
+//!    process is signalled through a pidfd opened and verified as a tree
+//!    member first, so a recycled pid is never hit.
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use super::channel::{recv_into, send_frame};
+use super::linux::{Pidfd, children_of, command_line, read_stat, set_child_subreaper};
+use super::protocol::{
+    ContainmentKind, Event, FrameBuffer, Leftovers, Request, Scope, SpawnSpec, Termination,
+};
+
+/// How long SIGKILL rounds go on before a kill is reported as incomplete
+/// (a process in uninterruptible sleep can ignore SIGKILL for a while).
+const VERIFY_WINDOW: Duration = Duration::from_secs(5);
+/// Re-sweep interval once SIGKILL is being sent: orphans reparented to the
+/// keeper raise no event, so the keeper looks again at this pace until the
+/// tree is empty (measured: a fork-looping tree empties in ~20 ms).
+const KILL_SWEEP: Duration = Duration::from_millis(5);
+
+/// The argument that makes a program that embeds tether act as its keeper.
+pub const KEEPER_ARG: &str = "__tether-keeper";
+
+/// Runs the keeper on the socket at fd 0 and exits the process.
+pub fn main() -> ! {
+    let code = match Keeper::start() {
+        Ok(Some(mut keeper)) => keeper.run(),
+        Ok(None) => 0,
+        Err(_) => 125,
+    };
+    std::process::exit(code)
+}
+
+/// Where the kill ladder stands.
+#[derive(Clone, Copy, Debug)]
+enum Ladder {
+    /// Nothing is being killed.
+    Idle,
+    /// A first signal went out; SIGKILL follows at `deadline`.
+    Grace { deadline: Instant },
+    /// SIGKILL rounds until the tree is empty or `give_up` passes.
+    Killing { give_up: Instant },
+}
+
+struct Keeper {
+    ctl: Option<OwnedFd>,
+    frames: FrameBuffer,
+    sigfd: SignalFd,
+    /// Pid of the keeper's child: the command, or the namespace init.
+    child: u32,
+    /// The command (host pid); reaped or reported exited → None.
+    main: Option<u32>,
+    main_done: bool,
+    /// Pipe from the namespace init (pidns only).
+    init_reports: Option<OwnedFd>,
+    spec: SpawnSpec,
+    ladder: Ladder,
+    timeout_at: Option<Instant>,
+    timed_out: bool,
+    /// Pids of descendants a kill signalled (the main process excluded).
+    signalled: HashSet<u32>,
+}
+
+impl Keeper {
+    /// Sets the keeper up and starts the command. `None` when the owner went
+    /// away before asking for anything (a warm keeper never used).
+    fn start() -> io::Result<Option<Keeper>> {
+        set_child_subreaper()?;
+        // Move the socket off fd 0 (close-on-exec, so no command inherits
+        // the lifeline), and put /dev/null in its place.
+        let ctl = dup_high(0)?;
+        let null = std::fs::File::open("/dev/null")?;
+        nix::unistd::dup2_stdin(null.as_fd())?;
+        // SIGPIPE: a dead owner must be an EPIPE, not the keeper's death.
+        // SAFETY: setting a disposition to SIG_IGN installs no handler code.
+        unsafe { nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigIgn) }?;
+        let mut mask = SigSet::empty();
+        for sig in [
+            Signal::SIGCHLD,
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+        ] {
+            mask.add(sig);
+        }
+        mask.thread_block()?;
+        let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
+
+        let mut frames = FrameBuffer::default();
+        let mut fds = Vec::new();
+        let payload = loop {
+            if let Some(payload) = frames.next_payload()? {
+                break payload;
+            }
+            let (n, more) = recv_into(ctl.as_fd(), &mut frames)?;
+            fds.extend(more);
+            if n == 0 {
+                return Ok(None);
+            }
+        };
+        let Request::Spawn(spec) = Request::decode(&payload)? else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "first request must be Spawn",
+            ));
+        };
+        let mut keeper = Keeper {
+            ctl: Some(ctl),
+            frames,
+            sigfd,
+            child: 0,
+            main: None,
+            main_done: false,
+            init_reports: None,
+            timeout_at: spec
+                .timeout_ms
+                .map(|ms| Instant::now() + Duration::from_millis(ms)),
+            spec,
+            ladder: Ladder::Idle,
+            timed_out: false,
+            signalled: HashSet::new(),
+        };
+        if fds.len() != 3 {
+            keeper.send(&Event::SpawnFailed {
+                errno: libc::EBADF,
+                stage: 5,
+            });
+            return Ok(None);
+        }
+        match keeper.spawn(&fds) {
+            Ok(event) => {
+                drop(fds);
+                keeper.send(&event);
+                Ok(Some(keeper))
+            }
+            Err((stage, errno)) => {
+                keeper.send(&Event::SpawnFailed {
+                    errno: errno as i32,
+                    stage,
+                });
+                Ok(None)
+            }
+        }
+    }
+
+    fn send(&mut self, event: &Event) {
+        if let Some(ctl) = &self.ctl {
+            // The owner may be gone; the lifeline EOF handles that.
+            let _ = send_frame(ctl.as_fd(), &event.encode(), &[]);
+        }
+    }
+
+    /// Forks the command (or the namespace init that forks it).
+    fn spawn(&mut self, stdio: &[OwnedFd]) -> Result<Event, (u8, Errno)> {
+        let exec = Exec::prepare(&self.spec).map_err(|e| (3, e))?;
+        let want_ns = self.spec.containment != Some(ContainmentKind::Subreaper);
+        let containment = if want_ns && enter_pid_namespace().is_ok() {
+            ContainmentKind::PidNamespace
+        } else if self.spec.containment == Some(ContainmentKind::PidNamespace) {
+            return Err((4, enter_pid_namespace().unwrap_err()));
+        } else {
+            ContainmentKind::Subreaper
+        };
+        let stdio = [
+            stdio[0].as_raw_fd(),
+            stdio[1].as_raw_fd(),
+            stdio[2].as_raw_fd(),
+        ];
+        let main = match containment {
+            ContainmentKind::Subreaper => {
+                let pid = fork_exec(&exec, stdio, None)?;
+                self.child = pid;
+                pid
+            }
+            ContainmentKind::PidNamespace => self.spawn_init(&exec, stdio)?,
+        };
+        self.main = Some(main);
+        let pidfd = Pidfd::open(main).map_err(|e| (3, errno_of(&e)))?;
+        let start_time = read_stat(main).map(|s| s.start_time).unwrap_or(0);
+        Ok(Event::Started {
+            pid: main,
+            start_time,
+            pidfs_inode: pidfd.inode(),
+            containment,
+        })
+    }
+
+    /// Forks the pid-1 init of a fresh PID namespace, which forks the
+    /// command and relays its fate over a pipe. Returns the command's pid as
+    /// seen from here.
+    fn spawn_init(&mut self, exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (u8, Errno)> {
+        let (report_r, report_w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| (2, e))?;
+        let me = Pidfd::open(std::process::id()).map_err(|e| (2, errno_of(&e)))?;
+        let ctl = self.ctl.as_ref().map(|c| c.as_raw_fd()).unwrap_or(-1);
+        // SAFETY: the keeper is single-threaded, so the child may do anything.
+        match unsafe { nix::unistd::fork() }.map_err(|e| (2, e))? {
+            nix::unistd::ForkResult::Child => init_main(
+                exec,
+                stdio,
+                &me,
+                ctl,
+                report_r.as_raw_fd(),
+                report_w.as_raw_fd(),
+            ),
+            nix::unistd::ForkResult::Parent { child } => {
+                drop(report_w);
+                self.child = child.as_raw() as u32;
+                let mut word = [0u8; 12];
+                read_exact_fd(report_r.as_fd(), &mut word).map_err(|e| (4, errno_of(&e)))?;
+                let kind = u32::from_le_bytes(word[..4].try_into().unwrap());
+                let value = i32::from_le_bytes(word[4..8].try_into().unwrap());
+                let extra = i32::from_le_bytes(word[8..].try_into().unwrap());
+                if kind != 0 {
+                    // Exec failed inside the namespace: init has exited.
+                    let _ = waitpid(child, None);
+                    return Err((value as u8, Errno::from_raw(extra)));
+                }
+                // `value` is the command's pid inside the namespace: find
+                // the child of init whose innermost pid it is.
+                let host = children_of(self.child)
+                    .into_iter()
+                    .find(|&pid| ns_pid_of(pid) == Some(value as u32))
+                    .ok_or((4, Errno::ESRCH))?;
+                self.init_reports = Some(report_r);
+                Ok(host)
+            }
+        }
+    }
+
+    /// The event loop. Returns the keeper's exit code.
+    fn run(&mut self) -> i32 {
+        loop {
+            self.reap();
+            if self.main_done && self.tree_is_empty() {
+                let killed = self.signalled.len() as u32;
+                self.send(&Event::TreeEmpty { killed });
+                return 0;
+            }
+            let now = Instant::now();
+            if self.timeout_at.is_some_and(|t| now >= t) && !self.main_done {
+                self.timeout_at = None;
+                self.timed_out = true;
+                self.begin_kill(libc::SIGTERM, Scope::Tree, self.spec.grace_ms);
+            }
+            self.advance_ladder(now);
+            self.wait_for_event();
+        }
+    }
+
+    /// Polls the socket, the signalfd and the init pipe until something
+    /// happens or the nearest deadline passes.
+    fn wait_for_event(&mut self) {
+        let deadline = [
+            self.timeout_at,
+            match self.ladder {
+                Ladder::Idle => None,
+                Ladder::Grace { deadline } => Some(deadline),
+                Ladder::Killing { give_up } => Some(give_up.min(Instant::now() + KILL_SWEEP)),
+            },
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let timeout_ms = match deadline {
+            Some(d) => {
+                d.saturating_duration_since(Instant::now())
+                    .as_millis()
+                    .min(i32::MAX as u128) as i32
+                    + 1
+            }
+            None => -1,
+        };
+        let mut fds = vec![pollfd(self.sigfd.as_fd().as_raw_fd())];
+        let ctl_raw = self.ctl.as_ref().map(|c| c.as_raw_fd());
+        if let Some(raw) = ctl_raw {
+            fds.push(pollfd(raw));
+        }
+        let init_raw = self.init_reports.as_ref().map(|r| r.as_raw_fd());
+        if let Some(raw) = init_raw {
+            fds.push(pollfd(raw));
+        }
+        // SAFETY: `fds` is a valid array of pollfd for its length.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if rc <= 0 {
+            return;
+        }
+        let ready = |raw: Option<RawFd>| {
+            raw.and_then(|raw| fds.iter().find(|p| p.fd == raw))
+                .is_some_and(|p| p.revents != 0)
+        };
+        if fds[0].revents != 0 {
+            self.drain_signals();
+        }
+        if ready(ctl_raw) {
+            self.read_requests();
+        }
+        if ready(init_raw) {
+            self.read_init_report();
+        }
+    }
+
+    fn drain_signals(&mut self) {
+        while let Ok(Some(info)) = self.sigfd.read_signal() {
+            let sig = info.ssi_signo as i32;
+            // Someone asked the keeper itself to stop: treat it like the
+            // owner going away. SIGINT/SIGHUP/SIGQUIT are the owner's to
+            // forward (a terminal sends them to the owner's group, which
+            // includes the keeper), so the keeper ignores them.
+            if sig == libc::SIGTERM {
+                self.begin_kill(libc::SIGTERM, Scope::Tree, self.spec.grace_ms);
+            }
+        }
+    }
+
+    fn read_requests(&mut self) {
+        let Some(ctl) = self.ctl.as_ref() else { return };
+        match recv_into(ctl.as_fd(), &mut self.frames) {
+            Ok((0, _)) | Err(_) => {
+                // Lifeline EOF: the owner is gone. Nobody is left to report
+                // to; kill the tree and exit once it is empty.
+                self.ctl = None;
+                self.begin_kill(libc::SIGTERM, Scope::Tree, self.spec.grace_ms);
+                return;
+            }
+            Ok(_) => {}
+        }
+        while let Ok(Some(payload)) = self.frames.next_payload() {
+            match Request::decode(&payload) {
+                Ok(Request::Signal { signal, scope }) => {
+                    self.deliver(signal, scope);
+                }
+                Ok(Request::Kill {
+                    signal,
+                    scope,
+                    grace_ms,
+                }) => {
+                    self.begin_kill(signal, scope, grace_ms);
+                }
+                Ok(Request::Spawn(_)) | Err(_) => {}
+            }
+        }
+    }
+
+    fn read_init_report(&mut self) {
+        let Some(reports) = self.init_reports.as_ref() else {
+            return;
+        };
+        let mut word = [0u8; 12];
+        match read_exact_fd(reports.as_fd(), &mut word) {
+            Ok(()) => {
+                let status = i32::from_le_bytes(word[4..8].try_into().unwrap());
+                self.main_exited(decode_wait_status(status));
+            }
+            Err(_) => self.init_reports = None,
+        }
+    }
+
+    /// Reaps every child that has exited.
+    fn reap(&mut self) {
+        loop {
+            match waitpid(
+                None::<Pid>,
+                Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL),
+            ) {
+                Ok(WaitStatus::StillAlive) | Err(_) => return,
+                Ok(status) => {
+                    let Some(pid) = status.pid().map(|p| p.as_raw() as u32) else {
+                        return;
+                    };
+                    let termination = match status {
+                        WaitStatus::Exited(_, code) => Termination::Code(code),
+                        WaitStatus::Signaled(_, sig, _) => Termination::Signal(sig as i32),
+                        _ => continue,
+                    };
+                    if self.init_reports.is_none() && Some(pid) == self.main && !self.main_done {
+                        self.main_exited(termination);
+                    } else if pid == self.child && self.init_reports.is_some() && !self.main_done {
+                        // Init died before reporting (killed from outside):
+                        // the command died with the namespace.
+                        self.main_exited(Termination::Signal(libc::SIGKILL));
+                    }
+                }
+            }
+        }
+    }
+
+    fn main_exited(&mut self, termination: Termination) {
+        if self.main_done {
+            return;
+        }
+        self.main_done = true;
+        self.main = None;
+        let timed_out = self.timed_out;
+        self.send(&Event::MainExited {
+            termination,
+            timed_out,
+        });
+        if self.spec.leftovers == Leftovers::Kill && matches!(self.ladder, Ladder::Idle) {
+            self.begin_kill(libc::SIGTERM, Scope::Tree, self.spec.grace_ms);
+        }
+    }
+
+    fn tree_is_empty(&self) -> bool {
+        // ECHILD from a non-reaping wait: no children at all, live or
+        // zombie. Everything of the session is a descendant of the keeper
+        // (subreaper / pid namespace), so no children means no session.
+        // SAFETY: waitid with a zeroed siginfo to fill; WNOWAIT reaps nothing.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_ALL,
+                0,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
+            )
+        };
+        rc < 0 && Errno::last() == Errno::ECHILD
+    }
+
+    fn begin_kill(&mut self, signal: i32, scope: Scope, grace_ms: u64) {
+        self.deliver(signal, scope);
+        let deadline = Instant::now() + Duration::from_millis(grace_ms);
+        self.ladder = match self.ladder {
+            Ladder::Idle => Ladder::Grace { deadline },
+            Ladder::Grace { deadline: old } => Ladder::Grace {
+                deadline: old.min(deadline),
+            },
+            killing @ Ladder::Killing { .. } => killing,
+        };
+        if grace_ms == 0 {
+            self.advance_ladder(Instant::now());
+        }
+    }
+
+    fn advance_ladder(&mut self, now: Instant) {
+        match self.ladder {
+            Ladder::Idle => {}
+            Ladder::Grace { deadline } => {
+                if now >= deadline {
+                    self.ladder = Ladder::Killing {
+                        give_up: now + VERIFY_WINDOW,
+                    };
+                    self.deliver(libc::SIGKILL, Scope::Tree);
+                }
+            }
+            Ladder::Killing { give_up } => {
+                self.reap();
+                if self.tree_is_empty() {
+                    return;
+                }
+                self.deliver(libc::SIGKILL, Scope::Tree);
+                if now >= give_up {
+                    let survivors = self
+                        .tree()
+                        .into_iter()
+                        .map(|(pid, _)| (pid, command_line(pid).into_bytes()))
+                        .collect();
+                    self.send(&Event::KillFailed { survivors });
+                    // Stay tracked and killable: a later Kill starts over.
+                    // With the owner gone there is nobody to ask again, so
+                    // keep trying.
+                    self.ladder = if self.ctl.is_none() {
+                        Ladder::Killing {
+                            give_up: now + VERIFY_WINDOW,
+                        }
+                    } else {
+                        Ladder::Idle
+                    };
+                }
+            }
+        }
+    }
+
+    /// Sends `signal` to `scope`. A stopped process would hold a pending
+    /// TERM forever, so anything but SIGKILL is followed by SIGCONT.
+    fn deliver(&mut self, signal: i32, scope: Scope) {
+        if scope == Scope::Group || signal != libc::SIGKILL {
+            // The group id is safe to use while its leader (the main
+            // process) is unreaped: the kernel does not reuse the id of a
+            // live group leader.
+            if let Some(main) = self.main {
+                // SAFETY: kill(2) with a negative pid signals a group.
+                unsafe { libc::kill(-(main as libc::pid_t), signal) };
+                if signal != libc::SIGKILL {
+                    unsafe { libc::kill(-(main as libc::pid_t), libc::SIGCONT) };
+                }
+            }
+        }
+        if scope == Scope::Group {
+            return;
+        }
+        for (pid, pidfd) in self.tree() {
+            if pidfd.send_signal(signal).is_ok() {
+                if Some(pid) != self.main && pid != self.child {
+                    self.signalled.insert(pid);
+                }
+                if signal != libc::SIGKILL {
+                    let _ = pidfd.send_signal(libc::SIGCONT);
+                }
+            }
+        }
+    }
+
+    /// Every live process of the session, each pinned by a pidfd and
+    /// verified to be a descendant of the keeper *after* the pidfd was
+    /// opened — so a pid recycled between listing and opening is skipped.
+    fn tree(&self) -> Vec<(u32, Pidfd)> {
+        let me = std::process::id();
+        let mut known: HashSet<u32> = HashSet::from([me]);
+        let mut frontier = vec![me];
+        let mut members = Vec::new();
+        while let Some(parent) = frontier.pop() {
+            for pid in children_of(parent) {
+                if known.contains(&pid) {
+                    continue;
+                }
+                let Ok(pidfd) = Pidfd::open(pid) else {
+                    continue;
+                };
+                let Ok(stat) = read_stat(pid) else { continue };
+                if pidfd.has_exited() || !known.contains(&stat.ppid) {
+                    continue;
+                }
+                known.insert(pid);
+                frontier.push(pid);
+                members.push((pid, pidfd));
+            }
+        }
+        members
+    }
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+fn errno_of(e: &io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+fn decode_wait_status(status: i32) -> Termination {
+    if libc::WIFSIGNALED(status) {
+        Termination::Signal(libc::WTERMSIG(status))
+    } else {
+        Termination::Code(libc::WEXITSTATUS(status))
+    }
+}
+
+/// The innermost pid of `pid` (last field of `NSpid:` in its status).
+fn ns_pid_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
+    line.split_ascii_whitespace().last()?.parse().ok()
+}
+
+/// Duplicates `fd` to a close-on-exec descriptor numbered 10 or above.
+fn dup_high(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a fresh descriptor or -1.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+    if new < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `new` was just created for us.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+fn read_exact_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match nix::unistd::read(fd, &mut buf[got..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Enters a new PID namespace for the keeper's next child: directly as a
+/// privileged user, else together with a user namespace mapping our own uid.
+fn enter_pid_namespace() -> Result<(), Errno> {
+    use nix::sched::{CloneFlags, unshare};
+    if unshare(CloneFlags::CLONE_NEWPID).is_ok() {
+        return Ok(());
+    }
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID)?;
+    let write = |path: &str, text: String| std::fs::write(path, text).map_err(|e| errno_of(&e));
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    Ok(())
+}
+
+/// Everything `execve` needs, built before forking.
+struct Exec {
+    program: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    cwd: Option<CString>,
+    new_session: bool,
+}
+
+impl Exec {
+    fn prepare(spec: &SpawnSpec) -> Result<Exec, Errno> {
+        let c = |b: &[u8]| CString::new(b.to_vec()).map_err(|_| Errno::EINVAL);
+        Ok(Exec {
+            program: c(&spec.program)?,
+            argv: spec.argv.iter().map(|a| c(a)).collect::<Result<_, _>>()?,
+            envp: spec.envp.iter().map(|e| c(e)).collect::<Result<_, _>>()?,
+            cwd: spec.cwd.as_deref().map(c).transpose()?,
+            new_session: spec.new_session,
+        })
+    }
+}
+
+/// Forks and execs the command; returns its pid once exec succeeded.
+/// `extra_close` is a descriptor the child must not keep (the init's
+/// report pipe).
+fn fork_exec(
+    exec: &Exec,
+    stdio: [RawFd; 3],
+    extra_close: Option<RawFd>,
+) -> Result<u32, (u8, Errno)> {
+    let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| (2, e))?;
+    let argv: Vec<*const libc::c_char> = exec
+        .argv
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp: Vec<*const libc::c_char> = exec
+        .envp
+        .iter()
+        .map(|e| e.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    // SAFETY: the keeper (and the init) are single-threaded; the child only
+    // makes async-signal-safe calls on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err((2, Errno::last()));
+    }
+    if pid == 0 {
+        // SAFETY: in the child, see above.
+        unsafe { child_after_fork(exec, &argv, &envp, stdio, err_w.as_raw_fd(), extra_close) }
+    }
+    drop(err_w);
+    // Also set the group from the parent: whichever side runs first, the
+    // group exists before anyone signals it.
+    if !exec.new_session {
+        // SAFETY: setpgid on our own child.
+        unsafe { libc::setpgid(pid, pid) };
+    }
+    let mut report = [0u8; 8];
+    let mut got = 0;
+    while got < report.len() {
+        match nix::unistd::read(err_r.as_fd(), &mut report[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    if got == 0 {
+        return Ok(pid as u32);
+    }
+    let stage = u32::from_le_bytes(report[..4].try_into().unwrap()) as u8;
+    let errno = i32::from_le_bytes(report[4..].try_into().unwrap());
+    let _ = waitpid(Pid::from_raw(pid), None);
+    Err((stage, Errno::from_raw(errno)))
+}
+
+/// The child side of `fork_exec`. Never returns.
+///
+/// # Safety
+/// Only call in a freshly forked child of a single-threaded process.
+unsafe fn child_after_fork(
+    exec: &Exec,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+    stdio: [RawFd; 3],
+    err_w: RawFd,
+    extra_close: Option<RawFd>,
+) -> ! {
+    let fail = |stage: u32| -> ! {
+        let errno = Errno::last_raw();
+        let mut report = [0u8; 8];
+        report[..4].copy_from_slice(&stage.to_le_bytes());
+        report[4..].copy_from_slice(&errno.to_le_bytes());
+        // SAFETY: write(2) and _exit(2) are async-signal-safe.
+        unsafe {
+            libc::write(err_w, report.as_ptr().cast(), report.len());
+            libc::_exit(127)
+        }
+    };
+    // SAFETY (whole block): async-signal-safe libc calls on valid data.
+    unsafe {
+        if let Some(fd) = extra_close {
+            libc::close(fd);
+        }
+        if exec.new_session {
+            if libc::setsid() < 0 {
+                fail(3);
+            }
+        } else if libc::setpgid(0, 0) < 0 {
+            fail(3);
+        }
+        // Lift the three descriptors above 2 first so that installing one
+        // cannot clobber another that happens to sit on 0..2.
+        let mut high = [0; 3];
+        for (slot, fd) in high.iter_mut().zip(stdio) {
+            *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
+            if *slot < 0 {
+                fail(5);
+            }
+        }
+        for (target, fd) in high.into_iter().enumerate() {
+            if libc::dup2(fd, target as i32) < 0 {
+                fail(5);
+            }
+        }
+        // A clean signal state for the command: nothing blocked, nothing
+        // ignored (the keeper blocks SIGCHLD/TERM and ignores SIGPIPE).
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        if let Some(cwd) = &exec.cwd {
+            if libc::chdir(cwd.as_ptr()) < 0 {
+                fail(1);
+            }
+        }
+        libc::execve(exec.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        fail(0)
+    }
+}
+
+/// The pid-1 init of a session's PID namespace. Never returns.
+fn init_main(
+    exec: &Exec,
+    stdio: [RawFd; 3],
+    keeper: &Pidfd,
+    ctl: RawFd,
+    report_r: RawFd,
+    report_w: RawFd,
+) -> ! {
+    let report = |kind: u32, value: i32, extra: i32| {
+        let mut word = [0u8; 12];
+        word[..4].copy_from_slice(&kind.to_le_bytes());
+        word[4..8].copy_from_slice(&value.to_le_bytes());
+        word[8..].copy_from_slice(&extra.to_le_bytes());
+        // SAFETY: write(2) of a local buffer.
+        unsafe { libc::write(report_w, word.as_ptr().cast(), word.len()) };
+    };
+    // SAFETY: plain syscalls in a forked single-threaded child.
+    unsafe {
+        libc::close(ctl);
+        libc::close(report_r);
+        // The namespace dies with this process; this process dies with the
+        // keeper. PDEATHSIG is safe here: the keeper is single-threaded, so
+        // "the parent thread exited" means "the keeper exited".
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+    if keeper.has_exited() {
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(1) };
+    }
+    let command = match fork_exec(exec, stdio, Some(report_w)) {
+        Ok(pid) => pid,
+        Err((stage, errno)) => {
+            report(1, stage as i32, errno as i32);
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(1) }
+        }
+    };
+    report(0, command as i32, 0);
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a valid status pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        if pid < 0 {
+            if Errno::last() == Errno::EINTR {
+                continue;
+            }
+            // ECHILD: the namespace is empty.
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(0) }
+        }
+        if pid as u32 == command {
+            report(2, status, 0);
+        }
+    }
+}
+
+/// Lets a program that embeds tether be its own keeper.
+///
+/// Call it first thing in `main`. When the library starts this program as a
+/// keeper (with the argument `__tether-keeper`), the call runs the keeper
+/// and never returns; otherwise it records that this program can serve as
+/// the keeper and returns at once, so no separate `tether-keeper` binary
+/// needs to be installed.
+///
+/// ```no_run
+/// fn main() {
+///     tether::keeper::run_if_requested();
+///     // … the program as usual …
+/// }
+/// ```
+pub fn run_if_requested() {
+    if std::env::args_os().nth(1).is_some_and(|a| a == KEEPER_ARG) {
+        main();
+    }
+    super::link::SELF_IS_KEEPER.store(true, std::sync::atomic::Ordering::Relaxed);
+}

@@ -1,0 +1,136 @@
+//! Errors of the tether library. Each variant says what went wrong in terms
+//! a user can act on; front-ends render them.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong starting, watching or killing a command.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No executable named `program` was found on the search path.
+    #[error("program not found: {program:?} (searched PATH={path_searched:?})")]
+    ProgramNotFound {
+        /// The program as given.
+        program: String,
+        /// The search path that was tried, as one `:`-separated string.
+        path_searched: String,
+    },
+    /// The program exists but cannot be executed (permissions, a directory, …).
+    #[error("not executable: {path} ({reason})")]
+    NotExecutable {
+        /// The resolved path.
+        path: PathBuf,
+        /// Why it cannot be executed.
+        reason: String,
+    },
+    /// The working directory does not exist or is not a directory.
+    #[error("bad working directory {cwd}: {reason}")]
+    BadCwd {
+        /// The directory as given.
+        cwd: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An argument, environment entry or option is not usable.
+    #[error("invalid {what}: {reason}")]
+    InvalidInput {
+        /// What was invalid (`argument`, `environment`, `purpose`, …).
+        what: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The requested containment cannot be had on this system.
+    #[error("containment {requested} is not available here: {reason}")]
+    ContainmentUnavailable {
+        /// The containment that was asked for.
+        requested: &'static str,
+        /// What the kernel said.
+        reason: String,
+    },
+    /// The keeper program could not be found.
+    #[error(
+        "tether keeper not found (set TETHER_KEEPER, call tether::keeper::run_if_requested() \
+         at the top of main, or install tether-keeper next to this program); searched: {searched:?}"
+    )]
+    KeeperNotFound {
+        /// Every place that was looked at.
+        searched: Vec<PathBuf>,
+    },
+    /// The keeper could not be started or talked to.
+    #[error("tether keeper failed: {0}")]
+    Keeper(#[source] io::Error),
+    /// The keeper died without finishing its work. If this process is a
+    /// subreaper, the orphaned processes were killed (see `orphans_killed`).
+    #[error("tether keeper died unexpectedly; {orphans_killed} orphaned process(es) killed")]
+    KeeperLost {
+        /// How many orphaned processes of the session this process killed.
+        orphans_killed: usize,
+    },
+    /// The keeper sent something this library does not understand.
+    #[error("keeper protocol error: {0}")]
+    Protocol(String),
+    /// The command could not be started in the keeper.
+    #[error("cannot start {program:?}: {stage}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Which step failed (`exec`, `chdir`, `fork`, …).
+        stage: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The tree could not be killed entirely: these processes survived.
+    /// The session stays tracked and killable.
+    #[error("kill incomplete: {} process(es) survived: {}", survivors.len(), survivor_list(survivors))]
+    KillIncomplete {
+        /// What is still alive.
+        survivors: Vec<Survivor>,
+    },
+    /// A malformed spawn tag.
+    #[error(transparent)]
+    Tag(#[from] TagError),
+    /// Any other operating-system error.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// A process that outlived a kill.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Survivor {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command line, for the report (empty if unreadable).
+    pub command: String,
+}
+
+fn survivor_list(survivors: &[Survivor]) -> String {
+    let names: Vec<String> = survivors
+        .iter()
+        .map(|s| format!("{} {}", s.pid, s.command))
+        .collect();
+    names.join(", ")
+}
+
+/// Why a spawn tag was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TagError {
+    /// The tag does not have the six `:`-separated fields of version 1.
+    #[error("spawn tag has {0} fields, expected 6")]
+    FieldCount(usize),
+    /// An unknown tag version.
+    #[error("unknown spawn tag version {0:?}")]
+    Version(String),
+    /// A field is out of its allowed alphabet or range.
+    #[error("invalid spawn tag field {field}: {value:?}")]
+    Field {
+        /// The field's name.
+        field: &'static str,
+        /// The offending text.
+        value: String,
+    },
+}
+
+/// Shorthand used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

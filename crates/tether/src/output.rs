@@ -1,0 +1,789 @@
+//! Lossless, bounded storage for one output stream of a session (G6).
+//!
+//! # How it works
+//!
+//! Every byte gets an absolute offset: byte N of the stream has offset N
+//! forever, so a reader's cursor never has to be adjusted when memory is
+//! trimmed. The stream is kept in up to three regions:
+//!
+//! ```text
+//! 0 ........ spill_bytes ....... memory_start ........ end_offset
+//! [ spill file ][ dropped, counted ][ in-memory ring, newest bytes ]
+//! ```
+//!
+//! * The **ring** holds the newest `max_memory` bytes. It grows on demand up
+//!   to that cap and never beyond, so memory is bounded whatever the child
+//!   writes.
+//! * The **spill file** keeps the oldest `spill_cap` bytes that fell out of
+//!   the ring (the head of the output is where compilers and test runners
+//!   put the first error, so that is the part worth keeping on disk).
+//! * Bytes evicted after the spill file is full are **dropped**; readers are
+//!   told how many they missed, never silently handed a shorter stream.
+//!
+//! The spill is written *behind* the ring: when the first byte has to leave
+//! memory, every not-yet-spilled byte of the ring goes to disk in one write,
+//! so at 64 KiB appends into a 1 MiB ring the file sees one ~1 MiB write per
+//! MiB appended instead of one small write per append. Appends larger than
+//! the ring go from the caller's slice straight to the file, uncopied.
+//! Reads use positional I/O (`pread`), so they take `&self` and concurrent
+//! readers never race on a shared file cursor.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Default cap on the in-memory ring: 1 MiB.
+pub const DEFAULT_MAX_MEMORY: usize = 1 << 20;
+/// Default cap on the spill file: 256 MiB.
+pub const DEFAULT_SPILL_CAP: u64 = 256 << 20;
+
+/// The smallest ring allocation, so a chatty child doesn't cause a
+/// reallocation per line while the ring is still small.
+const MIN_RING_ALLOC: usize = 4096;
+
+/// How an [`OutputBuffer`] bounds its memory and disk use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputConfig {
+    /// Most bytes kept in memory (default [`DEFAULT_MAX_MEMORY`]); 0 is
+    /// raised to 1.
+    pub max_memory: usize,
+    /// Most bytes written to the spill file (default [`DEFAULT_SPILL_CAP`]);
+    /// 0 disables spilling.
+    pub spill_cap: u64,
+    /// Private directory for the spill file (default `None`: no spilling).
+    /// It is created with mode 0700 if missing; an existing directory must
+    /// be owned by the effective user and closed to group and others, or
+    /// spilling is refused.
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self {
+            max_memory: DEFAULT_MAX_MEMORY,
+            spill_cap: DEFAULT_SPILL_CAP,
+            spill_dir: None,
+        }
+    }
+}
+
+/// The answer to [`OutputBuffer::read`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReadChunk {
+    /// The bytes, exactly as the child wrote them.
+    pub data: Vec<u8>,
+    /// Offset of `data[0]`; later than the requested offset when bytes were
+    /// dropped.
+    pub offset: u64,
+    /// Where the next read should start (`offset + data.len()`).
+    pub next_offset: u64,
+    /// Bytes between the requested offset and `offset` that are gone for
+    /// good (evicted with no room left in the spill file).
+    pub dropped: u64,
+}
+
+/// Where evicted bytes go.
+#[derive(Debug)]
+enum Spill {
+    /// Not spilling (no directory, cap 0, removed, or creation failed):
+    /// evicted bytes are dropped.
+    Off,
+    /// Spilling is on; the file is created at the first eviction, so a
+    /// session with little output never touches the disk.
+    Lazy { dir: PathBuf },
+    /// The file exists and holds stream bytes `[0, spilled)`.
+    File { file: File, path: PathBuf },
+}
+
+/// One byte stream with absolute offsets: a bounded in-memory ring of the
+/// newest bytes plus an optional spill file for evicted ones.
+///
+/// The spill file, if any, is deleted when the buffer is dropped.
+pub struct OutputBuffer {
+    /// Byte at offset `o` lives at `ring[o % cap]`; `ring.len()` grows up to
+    /// `cap` and then stays there.
+    ring: Vec<u8>,
+    cap: usize,
+    end: u64,
+    spill: Spill,
+    /// The spill file takes bytes while `spilled < spill_limit`; lowered to
+    /// `spilled` after a write error so a broken disk stops costing time.
+    spill_limit: u64,
+    spilled: u64,
+}
+
+impl OutputBuffer {
+    /// Creates an empty buffer. Allocates nothing and touches no file yet.
+    pub fn new(config: OutputConfig) -> Self {
+        let (spill, spill_limit) = match config.spill_dir {
+            Some(dir) if config.spill_cap > 0 => (Spill::Lazy { dir }, config.spill_cap),
+            _ => (Spill::Off, 0),
+        };
+        Self {
+            ring: Vec::new(),
+            cap: config.max_memory.max(1),
+            end: 0,
+            spill,
+            spill_limit,
+            spilled: 0,
+        }
+    }
+
+    /// Oldest offset still readable from memory or the spill file.
+    pub fn start_offset(&self) -> u64 {
+        if self.spilled > 0 {
+            0
+        } else {
+            self.memory_start()
+        }
+    }
+
+    /// Total bytes ever appended; the offset the next byte will get.
+    pub fn end_offset(&self) -> u64 {
+        self.end
+    }
+
+    /// Oldest offset still held in memory.
+    pub fn memory_start(&self) -> u64 {
+        self.end.saturating_sub(self.cap as u64)
+    }
+
+    /// Bytes evicted that neither memory nor the spill file holds any more.
+    pub fn dropped_total(&self) -> u64 {
+        self.memory_start().saturating_sub(self.spilled)
+    }
+
+    /// Bytes held in the spill file (stream offsets `[0, spill_bytes)`).
+    pub fn spill_bytes(&self) -> u64 {
+        self.spilled
+    }
+
+    /// Bytes currently allocated for the ring; never more than
+    /// [`OutputConfig::max_memory`].
+    pub fn memory_capacity(&self) -> usize {
+        self.ring.capacity()
+    }
+
+    /// Path of the spill file, once one has been created.
+    pub fn spill_path(&self) -> Option<&Path> {
+        match &self.spill {
+            Spill::File { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Appends `bytes` at [`end_offset`](Self::end_offset), evicting the
+    /// oldest bytes from memory to the spill file as needed.
+    ///
+    /// # Errors
+    /// Creating or writing the spill file can fail (directory not private,
+    /// disk full). The bytes are appended anyway, because the caller has
+    /// already consumed them from the child and offsets must stay true; the
+    /// spill is sealed at what was written, and later evictions are dropped
+    /// and counted. The error is returned once, for the caller to report.
+    pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let old_end = self.end;
+        let new_end = old_end + bytes.len() as u64;
+        let new_memory_start = new_end.saturating_sub(self.cap as u64);
+        // Spill first: the ring slots about to be overwritten hold the bytes
+        // that must reach the file.
+        let spilled = if self.spilled < self.spill_limit && self.spilled < new_memory_start {
+            self.spill_until(bytes, old_end, new_memory_start)
+        } else {
+            Ok(())
+        };
+        self.store(bytes, old_end, new_memory_start);
+        self.end = new_end;
+        spilled
+    }
+
+    /// Writes every unspilled byte older than `new_memory_start` to the
+    /// file, plus the rest of the ring while at it (write-behind batching).
+    fn spill_until(&mut self, input: &[u8], old_end: u64, new_memory_start: u64) -> io::Result<()> {
+        if let Spill::Lazy { dir } = &self.spill {
+            match create_spill_file(dir) {
+                Ok((file, path)) => self.spill = Spill::File { file, path },
+                Err(e) => {
+                    self.spill = Spill::Off;
+                    self.spill_limit = 0;
+                    return Err(e);
+                }
+            }
+        }
+        let Spill::File { file, path } = &self.spill else {
+            return Ok(());
+        };
+        let ring_to = self.spill_limit.min(old_end);
+        let (a, b) = self.ring_range(self.spilled, ring_to.max(self.spilled));
+        // Bytes that pass straight through (append larger than the ring).
+        let input_to = self.spill_limit.min(new_memory_start);
+        let c = if input_to > ring_to {
+            &input[(ring_to - old_end) as usize..(input_to - old_end) as usize]
+        } else {
+            &[]
+        };
+        let mut pos = self.spilled;
+        let mut result = Ok(());
+        for part in [a, b, c] {
+            if let Err(e) = sys::write_all_at(file, part, pos) {
+                let msg = format!("writing spill file {}: {e}", path.display());
+                result = Err(io::Error::new(e.kind(), msg));
+                break;
+            }
+            pos += part.len() as u64;
+        }
+        self.spilled = pos;
+        if result.is_err() {
+            self.spill_limit = pos;
+        }
+        result
+    }
+
+    /// Copies the part of `bytes` that stays in memory into the ring.
+    fn store(&mut self, bytes: &[u8], old_end: u64, new_memory_start: u64) {
+        let cap = self.cap;
+        let keep_from = old_end.max(new_memory_start);
+        let kept = &bytes[(keep_from - old_end) as usize..];
+        let new_end = old_end + bytes.len() as u64;
+        if new_end <= cap as u64 {
+            // Still filling, no wrap yet: `ring.len() == old_end`. Grow by
+            // doubling but never past `cap` (plain `extend` could overshoot).
+            let needed = new_end as usize;
+            if self.ring.capacity() < needed {
+                let target = needed
+                    .max(2 * self.ring.capacity())
+                    .max(MIN_RING_ALLOC)
+                    .min(cap);
+                self.ring.reserve_exact(target - self.ring.len());
+            }
+            self.ring.extend_from_slice(kept);
+        } else {
+            if self.ring.len() < cap {
+                self.ring.reserve_exact(cap - self.ring.len());
+                self.ring.resize(cap, 0);
+            }
+            let at = (keep_from % cap as u64) as usize;
+            let first = kept.len().min(cap - at);
+            self.ring[at..at + first].copy_from_slice(&kept[..first]);
+            self.ring[..kept.len() - first].copy_from_slice(&kept[first..]);
+        }
+    }
+
+    /// The ring bytes for offsets `[from, to)`, as at most two slices.
+    /// Callers keep `memory_start() <= from <= to <= end`.
+    fn ring_range(&self, from: u64, to: u64) -> (&[u8], &[u8]) {
+        let len = (to - from) as usize;
+        let at = (from % self.cap as u64) as usize;
+        let first = len.min(self.ring.len() - at);
+        (&self.ring[at..at + first], &self.ring[..len - first])
+    }
+
+    /// Reads up to `max_bytes` starting at `offset`, from the spill file
+    /// and/or memory as one contiguous run.
+    ///
+    /// If `offset` was dropped, the read starts at the oldest byte after the
+    /// gap and [`ReadChunk::dropped`] says how many bytes were skipped. An
+    /// `offset` at or past the end returns no data with `next_offset` =
+    /// end (not an error). A read that reaches a dropped gap stops before
+    /// it; the next read reports the gap.
+    ///
+    /// # Errors
+    /// Only reading the spill file can fail (e.g. it was truncated behind
+    /// our back, which shows as `UnexpectedEof`).
+    pub fn read(&self, offset: u64, max_bytes: usize) -> io::Result<ReadChunk> {
+        if offset >= self.end {
+            return Ok(ReadChunk {
+                offset: self.end,
+                next_offset: self.end,
+                ..ReadChunk::default()
+            });
+        }
+        let memory_start = self.memory_start();
+        let start = if offset < self.spilled || offset >= memory_start {
+            offset
+        } else {
+            memory_start
+        };
+        let stop = start + (self.end - start).min(max_bytes as u64);
+        let mut data = Vec::with_capacity((stop - start) as usize);
+        let mut pos = start;
+        if pos < memory_start {
+            // `pos < spilled` here, so the file exists. Stop at the memory
+            // boundary even when write-behind put more on disk: memory is
+            // cheaper to read.
+            let Spill::File { file, .. } = &self.spill else {
+                return Err(io::Error::other("spill file missing for spilled bytes"));
+            };
+            let to = stop.min(self.spilled).min(memory_start);
+            data.resize((to - pos) as usize, 0);
+            sys::read_exact_at(file, &mut data, pos)?;
+            pos = to;
+        }
+        if pos >= memory_start && pos < stop {
+            let (a, b) = self.ring_range(pos, stop);
+            data.extend_from_slice(a);
+            data.extend_from_slice(b);
+            pos = stop;
+        }
+        Ok(ReadChunk {
+            data,
+            offset: start,
+            next_offset: pos,
+            dropped: start - offset,
+        })
+    }
+
+    /// The last `max_bytes` of the stream (fewer if the stream is shorter);
+    /// `dropped` is non-zero if part of that window is gone.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn tail(&self, max_bytes: usize) -> io::Result<ReadChunk> {
+        self.read(self.end.saturating_sub(max_bytes as u64), max_bytes)
+    }
+
+    /// The bytes still in memory from `offset` (clamped to
+    /// `[memory_start, end]`) to the end, with the offset they start at, for
+    /// matching new output without a read. Borrowed unless the range wraps
+    /// around the ring, in which case it is copied once. Never fails.
+    pub fn contiguous_memory_since(&self, offset: u64) -> (u64, Cow<'_, [u8]>) {
+        let start = offset.clamp(self.memory_start(), self.end);
+        match self.ring_range(start, self.end) {
+            (a, []) => (start, Cow::Borrowed(a)),
+            (a, b) => (start, Cow::Owned([a, b].concat())),
+        }
+    }
+
+    /// Closes and deletes the spill file now, and stops spilling: the bytes
+    /// it held count as dropped from then on. Done automatically on drop.
+    ///
+    /// # Errors
+    /// Fails if the file exists but cannot be deleted; a file already gone
+    /// is not an error.
+    pub fn remove_spill(&mut self) -> io::Result<()> {
+        let spill = std::mem::replace(&mut self.spill, Spill::Off);
+        self.spill_limit = 0;
+        self.spilled = 0;
+        if let Spill::File { file, path } = spill {
+            // Close first: Windows refuses to delete an open file.
+            drop(file);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for OutputBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not the ring itself: a megabyte of bytes in a log line helps no one.
+        f.debug_struct("OutputBuffer")
+            .field("memory", &(self.memory_start()..self.end))
+            .field("spilled", &self.spilled)
+            .field("dropped", &self.dropped_total())
+            .field("spill_path", &self.spill_path())
+            .finish()
+    }
+}
+
+impl Drop for OutputBuffer {
+    fn drop(&mut self) {
+        // Nothing to report to from a destructor; a leftover file in the
+        // private spill directory is the worst case.
+        let _ = self.remove_spill();
+    }
+}
+
+/// Creates a fresh spill file in `dir` with exclusive create, so an
+/// existing file (stale, or planted) is never opened.
+fn create_spill_file(dir: &Path) -> io::Result<(File, PathBuf)> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let context = |e: io::Error, what: &Path| {
+        io::Error::new(
+            e.kind(),
+            format!("creating spill file in {}: {e}", what.display()),
+        )
+    };
+    sys::ensure_private_dir(dir).map_err(|e| context(e, dir))?;
+    // A stale file from an earlier process with the same pid only costs a
+    // retry; 64 collisions in a row means something else is wrong.
+    for _ in 0..64 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("output-{}-{n}.spill", std::process::id()));
+        match sys::create_private_file(&path) {
+            Ok(file) => return Ok((file, path)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(context(e, &path)),
+        }
+    }
+    let e = io::Error::new(io::ErrorKind::AlreadyExists, "64 name collisions");
+    Err(context(e, dir))
+}
+
+/// The only OS-specific part: positional I/O and private file creation.
+#[cfg(unix)]
+mod sys {
+    use std::fs::{DirBuilder, File, OpenOptions};
+    use std::io;
+    use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+    use std::path::Path;
+
+    /// Creates `dir` (0700) if missing; refuses one that others could
+    /// enter or that belongs to another user.
+    pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        let meta = std::fs::metadata(dir)?;
+        if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
+            let msg = format!(
+                "directory is not private (mode {:o}, uid {})",
+                meta.mode() & 0o7777,
+                meta.uid()
+            );
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, msg));
+        }
+        Ok(())
+    }
+
+    /// O_CREAT|O_EXCL, mode 0600, O_CLOEXEC (std sets it anyway; stated so
+    /// the guarantee doesn't rest on a library default).
+    pub fn create_private_file(path: &Path) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+    }
+
+    pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+        file.write_all_at(buf, offset)
+    }
+
+    pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        file.read_exact_at(buf, offset)
+    }
+}
+
+/// Windows: `seek_read`/`seek_write` are positional (they also move the
+/// cursor, which we never use). The directory inherits its parent's ACL.
+#[cfg(windows)]
+mod sys {
+    use std::fs::{File, OpenOptions};
+    use std::io;
+    use std::os::windows::fs::FileExt;
+    use std::path::Path;
+
+    pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    pub fn create_private_file(path: &Path) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+    }
+
+    pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            match file.seek_write(&buf[done..], offset + done as u64)? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => done += n,
+            }
+        }
+        Ok(())
+    }
+
+    pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            match file.seek_read(&mut buf[done..], offset + done as u64)? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                n => done += n,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer with its spill directory inside `dir` (none if `dir` is None).
+    fn buffer(max_memory: usize, spill_cap: u64, dir: Option<&Path>) -> OutputBuffer {
+        let spill_dir = dir.map(|d| d.join("spill"));
+        OutputBuffer::new(OutputConfig {
+            max_memory,
+            spill_cap,
+            spill_dir,
+        })
+    }
+
+    fn append_in_chunks(buf: &mut OutputBuffer, data: &[u8], step: usize) {
+        data.chunks(step).for_each(|c| buf.append(c).unwrap());
+    }
+
+    /// Deterministic pseudo-random numbers (xorshift), no dev-dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self, below: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % below
+        }
+        fn bytes(&mut self, n: usize) -> Vec<u8> {
+            (0..n).map(|_| self.next(256) as u8).collect()
+        }
+    }
+
+    /// Reads everything from `from` by following `next_offset`; returns the
+    /// bytes and the total reported dropped.
+    fn read_all(buf: &OutputBuffer, mut from: u64, step: usize) -> (Vec<u8>, u64) {
+        let (mut out, mut dropped) = (Vec::new(), 0);
+        loop {
+            let chunk = buf.read(from, step).unwrap();
+            assert_eq!(chunk.next_offset, chunk.offset + chunk.data.len() as u64);
+            if chunk.data.is_empty() && chunk.dropped == 0 {
+                return (out, dropped);
+            }
+            dropped += chunk.dropped;
+            out.extend_from_slice(&chunk.data);
+            from = chunk.next_offset;
+        }
+    }
+
+    #[test]
+    fn round_trip_is_byte_exact_across_eviction() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for spill_cap in [u64::MAX, 100_000, 999, 0] {
+            let mut buf = buffer(1000, spill_cap, Some(dir.path()));
+            let mut reference = Vec::new();
+            for _ in 0..400 {
+                let len = rng.next(2500) as usize;
+                let chunk = rng.bytes(len);
+                buf.append(&chunk).unwrap();
+                reference.extend_from_slice(&chunk);
+                let (m, end) = (buf.memory_start(), buf.end_offset());
+                assert_eq!(end, reference.len() as u64);
+                assert_eq!(buf.dropped_total(), m.saturating_sub(spill_cap));
+                // Any read returns the reference bytes at their true offsets,
+                // skipping only bytes that are really gone.
+                let at = rng.next(end + 1);
+                let got = buf.read(at, rng.next(3000) as usize).unwrap();
+                let readable = |o: u64| o < buf.spill_bytes() || o >= m;
+                assert!(got.dropped == 0 || !readable(at));
+                assert_eq!(got.offset, at + got.dropped);
+                assert!(readable(got.offset) || got.offset == end);
+                let want = &reference[got.offset as usize..got.next_offset as usize];
+                assert_eq!(got.data, want);
+            }
+            let m = buf.memory_start() as usize;
+            let on_disk = &reference[..m.min(buf.spill_bytes() as usize)];
+            let expect = [on_disk, &reference[m..]].concat();
+            assert_eq!(read_all(&buf, 0, 777), (expect, buf.dropped_total()));
+        }
+    }
+
+    #[test]
+    fn offsets_are_stable_and_reads_span_spill_and_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut buf = buffer(100, 1 << 20, Some(dir.path()));
+        let all = Rng(7).bytes(1234);
+        buf.append(&all[..50]).unwrap();
+        let early = buf.read(3, 40).unwrap();
+        append_in_chunks(&mut buf, &all[50..], 33);
+        assert_eq!(buf.read(3, 40).unwrap(), early);
+        let m = buf.memory_start() as usize;
+        let across = buf.read(m as u64 - 40, 80).unwrap();
+        assert_eq!(across.data, &all[m - 40..m + 40]);
+        assert_eq!(buf.tail(150).unwrap().data, &all[1234 - 150..]);
+    }
+
+    #[test]
+    fn spill_cap_reached_counts_and_reports_dropped_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut buf = buffer(100, 250, Some(dir.path()));
+        let all = Rng(11).bytes(1000);
+        append_in_chunks(&mut buf, &all, 7);
+        assert_eq!((buf.spill_bytes(), buf.memory_start()), (250, 900));
+        assert_eq!((buf.dropped_total(), buf.start_offset()), (650, 0));
+        // A read that reaches the gap stops before it...
+        let head = buf.read(200, 100).unwrap();
+        assert_eq!((&head.data[..], head.next_offset), (&all[200..250], 250));
+        // ...and the next one reports it.
+        let after = buf.read(250, 30).unwrap();
+        assert_eq!(
+            (&after.data[..], after.offset, after.dropped),
+            (&all[900..930], 900, 650)
+        );
+        let expect = [&all[..250], &all[900..]].concat();
+        assert_eq!(read_all(&buf, 0, 64), (expect, 650));
+    }
+
+    #[test]
+    fn without_spill_evicted_bytes_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        for mut buf in [buffer(10, 1000, None), buffer(10, 0, Some(dir.path()))] {
+            buf.append(b"abcdefghijklmnopqrstuvwxyz").unwrap();
+            assert_eq!(
+                (buf.start_offset(), buf.dropped_total(), buf.spill_bytes()),
+                (16, 16, 0)
+            );
+            let got = buf.read(0, 100).unwrap();
+            assert_eq!(
+                (&got.data[..], got.offset, got.dropped),
+                (&b"qrstuvwxyz"[..], 16, 16)
+            );
+        }
+        assert!(
+            !dir.path().join("spill").exists(),
+            "spill_cap 0 touches no disk"
+        );
+    }
+
+    #[test]
+    fn offset_past_end_is_empty_and_clamped() {
+        let mut buf = buffer(DEFAULT_MAX_MEMORY, 0, None);
+        buf.append(b"hello").unwrap();
+        for at in [5, 6, u64::MAX] {
+            let got = buf.read(at, 10).unwrap();
+            assert_eq!(
+                (got.data.len(), got.offset, got.next_offset, got.dropped),
+                (0, 5, 5, 0)
+            );
+        }
+        assert_eq!(buf.read(0, 0).unwrap().next_offset, 0);
+    }
+
+    #[test]
+    fn invalid_utf8_and_nul_survive_spill() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut buf = buffer(300, 1 << 20, Some(dir.path()));
+        let bytes = (0..=255u8)
+            .cycle()
+            .take(2000)
+            .chain([0, 0xff, 0xc3, 0x28, 0]);
+        let all: Vec<u8> = bytes.collect();
+        append_in_chunks(&mut buf, &all, 101);
+        assert_eq!(read_all(&buf, 0, 4096), (all, 0));
+    }
+
+    #[test]
+    fn spill_file_is_private_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut buf = buffer(16, 1 << 20, Some(dir.path()));
+        buf.append(&[1; 16]).unwrap();
+        assert!(
+            buf.spill_path().is_none(),
+            "no file before the first eviction"
+        );
+        buf.append(&[2; 16]).unwrap();
+        let path = buf.spill_path().unwrap().to_path_buf();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(
+                (mode(&path), mode(&dir.path().join("spill"))),
+                (0o600, 0o700)
+            );
+        }
+        drop(buf);
+        assert!(!path.exists());
+
+        let mut buf = buffer(16, 1 << 20, Some(dir.path()));
+        buf.append(&[3; 40]).unwrap();
+        let path = buf.spill_path().unwrap().to_path_buf();
+        buf.remove_spill().unwrap();
+        assert!(!path.exists());
+        assert_eq!(
+            (buf.start_offset(), buf.read(0, 100).unwrap().dropped),
+            (24, 24)
+        );
+        buf.append(&[4; 40]).unwrap();
+        assert!(
+            buf.spill_path().is_none(),
+            "spilling stays off after remove_spill"
+        );
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn shared_spill_dir_is_refused_but_appends_continue() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("spill");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut buf = buffer(8, 1 << 20, Some(dir.path()));
+        let err = buf.append(&[5; 20]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+        buf.append(&[6; 20]).unwrap();
+        assert_eq!((buf.end_offset(), buf.dropped_total()), (40, 32));
+        assert_eq!(buf.tail(8).unwrap().data, [6; 8]);
+    }
+
+    #[test]
+    fn memory_stays_within_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let cap = 64 * 1024 + 3; // not a multiple of any chunk size
+        for spill in [None, Some(dir.path())] {
+            let mut buf = buffer(cap, u64::MAX, spill);
+            for i in 0..10 * cap {
+                buf.append(&[i as u8]).unwrap();
+                assert!(buf.memory_capacity() <= cap);
+            }
+            let mut buf = buffer(cap, u64::MAX, spill);
+            for _ in 0..10 {
+                buf.append(&vec![7u8; 1 << 20]).unwrap();
+                assert!(buf.memory_capacity() <= cap);
+            }
+        }
+    }
+
+    #[test]
+    fn memory_since_borrows_unless_wrapped() {
+        let mut buf = buffer(8, 0, None);
+        buf.append(b"abcdef").unwrap();
+        let (at, bytes) = buf.contiguous_memory_since(2);
+        assert_eq!((at, &*bytes), (2, &b"cdef"[..]));
+        assert!(matches!(bytes, Cow::Borrowed(_)));
+        buf.append(b"ghijk").unwrap();
+        assert_eq!(
+            buf.contiguous_memory_since(0),
+            (3, Cow::from(&b"defghijk"[..]))
+        );
+        assert_eq!(buf.contiguous_memory_since(99).1.len(), 0);
+    }
+
+    /// Manual: `cargo test --release -- --ignored --nocapture throughput`.
+    #[test]
+    #[ignore = "a measurement, not an assertion"]
+    fn throughput() {
+        let dir = tempfile::tempdir().unwrap();
+        let chunk = Rng(3).bytes(64 * 1024);
+        for spill_cap in [DEFAULT_SPILL_CAP, u64::MAX] {
+            let mut buf = buffer(1 << 20, spill_cap, Some(dir.path()));
+            let start = std::time::Instant::now();
+            for _ in 0..(1 << 30) / chunk.len() {
+                buf.append(&chunk).unwrap();
+            }
+            let secs = start.elapsed().as_secs_f64();
+            println!("1 GiB, spill cap {spill_cap}: {:.2} GiB/s", 1.0 / secs);
+        }
+    }
+}

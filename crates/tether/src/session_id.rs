@@ -1,0 +1,73 @@
+//! Session ids: opaque, short, unique, never a pid.
+
+use std::fmt;
+
+/// The id of one session. 12 characters of `[a-z0-9]` (62 bits of
+/// randomness from the kernel), so ids are unique without coordination and
+/// a short prefix is usually enough to name one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(String);
+
+const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+
+impl SessionId {
+    /// A fresh random id.
+    pub fn generate() -> SessionId {
+        let mut bytes = [0u8; 12];
+        fill_random(&mut bytes);
+        SessionId(
+            bytes
+                .iter()
+                .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+                .collect(),
+        )
+    }
+
+    /// Wraps an existing id (e.g. read back from a ledger). Valid ids are
+    /// 1–64 characters of `[A-Za-z0-9_-]`.
+    pub fn parse(s: &str) -> Option<SessionId> {
+        let ok = (1..=64).contains(&s.len())
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        ok.then(|| SessionId(s.to_owned()))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn fill_random(buf: &mut [u8]) {
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: getrandom writes at most len bytes into our buffer.
+        let n =
+            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
+        if n > 0 {
+            filled += n as usize;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_distinct_and_valid() {
+        let a = SessionId::generate();
+        let b = SessionId::generate();
+        assert_ne!(a, b);
+        assert_eq!(a.as_str().len(), 12);
+        assert_eq!(SessionId::parse(a.as_str()), Some(a));
+        assert!(SessionId::parse("a:b").is_none());
+        assert!(SessionId::parse("").is_none());
+    }
+}
