@@ -1,0 +1,91 @@
+//! G2: when the owner dies by SIGKILL, every process of its sessions dies —
+//! driven by the kernel (the lifeline's EOF), not by any code of the owner.
+//! The owner here is a real `tether run`; each test SIGKILLs it mid-run and
+//! checks the process table for anything carrying the test's tag.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{Owner, keeper_of};
+use tether_testkit::{TagGuard, Tree, wait_all_dead, wait_for_count};
+
+fn owner_sigkill_kills_tree(tree: Tree, extra: &[&str]) {
+    let guard = TagGuard::new(&format!("owner-death-{tree:?}"));
+    let mut owner = Owner::start(guard.tag(), extra, tree.script());
+    owner.expect_ready();
+    let built = wait_for_count(guard.tag(), tree.min_processes(), Duration::from_secs(20));
+    assert!(
+        built >= tree.min_processes(),
+        "{tree:?}: fixture built only {built} processes"
+    );
+    let keeper = keeper_of(owner.pid()).expect("tether run has a keeper child");
+
+    owner.sigkill();
+
+    // Bounded: kill ladder grace (500 ms) + KILL rounds; a leak shows as
+    // survivors after 15 s, far beyond the ~10 ms this normally takes.
+    let survivors = wait_all_dead(guard.tag(), Duration::from_secs(15));
+    assert!(
+        survivors.is_empty(),
+        "{tree:?}: survived the owner's SIGKILL: {survivors:?}"
+    );
+    assert!(
+        support::wait_pid_exit(keeper, Duration::from_secs(15)),
+        "{tree:?}: keeper {keeper} outlived its owner"
+    );
+}
+
+#[test]
+fn setsid_double_fork() {
+    owner_sigkill_kills_tree(Tree::SetsidDoubleFork, &[]);
+}
+
+#[test]
+fn nohup() {
+    owner_sigkill_kills_tree(Tree::Nohup, &[]);
+}
+
+#[test]
+fn daemon() {
+    owner_sigkill_kills_tree(Tree::Daemon, &[]);
+}
+
+#[test]
+fn trap_ignore_term_hup_int() {
+    owner_sigkill_kills_tree(Tree::TrapIgnore, &[]);
+}
+
+#[test]
+fn fork_storm_during_kill() {
+    owner_sigkill_kills_tree(Tree::ForkStorm, &[]);
+}
+
+#[test]
+fn hundred_process_tree() {
+    owner_sigkill_kills_tree(Tree::Hundred, &[]);
+}
+
+#[test]
+fn hundred_process_tree_in_pid_namespace() {
+    if !support::is_root() {
+        eprintln!("skipped: pid namespace containment is tested as root (CI runs as root)");
+        return;
+    }
+    owner_sigkill_kills_tree(Tree::Hundred, &["--containment", "pidns"]);
+}
+
+/// The main process exits at once and a grandchild holds stdout: `tether
+/// run` must neither hang on the pipe nor leave the grandchild behind.
+#[test]
+fn grandchild_holding_stdout() {
+    let guard = TagGuard::new("owner-grandchild-stdout");
+    let mut owner = Owner::start(guard.tag(), &[], Tree::GrandchildHoldsStdout.script());
+    owner.expect_ready();
+    let status = owner
+        .wait_bounded(Duration::from_secs(15))
+        .expect("tether run returned");
+    assert_eq!(status.code(), Some(0));
+    let survivors = wait_all_dead(guard.tag(), Duration::from_secs(15));
+    assert!(survivors.is_empty(), "left behind: {survivors:?}");
+}

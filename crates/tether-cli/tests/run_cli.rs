@@ -1,0 +1,236 @@
+//! `tether run` as a user sees it: exit codes (as `timeout(1)`), errors,
+//! `--json`, timeouts and forwarded signals.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use support::{Owner, tether};
+use tether_testkit::{TAG_VAR, TagGuard, Tree, wait_all_dead, wait_for_count};
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = tether()
+        .arg("run")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tether");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn exit_code_propagates() {
+    assert_eq!(run(&["--", "sh", "-c", "exit 3"]).0, Some(3));
+    assert_eq!(run(&["--", "true"]).0, Some(0));
+    assert_eq!(run(&["--shell", "exit 42"]).0, Some(42));
+}
+
+#[test]
+fn death_by_signal_is_128_plus_n() {
+    assert_eq!(run(&["--", "sh", "-c", "kill -KILL $$"]).0, Some(137));
+    assert_eq!(run(&["--", "sh", "-c", "kill -TERM $$"]).0, Some(143));
+}
+
+#[test]
+fn unknown_program_is_127_and_names_the_path_searched() {
+    let (code, _, err) = run(&["--", "definitely-not-a-program-xyz"]);
+    assert_eq!(code, Some(127));
+    assert!(
+        err.contains("program not found") && err.contains("PATH="),
+        "{err}"
+    );
+}
+
+#[test]
+fn not_executable_is_126() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("script");
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    let (code, _, err) = run(&["--", file.to_str().unwrap()]);
+    assert_eq!(code, Some(126), "{err}");
+    assert!(err.contains("not executable"), "{err}");
+}
+
+#[test]
+fn bad_cwd_is_125_with_a_clear_message() {
+    let (code, _, err) = run(&["--cwd", "/nonexistent/dir", "--", "true"]);
+    assert_eq!(code, Some(125));
+    assert!(
+        err.contains("/nonexistent/dir") && err.contains("does not exist"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["--cwd", "/etc/passwd", "--", "true"]);
+    assert_eq!(code, Some(125));
+    assert!(err.contains("not a directory"), "{err}");
+}
+
+#[test]
+fn bad_options_are_125() {
+    let (code, _, err) = run(&["--env", "NOEQUALS", "--", "true"]);
+    assert_eq!(code, Some(125));
+    assert!(err.contains("KEY=VALUE"), "{err}");
+    let (code, _, err) = run(&["--timeout", "soon", "--", "true"]);
+    assert_eq!(code, Some(125));
+    assert!(err.contains("invalid duration"), "{err}");
+}
+
+#[test]
+fn cwd_and_env_reach_the_program() {
+    let (code, out, _) = run(&[
+        "--cwd",
+        "/tmp",
+        "--env",
+        "GREETING=hi there",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$PWD $GREETING\"",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(out, "/tmp hi there\n");
+}
+
+#[test]
+fn every_process_carries_the_spawn_tag() {
+    let (_, out, _) = run(&[
+        "--purpose",
+        "test-tag",
+        "--",
+        "sh",
+        "-c",
+        "echo $TETHER_SPAWN",
+    ]);
+    let tag: tether::SpawnTag = out.trim().parse().expect("valid tag");
+    assert_eq!(tag.purpose, "test-tag");
+}
+
+#[test]
+fn timeout_is_124_and_kills_the_whole_tree() {
+    let guard = TagGuard::new("run-timeout");
+    let out = tether()
+        .args([
+            "run",
+            "--timeout",
+            "300ms",
+            "--grace",
+            "200ms",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(Tree::SetsidDoubleFork.script())
+        .env(TAG_VAR, guard.tag())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(out.code(), Some(124));
+    // `tether run` returned only after the tree was verified empty.
+    assert_eq!(tether_testkit::tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+#[test]
+fn leftover_descendants_are_killed_when_main_exits() {
+    let guard = TagGuard::new("run-leftovers");
+    let out = tether()
+        .args([
+            "run",
+            "--json",
+            "--grace",
+            "200ms",
+            "--",
+            "sh",
+            "-c",
+            "setsid sleep 1000 & (setsid sleep 1000 &); echo started; exit 5",
+        ])
+        .env(TAG_VAR, guard.tag())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(json["exit_code"], 5);
+    assert_eq!(json["stdout"], "started\n");
+    assert_eq!(json["timed_out"], false);
+    assert_eq!(json["containment"], "subreaper");
+    assert!(json["descendants_killed"].as_u64().unwrap() >= 2, "{json}");
+    assert_eq!(tether_testkit::tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+#[test]
+fn json_captures_both_streams_and_truncates_to_the_tail() {
+    let (code, out, _) = run(&[
+        "--json",
+        "--max-output",
+        "4",
+        "--",
+        "sh",
+        "-c",
+        "printf 0123456789; printf err >&2",
+    ]);
+    assert_eq!(code, Some(0));
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["stdout"], "6789");
+    assert_eq!(json["stdout_truncated"], true);
+    assert_eq!(json["stdout_dropped_bytes"], 6);
+    assert_eq!(json["stderr"], "err");
+    assert_eq!(json["stderr_truncated"], false);
+}
+
+/// SIGINT/SIGTERM/SIGHUP to `tether run` go to the command's process group;
+/// whatever ignores them is killed after the grace.
+#[test]
+fn forwarded_signals_then_tree_kill_after_grace() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let guard = TagGuard::new("run-forward");
+        let mut owner = Owner::start(guard.tag(), &[], Tree::TrapIgnore.script());
+        owner.expect_ready();
+        assert!(
+            wait_for_count(
+                guard.tag(),
+                Tree::TrapIgnore.min_processes(),
+                Duration::from_secs(20)
+            ) >= 4
+        );
+        owner.signal(sig);
+        // The tree ignores the signal; the kill follows the 500 ms grace.
+        let status = owner
+            .wait_bounded(Duration::from_secs(20))
+            .expect("tether run exits after the grace");
+        assert_eq!(status.code(), Some(128 + libc::SIGKILL), "signal {sig}");
+        assert!(wait_all_dead(guard.tag(), Duration::from_secs(5)).is_empty());
+    }
+}
+
+#[test]
+fn forwarded_sigint_ends_a_cooperative_command_with_130() {
+    let guard = TagGuard::new("run-sigint");
+    let mut owner = Owner::start(guard.tag(), &[], "echo ready; exec sleep 1000");
+    owner.expect_ready();
+    owner.signal(libc::SIGINT);
+    let status = owner
+        .wait_bounded(Duration::from_secs(20))
+        .expect("tether run exits");
+    assert_eq!(status.code(), Some(130));
+}
+
+#[test]
+fn help_explains_exit_codes() {
+    let out = tether().args(["run", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for needle in [
+        "124",
+        "125",
+        "126",
+        "127",
+        "--timeout",
+        "--containment",
+        "--json",
+    ] {
+        assert!(text.contains(needle), "help lacks {needle}");
+    }
+}

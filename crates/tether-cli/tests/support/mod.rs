@@ -1,0 +1,159 @@
+//! Helpers for driving the real `tether` binary.
+
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tether_testkit::TAG_VAR;
+
+/// The `tether` binary under test.
+pub fn tether() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tether"))
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A `tether run` owner running a shell script, stdout piped.
+pub struct Owner {
+    child: Child,
+    pending: Vec<u8>,
+}
+
+impl Owner {
+    pub fn start(tag: &str, extra: &[&str], script: &str) -> Owner {
+        let child = tether()
+            .arg("run")
+            .args(["--grace", "500ms"])
+            .args(extra)
+            .args(["--", "/bin/sh", "-c", script])
+            .env(TAG_VAR, tag)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start tether run");
+        Owner {
+            child,
+            pending: Vec::new(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Reads stdout until a line `ready` (bounded: 30 s).
+    pub fn expect_ready(&mut self) {
+        let line = read_line_bounded(
+            self.child.stdout.as_mut().unwrap(),
+            &mut self.pending,
+            Duration::from_secs(30),
+        );
+        assert_eq!(
+            line.as_deref(),
+            Some("ready"),
+            "fixture did not report ready"
+        );
+    }
+
+    pub fn sigkill(&mut self) {
+        self.child.kill().expect("SIGKILL the owner");
+        self.child.wait().expect("reap the owner");
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own unreaped child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// Waits for exit, at most `bound`, on a pidfd.
+    pub fn wait_bounded(&mut self, bound: Duration) -> Option<ExitStatus> {
+        if wait_pid_exit(self.child.id(), bound) {
+            self.child.wait().ok()
+        } else {
+            None
+        }
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One line from `reader`, waiting at most `bound` (poll, not sleep).
+pub fn read_line_bounded(
+    reader: &mut impl ReadFd,
+    pending: &mut Vec<u8>,
+    bound: Duration,
+) -> Option<String> {
+    let deadline = Instant::now() + bound;
+    loop {
+        if let Some(pos) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=pos).collect();
+            return Some(String::from_utf8_lossy(&line[..line.len() - 1]).into_owned());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let mut pfd = libc::pollfd {
+            fd: reader.raw(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, left.as_millis() as i32) } <= 0 {
+            return None;
+        }
+        let mut buf = [0u8; 4096];
+        match reader.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+pub trait ReadFd: Read {
+    fn raw(&self) -> i32;
+}
+
+impl<T: Read + AsRawFd> ReadFd for T {
+    fn raw(&self) -> i32 {
+        self.as_raw_fd()
+    }
+}
+
+/// Whether `pid` exits (or is already gone) within `bound`, waiting on a pidfd.
+pub fn wait_pid_exit(pid: u32, bound: Duration) -> bool {
+    let Some(fd) = tether_testkit::pidfd(pid) else {
+        return true;
+    };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut pfd, 1, bound.as_millis() as i32) > 0 }
+}
+
+/// The keeper child of a `tether run` process.
+pub fn keeper_of(owner: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{owner}/task/{owner}/children")).ok()?;
+    children
+        .split_ascii_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .find(|&pid: &u32| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.windows(15).any(|w| w == b"__tether-keeper"))
+        })
+}
