@@ -201,7 +201,7 @@ impl Keeper {
         ];
         let main = match containment {
             ContainmentKind::Subreaper => {
-                let pid = fork_exec(&exec, stdio, None)?;
+                let pid = fork_exec(&exec, stdio, None, |_| {})?;
                 self.child = pid;
                 pid
             }
@@ -221,40 +221,50 @@ impl Keeper {
     /// Forks the pid-1 init of a fresh PID namespace, which forks the
     /// command and relays its fate over a pipe. Returns the command's pid as
     /// seen from here.
+    ///
+    /// The command waits at a gate before exec until the keeper has found
+    /// its host pid: a command that exits at once (`sh -c 'echo $$'`) would
+    /// otherwise be reaped by init before the keeper could name it.
     fn spawn_init(&mut self, exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (u8, Errno)> {
-        let (report_r, report_w) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| (2, e))?;
+        let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+        let (report_r, report_w) = nix::unistd::pipe2(cloexec).map_err(|e| (2, e))?;
+        let (gate_r, gate_w) = nix::unistd::pipe2(cloexec).map_err(|e| (2, e))?;
         let me = Pidfd::open(std::process::id()).map_err(|e| (2, errno_of(&e)))?;
         let ctl = self.ctl.as_ref().map(|c| c.as_raw_fd()).unwrap_or(-1);
         // SAFETY: the keeper is single-threaded, so the child may do anything.
         match unsafe { nix::unistd::fork() }.map_err(|e| (2, e))? {
-            nix::unistd::ForkResult::Child => init_main(
-                exec,
-                stdio,
-                &me,
-                ctl,
-                report_r.as_raw_fd(),
-                report_w.as_raw_fd(),
-            ),
+            nix::unistd::ForkResult::Child => {
+                // SAFETY: closing our copy of the gate's write end.
+                unsafe { libc::close(gate_w.as_raw_fd()) };
+                init_main(exec, stdio, &me, ctl, report_r.as_raw_fd(), report_w.as_raw_fd(), gate_r.as_raw_fd())
+            }
             nix::unistd::ForkResult::Parent { child } => {
                 drop(report_w);
+                drop(gate_r);
                 self.child = child.as_raw() as u32;
-                let mut word = [0u8; 12];
-                read_exact_fd(report_r.as_fd(), &mut word).map_err(|e| (4, errno_of(&e)))?;
-                let kind = u32::from_le_bytes(word[..4].try_into().unwrap());
-                let value = i32::from_le_bytes(word[4..8].try_into().unwrap());
-                let extra = i32::from_le_bytes(word[8..].try_into().unwrap());
-                if kind != 0 {
-                    // Exec failed inside the namespace: init has exited.
+                let fail = |child| {
                     let _ = waitpid(child, None);
+                };
+                let (kind, value, extra) = read_report(report_r.as_fd()).map_err(|e| (4, errno_of(&e)))?;
+                if kind != INIT_FORKED {
+                    fail(child);
                     return Err((value as u8, Errno::from_raw(extra)));
                 }
-                // `value` is the command's pid inside the namespace: find
-                // the child of init whose innermost pid it is.
-                let host = children_of(self.child)
-                    .into_iter()
-                    .find(|&pid| ns_pid_of(pid) == Some(value as u32))
-                    .ok_or((4, Errno::ESRCH))?;
+                // `value` is the command's pid inside the namespace; it is
+                // held at the gate, so it is alive and init's child.
+                let host = children_of(self.child).into_iter().find(|&pid| ns_pid_of(pid) == Some(value as u32));
+                let Some(host) = host else {
+                    drop(gate_w);
+                    fail(child);
+                    return Err((4, Errno::ESRCH));
+                };
+                nix::unistd::write(&gate_w, b"g").map_err(|e| (4, e))?;
+                drop(gate_w);
+                let (kind, value, extra) = read_report(report_r.as_fd()).map_err(|e| (4, errno_of(&e)))?;
+                if kind != INIT_EXECED {
+                    fail(child);
+                    return Err((value as u8, Errno::from_raw(extra)));
+                }
                 self.init_reports = Some(report_r);
                 Ok(host)
             }
@@ -379,12 +389,9 @@ impl Keeper {
         let Some(reports) = self.init_reports.as_ref() else {
             return;
         };
-        let mut word = [0u8; 12];
-        match read_exact_fd(reports.as_fd(), &mut word) {
-            Ok(()) => {
-                let status = i32::from_le_bytes(word[4..8].try_into().unwrap());
-                self.main_exited(decode_wait_status(status));
-            }
+        match read_report(reports.as_fd()) {
+            Ok((INIT_EXITED, status, _)) => self.main_exited(decode_wait_status(status)),
+            Ok(_) => {}
             Err(_) => self.init_reports = None,
         }
     }
@@ -655,13 +662,10 @@ impl Exec {
 }
 
 /// Forks and execs the command; returns its pid once exec succeeded.
-/// `extra_close` is a descriptor the child must not keep (the init's
-/// report pipe).
-fn fork_exec(
-    exec: &Exec,
-    stdio: [RawFd; 3],
-    extra_close: Option<RawFd>,
-) -> Result<u32, (u8, Errno)> {
+/// `gate`: the child waits for a byte on it before exec (pidns only).
+/// `forked` runs in the parent right after the fork, before exec is
+/// confirmed.
+fn fork_exec(exec: &Exec, stdio: [RawFd; 3], gate: Option<RawFd>, forked: impl FnOnce(u32)) -> Result<u32, (u8, Errno)> {
     let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| (2, e))?;
     let argv: Vec<*const libc::c_char> = exec
         .argv
@@ -683,9 +687,10 @@ fn fork_exec(
     }
     if pid == 0 {
         // SAFETY: in the child, see above.
-        unsafe { child_after_fork(exec, &argv, &envp, stdio, err_w.as_raw_fd(), extra_close) }
+        unsafe { child_after_fork(exec, &argv, &envp, stdio, err_w.as_raw_fd(), gate) }
     }
     drop(err_w);
+    forked(pid as u32);
     // Also set the group from the parent: whichever side runs first, the
     // group exists before anyone signals it.
     if !exec.new_session {
@@ -721,7 +726,7 @@ unsafe fn child_after_fork(
     envp: &[*const libc::c_char],
     stdio: [RawFd; 3],
     err_w: RawFd,
-    extra_close: Option<RawFd>,
+    gate: Option<RawFd>,
 ) -> ! {
     let fail = |stage: u32| -> ! {
         let errno = Errno::last_raw();
@@ -736,8 +741,12 @@ unsafe fn child_after_fork(
     };
     // SAFETY (whole block): async-signal-safe libc calls on valid data.
     unsafe {
-        if let Some(fd) = extra_close {
-            libc::close(fd);
+        if let Some(gate) = gate {
+            let mut byte = 0u8;
+            if libc::read(gate, (&mut byte as *mut u8).cast(), 1) != 1 {
+                libc::_exit(127);
+            }
+            libc::close(gate);
         }
         if exec.new_session {
             if libc::setsid() < 0 {
@@ -780,6 +789,22 @@ unsafe fn child_after_fork(
     }
 }
 
+/// Reports from the namespace init: (kind, value, extra).
+const INIT_FORKED: u32 = 0;
+const INIT_FAILED: u32 = 1;
+const INIT_EXITED: u32 = 2;
+const INIT_EXECED: u32 = 3;
+
+fn read_report(fd: BorrowedFd<'_>) -> io::Result<(u32, i32, i32)> {
+    let mut word = [0u8; 12];
+    read_exact_fd(fd, &mut word)?;
+    Ok((
+        u32::from_le_bytes(word[..4].try_into().unwrap()),
+        i32::from_le_bytes(word[4..8].try_into().unwrap()),
+        i32::from_le_bytes(word[8..].try_into().unwrap()),
+    ))
+}
+
 /// The pid-1 init of a session's PID namespace. Never returns.
 fn init_main(
     exec: &Exec,
@@ -788,6 +813,7 @@ fn init_main(
     ctl: RawFd,
     report_r: RawFd,
     report_w: RawFd,
+    gate: RawFd,
 ) -> ! {
     let report = |kind: u32, value: i32, extra: i32| {
         let mut word = [0u8; 12];
@@ -816,15 +842,17 @@ fn init_main(
         // SAFETY: _exit is always safe.
         unsafe { libc::_exit(1) };
     }
-    let command = match fork_exec(exec, stdio, Some(report_w)) {
+    let command = match fork_exec(exec, stdio, Some(gate), |pid| report(INIT_FORKED, pid as i32, 0)) {
         Ok(pid) => pid,
         Err((stage, errno)) => {
-            report(1, stage as i32, errno as i32);
+            report(INIT_FAILED, stage as i32, errno as i32);
             // SAFETY: _exit is always safe.
             unsafe { libc::_exit(1) }
         }
     };
-    report(0, command as i32, 0);
+    // SAFETY: the gate's read end is no longer needed here.
+    unsafe { libc::close(gate) };
+    report(INIT_EXECED, 0, 0);
     loop {
         let mut status = 0;
         // SAFETY: waitpid with a valid status pointer.
@@ -838,7 +866,7 @@ fn init_main(
             unsafe { libc::_exit(0) }
         }
         if pid as u32 == command {
-            report(2, status, 0);
+            report(INIT_EXITED, status, 0);
         }
     }
 }

@@ -1,0 +1,105 @@
+//! Spawning: clear errors for bad input, environment and tags, containment
+//! reporting, output capture that cannot hang.
+
+use std::time::Duration;
+
+use tether::{Command, Containment, ContainmentPolicy, Error, SpawnTag, Stdio};
+use tether_testkit::{TAG_VAR, TagGuard, tagged_pids};
+
+#[test]
+fn program_not_found_names_the_search_path() {
+    let err = Command::new("no-such-program-xyz").env("PATH", "/nowhere:/also-not").spawn().unwrap_err();
+    match err {
+        Error::ProgramNotFound { program, path_searched } => {
+            assert_eq!(program, "no-such-program-xyz");
+            assert_eq!(path_searched, "/nowhere:/also-not");
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn not_executable_and_bad_cwd_are_precise() {
+    assert!(matches!(Command::new("/etc/passwd").spawn(), Err(Error::NotExecutable { .. })));
+    assert!(matches!(Command::new("/tmp").spawn(), Err(Error::NotExecutable { .. })));
+    assert!(matches!(Command::new("true").current_dir("/no/such/dir").spawn(), Err(Error::BadCwd { .. })));
+    assert!(matches!(Command::new("true").current_dir("/etc/passwd").spawn(), Err(Error::BadCwd { .. })));
+    assert!(matches!(Command::new("true").purpose("bad purpose").spawn(), Err(Error::InvalidInput { .. })));
+    assert!(matches!(Command::new("echo").arg("a\0b").spawn(), Err(Error::InvalidInput { .. })));
+    assert!(matches!(Command::new("").spawn(), Err(Error::InvalidInput { .. })));
+}
+
+#[test]
+fn environment_follows_std_semantics_plus_the_tag() {
+    let out = Command::new("sh")
+        .args(["-c", "echo \"$A|$B|$HOME|$TETHER_SPAWN\""])
+        .env_clear()
+        .env("A", "1")
+        .env("B", "2")
+        .env_remove("B")
+        .purpose("env-test")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let fields: Vec<&str> = text.trim_end().split('|').collect();
+    assert_eq!(&fields[..3], ["1", "", ""]);
+    let tag: SpawnTag = fields[3].parse().unwrap();
+    assert_eq!(tag.purpose, "env-test");
+    assert_eq!(tag.owner_pid, std::process::id());
+}
+
+#[test]
+fn output_does_not_hang_on_a_grandchild_holding_stdout() {
+    let guard = TagGuard::new("spawn-grandchild");
+    let out = Command::new("sh")
+        .args(["-c", "sleep 1000 & echo done"])
+        .env(TAG_VAR, guard.tag())
+        .grace(Duration::from_millis(100))
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"done\n");
+    assert_eq!(out.status.descendants_killed(), 1);
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+#[test]
+fn output_is_byte_exact() {
+    let out = Command::new("printf").arg(r"\377\000\376abc").output().unwrap();
+    assert_eq!(out.stdout, b"\xff\x00\xfeabc");
+}
+
+#[test]
+fn timeout_reports_timed_out() {
+    let status = Command::new("sleep").arg("1000").timeout(Duration::from_millis(100)).status().unwrap();
+    assert!(status.timed_out());
+    assert_eq!(status.signal(), Some(libc::SIGTERM));
+}
+
+#[test]
+fn containment_is_reported_and_never_silently_degraded() {
+    let mut child = Command::new("true").spawn().unwrap();
+    assert_eq!(child.containment(), Containment::Subreaper);
+    child.wait().unwrap();
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped pid namespace checks: not root");
+        return;
+    }
+    let mut child = Command::new("sh").args(["-c", "echo $$"]).stdout(Stdio::Piped).containment(ContainmentPolicy::PidNamespace).spawn().unwrap();
+    assert_eq!(child.containment(), Containment::PidNamespace);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.stdout, b"2\n", "the command is pid 2 under its init");
+    let mut child = Command::new("true").containment(ContainmentPolicy::Auto).spawn().unwrap();
+    assert_eq!(child.containment(), Containment::PidNamespace);
+    child.wait().unwrap();
+}
+
+#[test]
+fn identity_matches_the_live_process() {
+    let mut child = Command::new("sleep").arg("1000").spawn().unwrap();
+    let id = child.identity().clone();
+    assert_eq!(id.pid, child.id());
+    assert!(id.is_alive());
+    assert!(id.matches(&tether::ProcessIdentity::of_pid(child.id()).unwrap()));
+    child.kill().unwrap();
+    assert!(!id.is_alive());
+}
