@@ -68,8 +68,13 @@ pub fn main() -> ! {
 enum Ladder {
     /// Nothing is being killed.
     Idle,
-    /// A first signal went out; SIGKILL follows at `deadline`.
-    Grace { deadline: Instant },
+    /// `signal` went out to `scope`; SIGKILL follows at `deadline`.
+    /// Meanwhile processes forked after the first sweep get `signal` too.
+    Grace {
+        deadline: Instant,
+        signal: i32,
+        scope: Scope,
+    },
     /// SIGKILL rounds until the tree is empty or `give_up` passes.
     Killing { give_up: Instant },
 }
@@ -236,7 +241,15 @@ impl Keeper {
             nix::unistd::ForkResult::Child => {
                 // SAFETY: closing our copy of the gate's write end.
                 unsafe { libc::close(gate_w.as_raw_fd()) };
-                init_main(exec, stdio, &me, ctl, report_r.as_raw_fd(), report_w.as_raw_fd(), gate_r.as_raw_fd())
+                init_main(
+                    exec,
+                    stdio,
+                    &me,
+                    ctl,
+                    report_r.as_raw_fd(),
+                    report_w.as_raw_fd(),
+                    gate_r.as_raw_fd(),
+                )
             }
             nix::unistd::ForkResult::Parent { child } => {
                 drop(report_w);
@@ -245,14 +258,17 @@ impl Keeper {
                 let fail = |child| {
                     let _ = waitpid(child, None);
                 };
-                let (kind, value, extra) = read_report(report_r.as_fd()).map_err(|e| (4, errno_of(&e)))?;
+                let (kind, value, extra) =
+                    read_report(report_r.as_fd()).map_err(|e| (4, errno_of(&e)))?;
                 if kind != INIT_FORKED {
                     fail(child);
                     return Err((value as u8, Errno::from_raw(extra)));
                 }
                 // `value` is the command's pid inside the namespace; it is
                 // held at the gate, so it is alive and init's child.
-                let host = children_of(self.child).into_iter().find(|&pid| ns_pid_of(pid) == Some(value as u32));
+                let host = children_of(self.child)
+                    .into_iter()
+                    .find(|&pid| ns_pid_of(pid) == Some(value as u32));
                 let Some(host) = host else {
                     drop(gate_w);
                     fail(child);
@@ -260,7 +276,8 @@ impl Keeper {
                 };
                 nix::unistd::write(&gate_w, b"g").map_err(|e| (4, e))?;
                 drop(gate_w);
-                let (kind, value, extra) = read_report(report_r.as_fd()).map_err(|e| (4, errno_of(&e)))?;
+                let (kind, value, extra) =
+                    read_report(report_r.as_fd()).map_err(|e| (4, errno_of(&e)))?;
                 if kind != INIT_EXECED {
                     fail(child);
                     return Err((value as u8, Errno::from_raw(extra)));
@@ -298,7 +315,7 @@ impl Keeper {
             self.timeout_at,
             match self.ladder {
                 Ladder::Idle => None,
-                Ladder::Grace { deadline } => Some(deadline),
+                Ladder::Grace { deadline, .. } => Some(deadline.min(Instant::now() + KILL_SWEEP)),
                 Ladder::Killing { give_up } => Some(give_up.min(Instant::now() + KILL_SWEEP)),
             },
         ]
@@ -462,9 +479,15 @@ impl Keeper {
         self.deliver(signal, scope);
         let deadline = Instant::now() + Duration::from_millis(grace_ms);
         self.ladder = match self.ladder {
-            Ladder::Idle => Ladder::Grace { deadline },
-            Ladder::Grace { deadline: old } => Ladder::Grace {
+            Ladder::Idle => Ladder::Grace {
+                deadline,
+                signal,
+                scope,
+            },
+            Ladder::Grace { deadline: old, .. } => Ladder::Grace {
                 deadline: old.min(deadline),
+                signal,
+                scope,
             },
             killing @ Ladder::Killing { .. } => killing,
         };
@@ -476,12 +499,20 @@ impl Keeper {
     fn advance_ladder(&mut self, now: Instant) {
         match self.ladder {
             Ladder::Idle => {}
-            Ladder::Grace { deadline } => {
+            Ladder::Grace {
+                deadline,
+                signal,
+                scope,
+            } => {
                 if now >= deadline {
                     self.ladder = Ladder::Killing {
                         give_up: now + VERIFY_WINDOW,
                     };
                     self.deliver(libc::SIGKILL, Scope::Tree);
+                } else if scope == Scope::Tree {
+                    // A fork racing the first sweep made a process that
+                    // never saw the signal: sweep again, new ones only.
+                    self.deliver_new(signal);
                 }
             }
             Ladder::Killing { give_up } => {
@@ -538,6 +569,20 @@ impl Keeper {
                 if signal != libc::SIGKILL {
                     let _ = pidfd.send_signal(libc::SIGCONT);
                 }
+            }
+        }
+    }
+
+    /// Sends `signal` (then SIGCONT) to tree members not signalled yet.
+    fn deliver_new(&mut self, signal: i32) {
+        for (pid, pidfd) in self.tree() {
+            if !self.signalled.contains(&pid)
+                && Some(pid) != self.main
+                && pid != self.child
+                && pidfd.send_signal(signal).is_ok()
+            {
+                self.signalled.insert(pid);
+                let _ = pidfd.send_signal(libc::SIGCONT);
             }
         }
     }
@@ -665,7 +710,12 @@ impl Exec {
 /// `gate`: the child waits for a byte on it before exec (pidns only).
 /// `forked` runs in the parent right after the fork, before exec is
 /// confirmed.
-fn fork_exec(exec: &Exec, stdio: [RawFd; 3], gate: Option<RawFd>, forked: impl FnOnce(u32)) -> Result<u32, (u8, Errno)> {
+fn fork_exec(
+    exec: &Exec,
+    stdio: [RawFd; 3],
+    gate: Option<RawFd>,
+    forked: impl FnOnce(u32),
+) -> Result<u32, (u8, Errno)> {
     let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| (2, e))?;
     let argv: Vec<*const libc::c_char> = exec
         .argv
@@ -842,7 +892,9 @@ fn init_main(
         // SAFETY: _exit is always safe.
         unsafe { libc::_exit(1) };
     }
-    let command = match fork_exec(exec, stdio, Some(gate), |pid| report(INIT_FORKED, pid as i32, 0)) {
+    let command = match fork_exec(exec, stdio, Some(gate), |pid| {
+        report(INIT_FORKED, pid as i32, 0)
+    }) {
         Ok(pid) => pid,
         Err((stage, errno)) => {
             report(INIT_FAILED, stage as i32, errno as i32);
