@@ -9,7 +9,9 @@ use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tether_testkit::{TAG_VAR, Tree, pidfd, tagged_pids, unique_tag, wait_all_dead, wait_for_count};
+use tether_testkit::{
+    TAG_VAR, Tree, pidfd, tagged_pids, unique_tag, wait_all_dead, wait_for_count,
+};
 
 const RUNS: usize = 15;
 
@@ -18,23 +20,48 @@ const RUNS: usize = 15;
 fn one_run(tree: Tree, containment: &str) -> Duration {
     let tag = unique_tag("bench-owner-death");
     let mut owner = Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args(["run", "--grace", "1s", "--containment", containment, "--", "/bin/sh", "-c", tree.script()])
+        .args([
+            "run",
+            "--grace",
+            "1s",
+            "--containment",
+            containment,
+            "--",
+            "/bin/sh",
+            "-c",
+            tree.script(),
+        ])
         .env(TAG_VAR, &tag)
         .stdout(Stdio::piped())
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
     let mut ready = [0u8; 6];
-    owner.stdout.as_mut().unwrap().read_exact(&mut ready).unwrap();
-    assert!(wait_for_count(&tag, tree.min_processes(), Duration::from_secs(30)) >= tree.min_processes());
+    owner
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut ready)
+        .unwrap();
+    assert!(
+        wait_for_count(&tag, tree.min_processes(), Duration::from_secs(30)) >= tree.min_processes()
+    );
     let pids = tagged_pids(&tag);
     let fds: Vec<_> = pids.iter().filter_map(|&p| pidfd(p)).collect();
     owner.kill().unwrap();
     let start = Instant::now();
-    let mut pfds: Vec<libc::pollfd> = fds.iter().map(|f| libc::pollfd { fd: f.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|f| libc::pollfd {
+            fd: f.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     // Wait for every pidfd to turn readable.
     while pfds.iter().any(|p| p.revents == 0) {
-        let mut pending: Vec<libc::pollfd> = pfds.iter().copied().filter(|p| p.revents == 0).collect();
+        let mut pending: Vec<libc::pollfd> =
+            pfds.iter().copied().filter(|p| p.revents == 0).collect();
         // SAFETY: valid pollfd array.
         unsafe { libc::poll(pending.as_mut_ptr(), pending.len() as libc::nfds_t, 10_000) };
         for p in pending.iter().filter(|p| p.revents != 0) {
@@ -56,11 +83,23 @@ fn main() {
     println!("## owner SIGKILL → whole tree dead ({RUNS} runs each)\n");
     println!("| tree | containment | processes at kill | p50 ms | max ms |");
     println!("|---|---|---|---|---|");
-    for (tree, containment) in [(Tree::Hundred, "subreaper"), (Tree::Hundred, "pidns"), (Tree::ForkStorm, "subreaper")] {
+    for (tree, containment) in [
+        (Tree::Hundred, "subreaper"),
+        (Tree::Hundred, "pidns"),
+        (Tree::ForkStorm, "subreaper"),
+    ] {
         let mut times: Vec<Duration> = (0..RUNS).map(|_| one_run(tree, containment)).collect();
         times.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let count = if tree == Tree::Hundred { "103".to_string() } else { "≥20, growing".to_string() };
-        println!("| {tree:?} | {containment} | {count} | {:.1} | {:.1} |", ms(times[RUNS / 2]), ms(times[RUNS - 1]));
+        let count = if tree == Tree::Hundred {
+            "103".to_string()
+        } else {
+            "≥20, growing".to_string()
+        };
+        println!(
+            "| {tree:?} | {containment} | {count} | {:.1} | {:.1} |",
+            ms(times[RUNS / 2]),
+            ms(times[RUNS - 1])
+        );
     }
 }

@@ -67,22 +67,51 @@ fn main() {
     println!("## spawn + wait of /bin/true ({ITERATIONS} iterations, interleaved)\n");
     println!("| case | p50 µs | p90 µs | p50 ratio to std |");
     println!("|---|---|---|---|");
-    let cold = measure(&[("std::process::Command", &std_true), ("tether, cold keeper", &tether_true)], ITERATIONS);
+    let cold = measure(
+        &[
+            ("std::process::Command", &std_true),
+            ("tether, cold keeper", &tether_true),
+        ],
+        ITERATIONS,
+    );
     tether::set_warm_keepers(2);
-    let warm = measure(&[("std::process::Command", &std_true), ("tether, warm keepers", &tether_true)], ITERATIONS);
+    let warm = measure(
+        &[
+            ("std::process::Command", &std_true),
+            ("tether, warm keepers", &tether_true),
+        ],
+        ITERATIONS,
+    );
     for (base, case) in [(&cold[0], &cold[1]), (&warm[0], &warm[1])] {
         for row in [base, case] {
-            println!("| {} | {:.0} | {:.0} | {:.2} |", row.0, us(row.1), us(row.2), us(row.1) / us(base.1));
+            println!(
+                "| {} | {:.0} | {:.0} | {:.2} |",
+                row.0,
+                us(row.1),
+                us(row.2),
+                us(row.1) / us(base.1)
+            );
         }
     }
 
-    println!("\n## spawn + wait p50 vs owner RSS (warm keepers, {} iterations)\n", ITERATIONS / 2);
+    println!(
+        "\n## spawn + wait p50 vs owner RSS (warm keepers, {} iterations)\n",
+        ITERATIONS / 2
+    );
     println!("| owner RSS | std p50 µs | tether p50 µs | ratio |");
     println!("|---|---|---|---|");
     for gib in [0usize, 1, 4] {
         let ballast = resident(gib << 30);
-        let rows = measure(&[("std", &std_true), ("tether", &tether_true)], ITERATIONS / 2);
-        println!("| {gib} GiB | {:.0} | {:.0} | {:.2} |", us(rows[0].1), us(rows[1].1), us(rows[1].1) / us(rows[0].1));
+        let rows = measure(
+            &[("std", &std_true), ("tether", &tether_true)],
+            ITERATIONS / 2,
+        );
+        println!(
+            "| {gib} GiB | {:.0} | {:.0} | {:.2} |",
+            us(rows[0].1),
+            us(rows[1].1),
+            us(rows[1].1) / us(rows[0].1)
+        );
         drop(ballast);
     }
 }

@@ -407,6 +407,9 @@ impl ChildHandle {
     }
 }
 
+/// A captured stream and how many bytes were dropped from its front.
+type Captured = (Vec<u8>, u64);
+
 /// The last `max` bytes of a stream, and how many came before them.
 #[derive(Default)]
 struct Tail {
@@ -431,7 +434,7 @@ fn read_both(
     out: Option<ChildStdout>,
     err: Option<ChildStderr>,
     max: usize,
-) -> Result<((Vec<u8>, u64), (Vec<u8>, u64))> {
+) -> Result<(Captured, Captured)> {
     let mut streams: [(Option<File>, Tail); 2] = [
         (out.map(|o| o.0), Tail::default()),
         (err.map(|e| e.0), Tail::default()),

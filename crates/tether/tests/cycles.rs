@@ -12,9 +12,16 @@ fn thousand_cycles_leak_nothing() {
     let zombies = zombie_children();
     for i in 0..1000 {
         let status = if i % 2 == 0 {
-            Command::new("true").stdin(Stdio::Null).stdout(Stdio::Null).status().unwrap()
+            Command::new("true")
+                .stdin(Stdio::Null)
+                .stdout(Stdio::Null)
+                .status()
+                .unwrap()
         } else {
-            let out = Command::new("sh").args(["-c", "echo out; echo err >&2; sleep 1000 &"]).output().unwrap();
+            let out = Command::new("sh")
+                .args(["-c", "echo out; echo err >&2; sleep 1000 &"])
+                .output()
+                .unwrap();
             assert_eq!(out.stdout, b"out\n");
             out.status
         };

@@ -19,10 +19,15 @@ fn spawn_tree(tree: Tree, tag: &str) -> Child {
         .spawn()
         .expect("spawn fixture");
     let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line, "ready\n", "{tree:?} did not report ready");
     let built = wait_for_count(tag, tree.min_processes(), Duration::from_secs(20));
-    assert!(built >= tree.min_processes(), "{tree:?}: only {built} processes built");
+    assert!(
+        built >= tree.min_processes(),
+        "{tree:?}: only {built} processes built"
+    );
     child
 }
 
@@ -33,7 +38,11 @@ fn kill_returns_only_when_the_tree_is_empty() {
         let mut child = spawn_tree(tree, guard.tag());
         child.kill().unwrap_or_else(|e| panic!("{tree:?}: {e}"));
         // No waiting here: `kill` returned, so the tree must already be gone.
-        assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new(), "{tree:?}: kill returned early");
+        assert_eq!(
+            tagged_pids(guard.tag()),
+            Vec::<u32>::new(),
+            "{tree:?}: kill returned early"
+        );
         // Killing again, and waiting afterwards, are harmless.
         child.kill().unwrap();
         let status = child.wait().unwrap();
@@ -47,7 +56,10 @@ fn kill_after_main_exit_kills_leftovers() {
     let mut child = spawn_tree(Tree::GrandchildHoldsStdout, guard.tag());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
-    assert!(!tagged_pids(guard.tag()).is_empty(), "the grandchild is kept running");
+    assert!(
+        !tagged_pids(guard.tag()).is_empty(),
+        "the grandchild is kept running"
+    );
     child.kill().unwrap();
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
@@ -80,16 +92,24 @@ fn unkillable_survivor_is_reported_and_stays_killable() {
     }
     let guard = TagGuard::new("kill-frozen");
     let mut child = spawn_tree(Tree::SetsidDoubleFork, guard.tag());
-    let victim = *tagged_pids(guard.tag()).iter().find(|&&p| p != child.id()).unwrap();
+    let victim = *tagged_pids(guard.tag())
+        .iter()
+        .find(|&&p| p != child.id())
+        .unwrap();
     let cgroup = freezer.join(format!("tether-test-{}", guard.tag()));
     std::fs::create_dir(&cgroup).unwrap();
     std::fs::write(cgroup.join("tasks"), victim.to_string()).unwrap();
     std::fs::write(cgroup.join("freezer.state"), "FROZEN").unwrap();
 
-    let err = child.kill_with_grace(Duration::ZERO).expect_err("a frozen process cannot die");
+    let err = child
+        .kill_with_grace(Duration::ZERO)
+        .expect_err("a frozen process cannot die");
     match err {
         Error::KillIncomplete { survivors } => {
-            assert_eq!(survivors.iter().map(|s| s.pid).collect::<Vec<_>>(), vec![victim]);
+            assert_eq!(
+                survivors.iter().map(|s| s.pid).collect::<Vec<_>>(),
+                vec![victim]
+            );
             assert!(survivors[0].command.contains("sleep"), "{survivors:?}");
         }
         other => panic!("expected KillIncomplete, got {other}"),

@@ -23,11 +23,19 @@ fn forced_pid_reuse_in_a_private_namespace() {
     let status = std::process::Command::new("unshare")
         .args(["--pid", "--fork", "--mount", "--mount-proc"])
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "inner_pid_reuse", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "inner_pid_reuse",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(INNER, "1")
         .status()
         .expect("run unshare");
-    assert!(status.success(), "the test inside the namespace failed: {status}");
+    assert!(
+        status.success(),
+        "the test inside the namespace failed: {status}"
+    );
 }
 
 /// Spawns `sleep` with std (not tether: an unrelated process) at exactly
@@ -35,8 +43,14 @@ fn forced_pid_reuse_in_a_private_namespace() {
 /// stale process *group* would hit it too.
 fn spawn_at(pid: u32) -> std::process::Child {
     for _ in 0..50 {
-        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).expect("write ns_last_pid");
-        let mut child = std::process::Command::new("sleep").arg("1000").stdin(StdStdio::null()).process_group(0).spawn().unwrap();
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string())
+            .expect("write ns_last_pid");
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .stdin(StdStdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
         if child.id() == pid {
             return child;
         }
@@ -51,7 +65,11 @@ fn spawn_at(pid: u32) -> std::process::Child {
 /// would show long before the bound.
 fn still_running(child: &mut std::process::Child) -> bool {
     let fd = tether_testkit::pidfd(child.id()).unwrap();
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd.
     let exited = unsafe { libc::poll(&mut pfd, 1, 200) } > 0;
     !exited && child.try_wait().unwrap().is_none()
@@ -82,14 +100,21 @@ fn inner_pid_reuse() {
     //    (in its own session, so the old group id is free): the main pid —
     //    and so the old group id — goes to an outsider; signals and the
     //    kill of the session must not reach the outsider.
-    let mut c = Command::new("sh").args(["-c", "setsid sleep 1000 & exit 0"]).keep_descendants(true).spawn().unwrap();
+    let mut c = Command::new("sh")
+        .args(["-c", "setsid sleep 1000 & exit 0"])
+        .keep_descendants(true)
+        .spawn()
+        .unwrap();
     let main_pid = c.id();
     c.wait().unwrap();
     let mut outsider = spawn_at(main_pid);
     c.signal_group(libc::SIGKILL).unwrap();
     c.signal(libc::SIGTERM).unwrap();
     c.kill().unwrap();
-    assert!(still_running(&mut outsider), "the outsider holding the reused pid was signalled");
+    assert!(
+        still_running(&mut outsider),
+        "the outsider holding the reused pid was signalled"
+    );
     outsider.kill().unwrap();
     outsider.wait().unwrap();
 }

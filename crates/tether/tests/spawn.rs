@@ -8,9 +8,15 @@ use tether_testkit::{TAG_VAR, TagGuard, tagged_pids};
 
 #[test]
 fn program_not_found_names_the_search_path() {
-    let err = Command::new("no-such-program-xyz").env("PATH", "/nowhere:/also-not").spawn().unwrap_err();
+    let err = Command::new("no-such-program-xyz")
+        .env("PATH", "/nowhere:/also-not")
+        .spawn()
+        .unwrap_err();
     match err {
-        Error::ProgramNotFound { program, path_searched } => {
+        Error::ProgramNotFound {
+            program,
+            path_searched,
+        } => {
             assert_eq!(program, "no-such-program-xyz");
             assert_eq!(path_searched, "/nowhere:/also-not");
         }
@@ -20,13 +26,34 @@ fn program_not_found_names_the_search_path() {
 
 #[test]
 fn not_executable_and_bad_cwd_are_precise() {
-    assert!(matches!(Command::new("/etc/passwd").spawn(), Err(Error::NotExecutable { .. })));
-    assert!(matches!(Command::new("/tmp").spawn(), Err(Error::NotExecutable { .. })));
-    assert!(matches!(Command::new("true").current_dir("/no/such/dir").spawn(), Err(Error::BadCwd { .. })));
-    assert!(matches!(Command::new("true").current_dir("/etc/passwd").spawn(), Err(Error::BadCwd { .. })));
-    assert!(matches!(Command::new("true").purpose("bad purpose").spawn(), Err(Error::InvalidInput { .. })));
-    assert!(matches!(Command::new("echo").arg("a\0b").spawn(), Err(Error::InvalidInput { .. })));
-    assert!(matches!(Command::new("").spawn(), Err(Error::InvalidInput { .. })));
+    assert!(matches!(
+        Command::new("/etc/passwd").spawn(),
+        Err(Error::NotExecutable { .. })
+    ));
+    assert!(matches!(
+        Command::new("/tmp").spawn(),
+        Err(Error::NotExecutable { .. })
+    ));
+    assert!(matches!(
+        Command::new("true").current_dir("/no/such/dir").spawn(),
+        Err(Error::BadCwd { .. })
+    ));
+    assert!(matches!(
+        Command::new("true").current_dir("/etc/passwd").spawn(),
+        Err(Error::BadCwd { .. })
+    ));
+    assert!(matches!(
+        Command::new("true").purpose("bad purpose").spawn(),
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        Command::new("echo").arg("a\0b").spawn(),
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        Command::new("").spawn(),
+        Err(Error::InvalidInput { .. })
+    ));
 }
 
 #[test]
@@ -64,13 +91,20 @@ fn output_does_not_hang_on_a_grandchild_holding_stdout() {
 
 #[test]
 fn output_is_byte_exact() {
-    let out = Command::new("printf").arg(r"\377\000\376abc").output().unwrap();
+    let out = Command::new("printf")
+        .arg(r"\377\000\376abc")
+        .output()
+        .unwrap();
     assert_eq!(out.stdout, b"\xff\x00\xfeabc");
 }
 
 #[test]
 fn timeout_reports_timed_out() {
-    let status = Command::new("sleep").arg("1000").timeout(Duration::from_millis(100)).status().unwrap();
+    let status = Command::new("sleep")
+        .arg("1000")
+        .timeout(Duration::from_millis(100))
+        .status()
+        .unwrap();
     assert!(status.timed_out());
     assert_eq!(status.signal(), Some(libc::SIGTERM));
 }
@@ -84,11 +118,19 @@ fn containment_is_reported_and_never_silently_degraded() {
         eprintln!("skipped pid namespace checks: not root");
         return;
     }
-    let mut child = Command::new("sh").args(["-c", "echo $$"]).stdout(Stdio::Piped).containment(ContainmentPolicy::PidNamespace).spawn().unwrap();
+    let child = Command::new("sh")
+        .args(["-c", "echo $$"])
+        .stdout(Stdio::Piped)
+        .containment(ContainmentPolicy::PidNamespace)
+        .spawn()
+        .unwrap();
     assert_eq!(child.containment(), Containment::PidNamespace);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.stdout, b"2\n", "the command is pid 2 under its init");
-    let mut child = Command::new("true").containment(ContainmentPolicy::Auto).spawn().unwrap();
+    let mut child = Command::new("true")
+        .containment(ContainmentPolicy::Auto)
+        .spawn()
+        .unwrap();
     assert_eq!(child.containment(), Containment::PidNamespace);
     child.wait().unwrap();
 }

@@ -7,14 +7,20 @@ use std::io::{BufRead, BufReader, Write};
 use tether::{Child, Command, Stdio};
 
 fn spawn_cat() -> Child {
-    Command::new("cat").stdin(Stdio::Piped).stdout(Stdio::Piped).spawn().expect("spawn cat")
+    Command::new("cat")
+        .stdin(Stdio::Piped)
+        .stdout(Stdio::Piped)
+        .spawn()
+        .expect("spawn cat")
 }
 
 /// A round trip through `cat` proves it is alive now.
 fn assert_alive(child: &mut Child) {
     child.stdin.as_mut().unwrap().write_all(b"ping\n").unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line, "ping\n");
     assert!(child.try_wait().unwrap().is_none());
 }
@@ -33,7 +39,8 @@ fn spawned_from_spawn_blocking_after_the_runtime_is_gone() {
         .thread_keep_alive(std::time::Duration::from_millis(1))
         .build()
         .unwrap();
-    let mut child = runtime.block_on(async { tokio::task::spawn_blocking(spawn_cat).await.unwrap() });
+    let mut child =
+        runtime.block_on(async { tokio::task::spawn_blocking(spawn_cat).await.unwrap() });
     // Every worker and blocking thread of the runtime exits here.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     assert_alive(&mut child);

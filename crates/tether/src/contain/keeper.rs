@@ -829,10 +829,10 @@ unsafe fn child_after_fork(
                 libc::signal(sig, libc::SIG_DFL);
             }
         }
-        if let Some(cwd) = &exec.cwd {
-            if libc::chdir(cwd.as_ptr()) < 0 {
-                fail(1);
-            }
+        if let Some(cwd) = &exec.cwd
+            && libc::chdir(cwd.as_ptr()) < 0
+        {
+            fail(1);
         }
         libc::execve(exec.program.as_ptr(), argv.as_ptr(), envp.as_ptr());
         fail(0)
@@ -932,10 +932,8 @@ fn init_main(
 /// needs to be installed.
 ///
 /// ```no_run
-/// fn main() {
-///     tether::keeper::run_if_requested();
-///     // … the program as usual …
-/// }
+/// tether::keeper::run_if_requested();
+/// // … the program as usual …
 /// ```
 pub fn run_if_requested() {
     if std::env::args_os().nth(1).is_some_and(|a| a == KEEPER_ARG) {
