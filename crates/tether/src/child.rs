@@ -266,8 +266,15 @@ impl Child {
 
     /// [`kill`](Child::kill) with an explicit grace (zero: SIGKILL at once).
     pub fn kill_with_grace(&mut self, grace: Duration) -> Result<()> {
+        self.start_kill_with_grace(grace);
+        self.finish_kill()
+    }
+
+    /// Asks the keeper to start the kill ladder, without waiting. No-op
+    /// once the tree is known to be empty.
+    pub(crate) fn start_kill_with_grace(&self, grace: Duration) {
         if self.settled.is_some() {
-            return Ok(());
+            return;
         }
         let request = Request::Kill {
             signal: libc::SIGTERM,
@@ -277,6 +284,12 @@ impl Child {
         // A send error means the keeper already finished; its last events
         // are still in the socket and tell how.
         let _ = self.link.send(&request, &[]);
+    }
+
+    /// Blocks until a kill started with
+    /// [`start_kill_with_grace`](Child::start_kill_with_grace) verified the
+    /// tree empty, or reports the survivors.
+    pub(crate) fn finish_kill(&mut self) -> Result<()> {
         loop {
             if self.settled.is_some() {
                 return Ok(());
@@ -373,10 +386,64 @@ impl Child {
         Error::KeeperLost { orphans_killed }
     }
 
+    /// The keeper socket, for an event loop to wait on (readable = call
+    /// [`poll_progress`](Child::poll_progress)).
+    pub(crate) fn event_fd(&self) -> BorrowedFd<'_> {
+        self.link.event_fd()
+    }
+
+    /// Reads one keeper event if one is ready, without blocking, and says
+    /// what it changed. `Ok(None)`: nothing ready. A lost keeper is
+    /// [`Error::KeeperLost`] (its orphans already killed), as in `wait`.
+    pub(crate) fn poll_progress(&mut self) -> Result<Option<Progress>> {
+        let event = match self.link.recv(Some(Duration::ZERO)) {
+            Ok(Some(event)) => event,
+            Ok(None) => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(self.keeper_lost()),
+            Err(e) => return Err(Error::Keeper(e)),
+        };
+        let progress = match &event {
+            Event::MainExited {
+                termination,
+                timed_out,
+            } => Progress::MainExited(ExitStatus {
+                termination: *termination,
+                timed_out: *timed_out,
+                descendants_killed: 0,
+            }),
+            Event::TreeEmpty { killed } => Progress::Settled { killed: *killed },
+            Event::KillFailed { survivors } => Progress::KillFailed(
+                survivors
+                    .iter()
+                    .map(|(pid, cmd)| Survivor {
+                        pid: *pid,
+                        command: String::from_utf8_lossy(cmd).into_owned(),
+                    })
+                    .collect(),
+            ),
+            Event::Started { .. } | Event::SpawnFailed { .. } => Progress::Other,
+        };
+        self.absorb(event);
+        Ok(Some(progress))
+    }
+
     /// The program as given (for reports).
     pub fn program(&self) -> &str {
         &self.program
     }
+}
+
+/// What one keeper event changed (see [`Child::poll_progress`]).
+#[derive(Debug)]
+pub(crate) enum Progress {
+    /// The main process ended.
+    MainExited(ExitStatus),
+    /// Nothing of the session is left; `killed` descendants were killed.
+    Settled { killed: u32 },
+    /// A kill gave up on these survivors; the child stays killable.
+    KillFailed(Vec<Survivor>),
+    /// Nothing a caller needs to act on.
+    Other,
 }
 
 /// Signals or starts killing a [`Child`] from any thread. Events (the

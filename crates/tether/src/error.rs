@@ -88,6 +88,65 @@ pub enum Error {
         /// What is still alive.
         survivors: Vec<Survivor>,
     },
+    /// No session has this id (or it was evicted after its retention time).
+    #[error("no session {id:?}")]
+    UnknownSession {
+        /// The id or prefix as given.
+        id: String,
+    },
+    /// A session-id prefix names more than one session: give more characters.
+    #[error("session id prefix {prefix:?} is ambiguous; it matches: {}", matches.join(", "))]
+    AmbiguousSession {
+        /// The prefix as given.
+        prefix: String,
+        /// Every id it matches.
+        matches: Vec<String>,
+    },
+    /// A session-id prefix shorter than the minimum (4 characters), which
+    /// would name sessions by accident.
+    #[error("session id prefix {prefix:?} is too short: give at least {min} characters")]
+    SessionIdTooShort {
+        /// The prefix as given.
+        prefix: String,
+        /// The minimum length.
+        min: usize,
+    },
+    /// The registry already runs its maximum of live sessions; nothing was
+    /// started and nothing running was touched. Kill or wait for one, or
+    /// raise the limit.
+    #[error(
+        "{limit} sessions are live, the registry's limit; kill or wait for one before starting another"
+    )]
+    TooManySessions {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The session was started without a stdin pipe
+    /// ([`StdinMode::Piped`](crate::StdinMode::Piped)).
+    #[error("session {id} has no stdin pipe: start it with StdinMode::Piped to write to it")]
+    NoStdin {
+        /// The session.
+        id: String,
+    },
+    /// The session's stdin is closed: nothing can be written to it any more.
+    #[error("stdin of session {id} is closed: {why}")]
+    StdinClosed {
+        /// The session.
+        id: String,
+        /// Why (`close_stdin` was called, the main process exited, …).
+        why: &'static str,
+    },
+    /// Stderr was asked for, but the session merges it into one stream.
+    #[error(
+        "session {id} merges stderr into its output stream; start it with OutputMode::Separate to read stderr apart"
+    )]
+    NoSeparateStderr {
+        /// The session.
+        id: String,
+    },
+    /// The registry has been shut down and starts nothing new.
+    #[error("the session registry is shut down")]
+    RegistryShutDown,
     /// A malformed spawn tag.
     #[error(transparent)]
     Tag(#[from] TagError),

@@ -51,6 +51,9 @@ mod identity;
 mod install;
 pub mod output;
 mod pool;
+mod registry;
+mod run_spec;
+mod session;
 mod session_id;
 mod spawn_tag;
 #[cfg(unix)]
@@ -62,6 +65,13 @@ pub use error::{Error, Result, Survivor, TagError};
 pub use identity::ProcessIdentity;
 pub use install::Install;
 pub use pool::set_warm_keepers;
+pub use registry::{
+    DEFAULT_FINISHED_TTL, DEFAULT_MAX_FINISHED, DEFAULT_MAX_LIVE, MIN_ID_PREFIX, ReadResult,
+    Registry, RegistryConfig, RunOutcome, WaitOptions, WaitOutcome, WaitResult, YIELD_OUTPUT_BYTES,
+};
+pub use run_spec::{CommandLine, OutputMode, RunSpec, SHELL, StdinMode};
+pub use session::pattern::MAX_MATCH_LEN;
+pub use session::{Descendant, KillOutcome, KillReason, SessionInfo, SessionState, Stream};
 pub use session_id::SessionId;
 pub use spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 

@@ -172,6 +172,13 @@ impl KeeperLink {
         }
     }
 
+    /// The socket's descriptor, for an event loop that waits for it to
+    /// become readable and then calls [`recv`](Self::recv) with a zero
+    /// timeout (the registry does this instead of a thread per session).
+    pub(crate) fn event_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+
     /// The keeper's pid.
     pub(crate) fn keeper_pid(&self) -> Option<u32> {
         self.process.as_ref().map(|p| p.id())

@@ -11,6 +11,7 @@ pub mod keeper;
 pub(crate) mod link;
 mod linux;
 pub(crate) mod protocol;
+pub(crate) mod reactor;
 
 pub use linux::{Stat, all_pids, children_of, command_line, read_stat, spawn_tag_of};
 pub(crate) use linux::{

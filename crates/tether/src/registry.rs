@@ -1,0 +1,655 @@
+//! Many sessions at once: [`Registry`] starts contained commands in the
+//! background and lets a caller come back to them — read their output from
+//! where it left off, type into them, wait for a line, kill them, list them.
+//!
+//! ```no_run
+//! # async fn demo() -> tether::Result<()> {
+//! use std::time::Duration;
+//! use tether::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
+//!
+//! let registry = Registry::new(RegistryConfig::default());
+//! let id = registry.run(RunSpec::shell("python3 -m http.server 8000")).await?;
+//! let ready = registry
+//!     .wait(id.as_str(), WaitOptions::new(Duration::from_secs(10)).until("Serving HTTP"))
+//!     .await?;
+//! assert!(matches!(ready.outcome, WaitOutcome::Matched { .. }));
+//! let chunk = registry.read(id.as_str(), 0, 64 * 1024)?;
+//! registry.kill(id.as_str(), Duration::from_secs(2)).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # How it works
+//!
+//! Each session is a [`Command`](crate::Command) spawned with its
+//! descendants kept (they keep running, contained, after the main process
+//! exits), and one tokio task (`session/driver.rs`) that owns everything
+//! that happens to it. Output goes through one pipe given to the command
+//! as both stdout and stderr (so arrival order is exact) into an
+//! [`OutputBuffer`](crate::output::OutputBuffer): a bounded ring with a
+//! spill file behind it and absolute offsets that never shift.
+//!
+//! Limits are explicit: at most `max_live` sessions hold processes (a
+//! `run` beyond that is refused — nothing running is ever killed to make
+//! room); finished sessions are kept `finished_ttl` from their exit and at
+//! most `max_finished` of them, oldest evicted first. Dropping or shutting
+//! down the registry kills every tree and verifies it empty; if the owning
+//! process dies instead, the keepers do it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::io::Interest;
+use tokio::sync::oneshot;
+
+use crate::contain::reactor::register;
+use crate::error::{Error, Result};
+use crate::run_spec::RunSpec;
+use crate::session::pattern::{compile, scan};
+use crate::session::spawn::{Started, start};
+use crate::session::{
+    Control, Driver, KillOutcome, KillReason, Owner, Session, SessionInfo, SessionState, Stream,
+    lock,
+};
+use crate::session_id::SessionId;
+
+mod wait;
+pub use wait::{WaitOptions, WaitOutcome, WaitResult};
+
+/// Default [`RegistryConfig::max_live`].
+pub const DEFAULT_MAX_LIVE: usize = 64;
+/// Default [`RegistryConfig::max_finished`].
+pub const DEFAULT_MAX_FINISHED: usize = 64;
+/// Default [`RegistryConfig::finished_ttl`]: 30 minutes from the exit.
+pub const DEFAULT_FINISHED_TTL: Duration = Duration::from_secs(30 * 60);
+/// Shortest id prefix accepted in place of a full session id.
+pub const MIN_ID_PREFIX: usize = 4;
+/// Bytes of output [`Registry::run_and_wait`] returns.
+pub const YIELD_OUTPUT_BYTES: usize = 256 * 1024;
+
+/// Limits and retention of a [`Registry`].
+#[derive(Clone, Debug)]
+pub struct RegistryConfig {
+    /// Most sessions holding processes at once (default 64). A session is
+    /// live from `run` until its tree is empty and its output at EOF.
+    pub max_live: usize,
+    /// Most finished sessions kept for reading (default 64); the oldest
+    /// finished is evicted first. Live sessions are never evicted.
+    pub max_finished: usize,
+    /// How long a finished session is kept, counted from its main
+    /// process's exit (default 30 min).
+    pub finished_ttl: Duration,
+    /// Directory for spill files (default: a fresh private directory
+    /// under `$XDG_RUNTIME_DIR`, else the temp dir, removed on drop).
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> RegistryConfig {
+        RegistryConfig {
+            max_live: DEFAULT_MAX_LIVE,
+            max_finished: DEFAULT_MAX_FINISHED,
+            finished_ttl: DEFAULT_FINISHED_TTL,
+            spill_dir: None,
+        }
+    }
+}
+
+/// Bytes read from a session's output.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ReadResult {
+    /// The bytes, exactly as the command wrote them (not necessarily UTF-8).
+    pub data: Vec<u8>,
+    /// Offset of `data[0]`: later than the requested offset when bytes in
+    /// between are gone (see `dropped`).
+    pub offset: u64,
+    /// Where the next read should start.
+    pub next_offset: u64,
+    /// Bytes between the requested offset and `offset` that were evicted
+    /// beyond the spill cap and are gone.
+    pub dropped: u64,
+    /// Total bytes the stream has received so far.
+    pub end_offset: u64,
+    /// The stream is finished (every writer gone) and this read reached
+    /// its end: nothing more will ever come.
+    pub eof: bool,
+}
+
+/// What [`Registry::run_and_wait`] found.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    /// The session's id (still readable, killable, waitable).
+    pub id: SessionId,
+    /// The main process ended within the yield time.
+    pub finished: bool,
+    /// The session as of returning.
+    pub info: SessionInfo,
+    /// Output from offset 0, at most [`YIELD_OUTPUT_BYTES`]; read on from
+    /// `output.next_offset`.
+    pub output: ReadResult,
+}
+
+/// Runs many contained commands in the background (see the module docs).
+///
+/// Must be used from within a tokio runtime (`run` spawns a task per
+/// session). Dropping it kills every session's tree and blocks until each
+/// is verified empty (at most the longest grace plus a few ms); in async
+/// code prefer [`shutdown`](Registry::shutdown).
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: RegistryConfig,
+    spill_dir: PathBuf,
+    /// Whether `spill_dir` is ours to remove.
+    own_spill_dir: bool,
+    table: Mutex<Table>,
+    shut: AtomicBool,
+}
+
+#[derive(Default)]
+struct Table {
+    sessions: BTreeMap<String, Arc<Session>>,
+    /// Sessions holding processes, plus starts in flight.
+    live: usize,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let table = lock(&self.inner.table);
+        f.debug_struct("Registry")
+            .field("config", &self.inner.config)
+            .field("sessions", &table.sessions.len())
+            .field("live", &table.live)
+            .finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry. Touches no file until a session spills.
+    pub fn new(config: RegistryConfig) -> Registry {
+        let (spill_dir, own_spill_dir) = match &config.spill_dir {
+            Some(dir) => (dir.clone(), false),
+            None => {
+                let base = std::env::var_os("XDG_RUNTIME_DIR")
+                    .map(PathBuf::from)
+                    .filter(|d| d.is_dir())
+                    .unwrap_or_else(std::env::temp_dir);
+                let name = format!("tether-{}-{}", std::process::id(), SessionId::generate());
+                (base.join(name), true)
+            }
+        };
+        Registry {
+            inner: Arc::new(Inner {
+                config,
+                spill_dir,
+                own_spill_dir,
+                table: Mutex::new(Table::default()),
+                shut: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Starts `spec` in the background and returns its id as soon as the
+    /// command is running.
+    ///
+    /// # Errors
+    /// [`Error::TooManySessions`] at the live limit (nothing is started or
+    /// killed); the spawn errors of [`Command::spawn`](crate::Command::spawn) (program not found,
+    /// not executable, bad cwd, …); [`Error::RegistryShutDown`].
+    pub async fn run(&self, spec: RunSpec) -> Result<SessionId> {
+        let reservation = self.inner.reserve()?;
+        let id = self.inner.fresh_id();
+        let spill_dir = self.inner.spill_dir.clone();
+        let start_id = id.clone();
+        // Spawning blocks (posix_spawn of a keeper, a round trip to it), so
+        // it runs off the reactor threads.
+        let started = tokio::task::spawn_blocking(move || start(spec, start_id, spill_dir))
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(e)))??;
+        let Started {
+            child,
+            meta,
+            output,
+            stderr,
+            stdin,
+            keeper,
+            buffers,
+            idle,
+            grace,
+        } = started;
+        let readable = |fd| register(fd, Interest::READABLE);
+        let keeper = readable(keeper)?;
+        let output = readable(output)?;
+        let stderr = stderr.map(readable).transpose()?;
+        let stdin = stdin
+            .map(|fd| register(fd, Interest::WRITABLE))
+            .transpose()?;
+        let (session, control) = Session::new(id.clone(), meta, buffers.0, buffers.1, child, stdin);
+        let owner: Weak<dyn Owner> = Arc::downgrade(&self.inner) as Weak<dyn Owner>;
+        let driver = Driver::new(
+            Arc::clone(&session),
+            owner,
+            control,
+            keeper,
+            output,
+            stderr,
+            idle,
+            grace,
+            self.inner.config.finished_ttl,
+        );
+        {
+            let mut table = lock(&self.inner.table);
+            table
+                .sessions
+                .insert(id.as_str().to_owned(), Arc::clone(&session));
+            reservation.commit();
+            *lock(&session.driver) = Some(tokio::spawn(driver.run()));
+        }
+        Ok(id)
+    }
+
+    /// Starts `spec` and waits up to `yield_for` for it to finish. Returns
+    /// the finished result, or (still running) the id and the output so
+    /// far; either way the session stays in the registry.
+    ///
+    /// # Errors
+    /// As [`run`](Registry::run).
+    pub async fn run_and_wait(&self, spec: RunSpec, yield_for: Duration) -> Result<RunOutcome> {
+        let id = self.run(spec).await?;
+        let waited = self.wait(id.as_str(), WaitOptions::new(yield_for)).await?;
+        let output = self.read(id.as_str(), 0, YIELD_OUTPUT_BYTES)?;
+        Ok(RunOutcome {
+            finished: waited.outcome == WaitOutcome::Exited,
+            id,
+            info: waited.info,
+            output,
+        })
+    }
+
+    /// Reads up to `max_bytes` of the output stream (merged, or stdout
+    /// when separate) from `offset`. Offsets are absolute and never shift;
+    /// evicted bytes come from the spill file; bytes beyond the spill cap
+    /// are reported as `dropped`, never silently skipped.
+    ///
+    /// # Errors
+    /// An unknown or ambiguous id; an unreadable spill file.
+    pub fn read(&self, id: &str, offset: u64, max_bytes: usize) -> Result<ReadResult> {
+        self.read_stream(id, Stream::Output, offset, max_bytes)
+    }
+
+    /// [`read`](Registry::read) from a chosen stream.
+    ///
+    /// # Errors
+    /// As `read`, and [`Error::NoSeparateStderr`] for stderr of a merged
+    /// session.
+    pub fn read_stream(
+        &self,
+        id: &str,
+        stream: Stream,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<ReadResult> {
+        let session = self.inner.find(id)?;
+        let shared = session.shared();
+        let buffer = shared
+            .buffer(stream)
+            .ok_or_else(|| Error::NoSeparateStderr {
+                id: session.id.to_string(),
+            })?;
+        let chunk = buffer.read(offset, max_bytes)?;
+        let end_offset = buffer.end_offset();
+        Ok(ReadResult {
+            eof: shared.eof(stream) && chunk.next_offset == end_offset,
+            data: chunk.data,
+            offset: chunk.offset,
+            next_offset: chunk.next_offset,
+            dropped: chunk.dropped,
+            end_offset,
+        })
+    }
+
+    /// Writes all of `bytes` to the session's stdin, waiting while the
+    /// pipe is full (wrap in a timeout to bound that).
+    ///
+    /// Writing to a pipe whose reader is gone raises `SIGPIPE` in the
+    /// writing process; Rust programs ignore it by default and get
+    /// [`Error::StdinClosed`] instead — hosts that restore it must not.
+    ///
+    /// # Errors
+    /// [`Error::NoStdin`] without [`StdinMode::Piped`](crate::StdinMode::Piped);
+    /// [`Error::StdinClosed`] after `close_stdin` or the main process's exit.
+    pub async fn write(&self, id: &str, bytes: &[u8]) -> Result<()> {
+        let session = self.inner.find(id)?;
+        session.write_stdin(bytes).await
+    }
+
+    /// Closes the session's stdin: the command reads EOF once the bytes
+    /// already written are consumed.
+    ///
+    /// # Errors
+    /// As [`write`](Registry::write) when stdin is not open.
+    pub fn close_stdin(&self, id: &str) -> Result<()> {
+        let session = self.inner.find(id)?;
+        if session.close_stdin() {
+            return Ok(());
+        }
+        let id = session.id.to_string();
+        Err(if session.meta.stdin_piped {
+            Error::StdinClosed {
+                id,
+                why: "it is already closed",
+            }
+        } else {
+            Error::NoStdin { id }
+        })
+    }
+
+    /// Waits until the main process exits, the output matches
+    /// [`WaitOptions::until`], or the timeout passes — whichever is first.
+    /// A timeout is not an error: the outcome is
+    /// [`WaitOutcome::StillRunning`].
+    ///
+    /// # Errors
+    /// An unknown or ambiguous id; an invalid regex
+    /// ([`Error::InvalidInput`]); stderr of a merged session.
+    pub async fn wait(&self, id: &str, options: WaitOptions) -> Result<WaitResult> {
+        let session = self.inner.find(id)?;
+        let regex = options.until.as_deref().map(compile).transpose()?;
+        if session.shared().buffer(options.stream).is_none() {
+            return Err(Error::NoSeparateStderr {
+                id: session.id.to_string(),
+            });
+        }
+        let deadline = Instant::now() + options.timeout;
+        let mut changes = session.changed.subscribe();
+        let mut scanned = options.from;
+        loop {
+            changes.borrow_and_update();
+            if let Some(regex) = &regex
+                && let Some((start, end)) =
+                    scan(&session, options.stream, regex, options.from, &mut scanned)?
+            {
+                let outcome = WaitOutcome::Matched { start, end };
+                return Ok(WaitResult {
+                    outcome,
+                    info: session.info(),
+                });
+            }
+            if session.shared().state != SessionState::Running {
+                return Ok(WaitResult {
+                    outcome: WaitOutcome::Exited,
+                    info: session.info(),
+                });
+            }
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    return Ok(WaitResult {
+                        outcome: WaitOutcome::StillRunning,
+                        info: session.info(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Kills the session's whole tree: SIGTERM, `grace`, SIGKILL, repeated
+    /// until nothing is left. Returns once the keeper verified the tree
+    /// empty *and* the output was read to EOF, so nothing written before
+    /// the kill is lost. Also after the main process exited (kills the
+    /// descendants it left). On an already settled session it does nothing
+    /// and says so.
+    ///
+    /// # Errors
+    /// [`Error::KillIncomplete`] lists survivors (the session stays
+    /// tracked and killable); an unknown or ambiguous id.
+    pub async fn kill(&self, id: &str, grace: Duration) -> Result<KillOutcome> {
+        let session = self.inner.find(id)?;
+        let (reply, answer) = oneshot::channel();
+        let request = Control::Kill {
+            grace,
+            reason: KillReason::Requested,
+            reply: Some(reply),
+        };
+        if session.control.send(request).is_ok()
+            && let Ok(result) = answer.await
+        {
+            return result;
+        }
+        // The driver is gone: the session had settled.
+        let info = session.info();
+        Ok(KillOutcome {
+            state: info.state,
+            already_exited: true,
+            descendants_killed: info.descendants_killed,
+        })
+    }
+
+    /// Every session, oldest first.
+    pub fn list(&self) -> Vec<SessionInfo> {
+        let sessions: Vec<Arc<Session>> =
+            lock(&self.inner.table).sessions.values().cloned().collect();
+        let mut infos: Vec<SessionInfo> = sessions.iter().map(|s| s.info()).collect();
+        infos.sort_by_key(|i| i.started_at);
+        infos
+    }
+
+    /// One session's snapshot.
+    ///
+    /// # Errors
+    /// An unknown or ambiguous id.
+    pub fn info(&self, id: &str) -> Result<SessionInfo> {
+        Ok(self.inner.find(id)?.info())
+    }
+
+    /// The full id of the session that `id` names: a full id, or a unique
+    /// prefix of at least [`MIN_ID_PREFIX`] characters.
+    ///
+    /// # Errors
+    /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] (listing the
+    /// matches), [`Error::SessionIdTooShort`].
+    pub fn resolve(&self, id: &str) -> Result<SessionId> {
+        Ok(self.inner.find(id)?.id.clone())
+    }
+
+    /// Sessions holding processes right now (plus starts in flight).
+    pub fn live_count(&self) -> usize {
+        lock(&self.inner.table).live
+    }
+
+    /// Kills every session's tree (each with its own grace) and waits until
+    /// each is verified empty and its output drained. Refuses new runs from
+    /// the first moment. Sessions stay readable.
+    ///
+    /// # Errors
+    /// [`Error::KillIncomplete`] with every survivor, if any tree could not
+    /// be emptied.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.inner.shut.store(true, Ordering::SeqCst);
+        let sessions: Vec<Arc<Session>> =
+            lock(&self.inner.table).sessions.values().cloned().collect();
+        let mut answers = Vec::new();
+        for session in &sessions {
+            let (reply, answer) = oneshot::channel();
+            let request = Control::Kill {
+                grace: session.meta.grace,
+                reason: KillReason::Shutdown,
+                reply: Some(reply),
+            };
+            if session.control.send(request).is_ok() {
+                answers.push(answer);
+            }
+        }
+        let mut survivors = Vec::new();
+        let mut other = None;
+        for answer in answers {
+            match answer.await {
+                Ok(Err(Error::KillIncomplete { survivors: s })) => survivors.extend(s),
+                Ok(Err(e)) => other = Some(e),
+                Ok(Ok(_)) | Err(_) => {}
+            }
+        }
+        if !survivors.is_empty() {
+            return Err(Error::KillIncomplete { survivors });
+        }
+        other.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.inner.shut.store(true, Ordering::SeqCst);
+        let sessions: Vec<Arc<Session>> = std::mem::take(&mut lock(&self.inner.table).sessions)
+            .into_values()
+            .collect();
+        for session in &sessions {
+            session.abort_driver();
+        }
+        // Every keeper starts its ladder first, so the graces overlap;
+        // then each kill is awaited (verified: the keeper reports the tree
+        // empty only when it has no child left).
+        for session in &sessions {
+            if let Some(child) = lock(&session.child).as_ref() {
+                child.start_kill_with_grace(session.meta.grace);
+            }
+        }
+        for session in &sessions {
+            if let Some(child) = lock(&session.child).as_mut() {
+                let _ = child.finish_kill();
+            }
+        }
+        drop(sessions);
+        if self.inner.own_spill_dir {
+            // Fails harmlessly while a session's buffer is still referenced
+            // elsewhere (its spill file goes with it).
+            let _ = std::fs::remove_dir(&self.inner.spill_dir);
+        }
+    }
+}
+
+/// A live slot taken before spawning; given back unless committed.
+struct Reservation<'a> {
+    inner: &'a Inner,
+    committed: bool,
+}
+
+impl Reservation<'_> {
+    fn commit(mut self) {
+        self.committed = true;
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.committed {
+            lock(&self.inner.table).live -= 1;
+        }
+    }
+}
+
+impl Inner {
+    fn reserve(&self) -> Result<Reservation<'_>> {
+        if self.shut.load(Ordering::SeqCst) {
+            return Err(Error::RegistryShutDown);
+        }
+        let mut table = lock(&self.table);
+        if table.live >= self.config.max_live {
+            return Err(Error::TooManySessions {
+                limit: self.config.max_live,
+            });
+        }
+        table.live += 1;
+        Ok(Reservation {
+            inner: self,
+            committed: false,
+        })
+    }
+
+    fn fresh_id(&self) -> SessionId {
+        let table = lock(&self.table);
+        loop {
+            let id = SessionId::generate();
+            if !table.sessions.contains_key(id.as_str()) {
+                return id;
+            }
+        }
+    }
+
+    fn find(&self, id: &str) -> Result<Arc<Session>> {
+        let table = lock(&self.table);
+        if let Some(session) = table.sessions.get(id) {
+            return Ok(Arc::clone(session));
+        }
+        if id.chars().count() < MIN_ID_PREFIX {
+            return Err(Error::SessionIdTooShort {
+                prefix: id.to_owned(),
+                min: MIN_ID_PREFIX,
+            });
+        }
+        let mut matches = table
+            .sessions
+            .range::<str, _>((std::ops::Bound::Included(id), std::ops::Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(id));
+        match (matches.next(), matches.next()) {
+            (None, _) => Err(Error::UnknownSession { id: id.to_owned() }),
+            (Some((_, session)), None) => Ok(Arc::clone(session)),
+            (Some(first), Some(second)) => {
+                let matches = [first, second]
+                    .into_iter()
+                    .chain(matches)
+                    .map(|(key, _)| key.clone())
+                    .collect();
+                Err(Error::AmbiguousSession {
+                    prefix: id.to_owned(),
+                    matches,
+                })
+            }
+        }
+    }
+
+    /// Evicts finished sessions beyond `max_finished`, oldest exit first.
+    fn enforce_retention(&self) {
+        let evicted = {
+            let mut table = lock(&self.table);
+            let mut finished: Vec<(Instant, String)> = table
+                .sessions
+                .iter()
+                .filter_map(|(key, session)| {
+                    let shared = session.shared();
+                    let exited = shared.exited_at.map_or(session.meta.started, |(_, at)| at);
+                    shared.settled.then(|| (exited, key.clone()))
+                })
+                .collect();
+            let excess = finished.len().saturating_sub(self.config.max_finished);
+            finished.sort();
+            finished
+                .into_iter()
+                .take(excess)
+                .filter_map(|(_, key)| table.sessions.remove(&key))
+                .collect::<Vec<_>>()
+        };
+        // Outside the table lock: dropping a session removes its spill file.
+        for session in evicted {
+            session.abort_driver();
+        }
+    }
+}
+
+impl Owner for Inner {
+    fn settled(&self, _id: &SessionId) {
+        {
+            let mut table = lock(&self.table);
+            table.live = table.live.saturating_sub(1);
+        }
+        self.enforce_retention();
+    }
+
+    fn expired(&self, id: &SessionId) {
+        let removed = lock(&self.table).sessions.remove(id.as_str());
+        drop(removed);
+    }
+}

@@ -1,0 +1,206 @@
+//! What a [`Registry`](crate::Registry) session runs: the command, its
+//! environment and the limits it runs under.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::command::DEFAULT_GRACE;
+use crate::output::{DEFAULT_MAX_MEMORY, DEFAULT_SPILL_CAP};
+
+/// The shell that runs [`RunSpec::shell`] commands (`sh -c <script>`).
+pub const SHELL: &str = "/bin/sh";
+
+/// The command itself: an argv, or a script for `/bin/sh -c`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommandLine {
+    /// Program and arguments, run as given (no shell).
+    Argv(Vec<OsString>),
+    /// A script run by `/bin/sh -c`.
+    Shell(String),
+}
+
+impl CommandLine {
+    /// The command as one line of text, for listings.
+    pub fn display(&self) -> String {
+        match self {
+            CommandLine::Shell(script) => script.clone(),
+            CommandLine::Argv(argv) => argv
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+
+    /// Program and arguments to execute.
+    pub(crate) fn argv(&self) -> Vec<OsString> {
+        match self {
+            CommandLine::Argv(argv) => argv.clone(),
+            CommandLine::Shell(script) => vec![SHELL.into(), "-c".into(), script.into()],
+        }
+    }
+}
+
+/// The command's standard input.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StdinMode {
+    /// `/dev/null` (the default): a command that reads stdin sees EOF at
+    /// once instead of hanging on input nobody will send.
+    #[default]
+    Null,
+    /// A pipe the caller writes with [`Registry::write`](crate::Registry::write)
+    /// and ends with [`Registry::close_stdin`](crate::Registry::close_stdin).
+    Piped,
+}
+
+/// How stdout and stderr are captured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputMode {
+    /// One pipe given to the command as both stdout and stderr (the
+    /// default), so the stream holds the bytes in the exact order the
+    /// kernel received them — what a terminal would have shown.
+    #[default]
+    Merged,
+    /// Two pipes, two streams, each with its own offsets. The relative
+    /// order of stdout and stderr bytes is lost.
+    Separate,
+}
+
+/// Everything [`Registry::run`](crate::Registry::run) needs to start a
+/// session. Built with [`RunSpec::argv`] or [`RunSpec::shell`] and the
+/// chained setters; every setter documents its default.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    pub(crate) command: CommandLine,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) env: Vec<(OsString, OsString)>,
+    pub(crate) env_clear: bool,
+    pub(crate) stdin: StdinMode,
+    pub(crate) output: OutputMode,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) grace: Duration,
+    pub(crate) max_memory: usize,
+    pub(crate) spill_cap: u64,
+    pub(crate) purpose: String,
+}
+
+impl RunSpec {
+    /// Runs `argv[0]` (searched on `PATH`) with the rest as arguments.
+    /// An empty argv fails at [`run`](crate::Registry::run) with
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput).
+    pub fn argv<I, S>(argv: I) -> RunSpec
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        RunSpec::new(CommandLine::Argv(
+            argv.into_iter().map(Into::into).collect(),
+        ))
+    }
+
+    /// Runs `script` with `/bin/sh -c`.
+    pub fn shell(script: impl Into<String>) -> RunSpec {
+        RunSpec::new(CommandLine::Shell(script.into()))
+    }
+
+    fn new(command: CommandLine) -> RunSpec {
+        RunSpec {
+            command,
+            cwd: None,
+            env: Vec::new(),
+            env_clear: false,
+            stdin: StdinMode::Null,
+            output: OutputMode::Merged,
+            timeout: None,
+            idle_timeout: None,
+            grace: DEFAULT_GRACE,
+            max_memory: DEFAULT_MAX_MEMORY,
+            spill_cap: DEFAULT_SPILL_CAP,
+            purpose: "session".to_owned(),
+        }
+    }
+
+    /// Working directory (default: the owner's). A missing directory fails
+    /// at `run` with [`Error::BadCwd`](crate::Error::BadCwd).
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> RunSpec {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Sets an environment variable (on top of the owner's environment
+    /// unless [`env_clear`](Self::env_clear)).
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> RunSpec {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Starts from an empty environment (`TETHER_SPAWN` is set regardless).
+    pub fn env_clear(mut self) -> RunSpec {
+        self.env_clear = true;
+        self
+    }
+
+    /// Standard input (default [`StdinMode::Null`]).
+    pub fn stdin(mut self, mode: StdinMode) -> RunSpec {
+        self.stdin = mode;
+        self
+    }
+
+    /// Merged or separate output streams (default [`OutputMode::Merged`]).
+    pub fn output(mut self, mode: OutputMode) -> RunSpec {
+        self.output = mode;
+        self
+    }
+
+    /// Hard timeout: when the main process has run this long, the whole
+    /// tree is killed and the session ends `timed_out` (default: none).
+    pub fn timeout(mut self, timeout: Duration) -> RunSpec {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Idle-output timeout: when the main process is running and no output
+    /// arrived for this long, the tree is killed and the session ends
+    /// `timed_out` (default: none). Catches silent hangs without killing
+    /// long builds that keep printing.
+    pub fn idle_timeout(mut self, timeout: Duration) -> RunSpec {
+        self.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// Time between SIGTERM and SIGKILL when this session's tree is killed
+    /// by a timeout or the owner's teardown (default 2 s). Explicit kills
+    /// pass their own.
+    pub fn grace(mut self, grace: Duration) -> RunSpec {
+        self.grace = grace;
+        self
+    }
+
+    /// Bytes of each output stream held in memory (default 1 MiB); older
+    /// bytes move to the spill file.
+    pub fn max_memory(mut self, bytes: usize) -> RunSpec {
+        self.max_memory = bytes;
+        self
+    }
+
+    /// Bytes of each output stream kept in the spill file (default
+    /// 256 MiB; 0: none). Bytes evicted beyond it are counted as dropped.
+    pub fn spill_cap(mut self, bytes: u64) -> RunSpec {
+        self.spill_cap = bytes;
+        self
+    }
+
+    /// Why this command runs, written into every process's spawn tag
+    /// (default `session`; 1–64 of `[A-Za-z0-9._-]`).
+    pub fn purpose(mut self, purpose: impl Into<String>) -> RunSpec {
+        self.purpose = purpose.into();
+        self
+    }
+
+    /// The command.
+    pub fn command(&self) -> &CommandLine {
+        &self.command
+    }
+}

@@ -1,0 +1,479 @@
+//! The async task that runs one session: reads its output pipes into the
+//! [`OutputBuffer`]s, turns keeper events into state, carries out kills and
+//! the idle timeout, and publishes the completion — once.
+//!
+//! # Why one task owns everything
+//!
+//! Every event of a session (a chunk of output, a keeper message, a kill
+//! request, a timer) arrives at this one task, and only it writes the
+//! session's state. So the completion is published exactly once, a kill's
+//! reason is set before the exit it causes is seen, and there is no lock
+//! order between a reader, a reaper and a killer to get wrong. No thread per
+//! session: the pipes and the keeper socket are registered with the tokio
+//! reactor (`AsyncFd`), so an idle session costs a parked future.
+//!
+//! # When the output is complete
+//!
+//! * At the main process's exit, every byte *it* wrote is already in the
+//!   pipe (a `write` to a pipe completes before the writer can exit), and a
+//!   pipe holds at most its capacity. So the driver reads up to one pipe
+//!   capacity without waiting and publishes: nothing of the main process
+//!   is missed, and no guessed "idle after exit" window is involved.
+//! * Descendants the main process left keep writing; their bytes keep
+//!   flowing into the same stream. The read end is closed at EOF — when the
+//!   last writer is gone — and never before, so we never make a writer
+//!   fail with `EPIPE`/`SIGPIPE`.
+//! * A kill (or timeout) is answered only after the keeper verified the
+//!   tree empty *and* the reader drained the pipes to EOF (imminent then:
+//!   every writer is dead), so bytes written before the kill are never lost
+//!   to the race.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Control, KillOutcome, KillReason, Session, SessionState, Stream, lock};
+use crate::child::{ExitStatus, Progress};
+use crate::error::{Error, Result};
+use crate::session_id::SessionId;
+
+/// Size of one read from an output pipe.
+const READ_CHUNK: usize = 64 * 1024;
+/// Reads per wake-up before the driver looks at its other events, so a
+/// child writing flat out cannot starve a kill request.
+const READS_PER_WAKE: usize = 16;
+
+/// What the driver tells the registry.
+pub(crate) trait Owner: Send + Sync + 'static {
+    /// The session settled: it now counts as finished for retention.
+    fn settled(&self, id: &SessionId);
+    /// The session's retention time passed: evict it.
+    fn expired(&self, id: &SessionId);
+}
+
+/// One output pipe's read end.
+struct Pipe {
+    fd: AsyncFd<OwnedFd>,
+    stream: Stream,
+}
+
+/// The task's state. Fields are the driver's alone; the session's shared
+/// state is written only from here.
+pub(crate) struct Driver {
+    session: Arc<Session>,
+    owner: Weak<dyn Owner>,
+    keeper: Option<AsyncFd<OwnedFd>>,
+    pipes: [Option<Pipe>; 2],
+    control: mpsc::UnboundedReceiver<Control>,
+    idle: Option<Duration>,
+    last_output: Instant,
+    grace: Duration,
+    retention: Duration,
+    /// The main process ended (or the keeper was lost).
+    main_done: bool,
+    main_exit: Option<ExitStatus>,
+    lost: bool,
+    /// The first kill asked for while the main process ran: its reason wins.
+    killing: Option<KillReason>,
+    published: bool,
+    settled: bool,
+    descendants_killed: u32,
+    waiting_kills: Vec<(oneshot::Sender<Result<KillOutcome>>, bool)>,
+}
+
+impl Driver {
+    /// A driver for `session`. `keeper` is a duplicate of the keeper
+    /// socket (registered with the reactor; the `Child` keeps the
+    /// original), `output`/`stderr` the non-blocking pipe read ends.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        session: Arc<Session>,
+        owner: Weak<dyn Owner>,
+        control: mpsc::UnboundedReceiver<Control>,
+        keeper: AsyncFd<OwnedFd>,
+        output: AsyncFd<OwnedFd>,
+        stderr: Option<AsyncFd<OwnedFd>>,
+        idle: Option<Duration>,
+        grace: Duration,
+        retention: Duration,
+    ) -> Driver {
+        Driver {
+            session,
+            owner,
+            keeper: Some(keeper),
+            pipes: [
+                Some(Pipe {
+                    fd: output,
+                    stream: Stream::Output,
+                }),
+                stderr.map(|fd| Pipe {
+                    fd,
+                    stream: Stream::Stderr,
+                }),
+            ],
+            control,
+            idle,
+            last_output: Instant::now(),
+            grace,
+            retention,
+            main_done: false,
+            main_exit: None,
+            lost: false,
+            killing: None,
+            published: false,
+            settled: false,
+            descendants_killed: 0,
+            waiting_kills: Vec::new(),
+        }
+    }
+
+    /// Runs the session to its end, then keeps it for the retention time.
+    pub(crate) async fn run(mut self) {
+        loop {
+            if self.main_done && !self.published {
+                // A kill's (or timeout's) result waits for the drained
+                // tree; a natural exit with nothing left behind too, since
+                // EOF is then imminent and the completion is whole.
+                let wait_for_eof = self.killing.is_some() || self.settled;
+                if !wait_for_eof || self.pipes_done() {
+                    self.publish();
+                }
+            }
+            if self.settled && self.pipes_done() {
+                break;
+            }
+            let idle_deadline = match (self.idle, self.main_done || self.killing.is_some()) {
+                (Some(idle), false) => Some(self.last_output + idle),
+                _ => None,
+            };
+            let [out, err] = &self.pipes;
+            tokio::select! {
+                biased;
+                Some(request) = self.control.recv() => self.on_control(request),
+                events = keeper_events(&self.session, self.keeper.as_ref()), if self.keeper.is_some() => {
+                    self.on_keeper(events)
+                }
+                read = read_ready(&self.session, out.as_ref()), if out.is_some() => {
+                    self.on_read(0, read)
+                }
+                read = read_ready(&self.session, err.as_ref()), if err.is_some() => {
+                    self.on_read(1, read)
+                }
+                _ = sleep_until(idle_deadline), if idle_deadline.is_some() => {
+                    self.start_kill(self.grace, KillReason::IdleTimeout, None);
+                }
+            }
+        }
+        self.finish();
+        // Retention: kept (for reads and listings) until the TTL counted
+        // from the exit, unless the registry evicts it earlier.
+        let exited = self
+            .session
+            .shared()
+            .exited_at
+            .map_or_else(Instant::now, |(_, at)| at);
+        let id = self.session.id.clone();
+        let owner = self.owner.clone();
+        let retention = self.retention;
+        // Hold nothing but the id while sleeping: eviction drops the session.
+        drop(self);
+        tokio::time::sleep_until((exited + retention).into()).await;
+        if let Some(owner) = owner.upgrade() {
+            owner.expired(&id);
+        }
+    }
+
+    fn pipes_done(&self) -> bool {
+        self.pipes.iter().all(Option::is_none)
+    }
+
+    fn on_control(&mut self, request: Control) {
+        match request {
+            Control::Kill {
+                grace,
+                reason,
+                reply,
+            } => self.start_kill(grace, reason, reply),
+        }
+    }
+
+    fn start_kill(
+        &mut self,
+        grace: Duration,
+        reason: KillReason,
+        reply: Option<oneshot::Sender<Result<KillOutcome>>>,
+    ) {
+        if self.settled {
+            if let Some(reply) = reply {
+                let _ = reply.send(Ok(self.outcome(true)));
+            }
+            return;
+        }
+        if !self.main_done && self.killing.is_none() {
+            self.killing = Some(reason);
+        }
+        if let Some(child) = lock(&self.session.child).as_ref() {
+            child.start_kill_with_grace(grace);
+        }
+        if let Some(reply) = reply {
+            self.waiting_kills.push((reply, self.main_done));
+        }
+    }
+
+    fn on_keeper(&mut self, events: Vec<Result<Progress>>) {
+        for event in events {
+            match event {
+                Ok(Progress::MainExited(status)) => {
+                    self.main_done = true;
+                    self.main_exit = Some(status);
+                    if status.timed_out() && self.killing.is_none() {
+                        self.killing = Some(KillReason::Timeout);
+                    }
+                    self.session.shared().exited_at = Some((SystemTime::now(), Instant::now()));
+                    self.drain_after_exit();
+                }
+                Ok(Progress::Settled { killed }) => {
+                    self.descendants_killed = killed;
+                    self.settled = true;
+                    self.keeper = None;
+                }
+                Ok(Progress::KillFailed(survivors)) => {
+                    for (reply, _) in self.waiting_kills.drain(..) {
+                        let _ = reply.send(Err(Error::KillIncomplete {
+                            survivors: survivors.clone(),
+                        }));
+                    }
+                }
+                Ok(Progress::Other) => {}
+                Err(e) => {
+                    // The keeper is gone (its orphans were killed by tag) or
+                    // its socket failed: nothing more will come from it.
+                    self.keeper = None;
+                    self.settled = true;
+                    if !self.main_done {
+                        self.main_done = true;
+                        self.lost = true;
+                        self.session.shared().exited_at = Some((SystemTime::now(), Instant::now()));
+                    }
+                    let message = e.to_string();
+                    for (reply, _) in self.waiting_kills.drain(..) {
+                        let _ = reply.send(Err(Error::Protocol(message.clone())));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads what the pipes hold right now, at most one pipe capacity each:
+    /// that includes every byte the main process wrote before exiting.
+    fn drain_after_exit(&mut self) {
+        for slot in 0..self.pipes.len() {
+            let Some(pipe) = &self.pipes[slot] else {
+                continue;
+            };
+            let capacity = nix::fcntl::fcntl(pipe.fd.get_ref(), nix::fcntl::FcntlArg::F_GETPIPE_SZ)
+                .map_or(1 << 20, |n| n as usize);
+            let read = read_now(&self.session, pipe, capacity.div_ceil(READ_CHUNK) + 1);
+            self.on_read(slot, read);
+        }
+    }
+
+    fn on_read(&mut self, slot: usize, read: io::Result<ReadStatus>) {
+        match read {
+            Ok(ReadStatus { bytes, eof, .. }) => {
+                if bytes > 0 {
+                    self.last_output = Instant::now();
+                }
+                if eof {
+                    let stream = self.pipes[slot].as_ref().map(|p| p.stream);
+                    // Closing the read end here, at EOF: no writer is left.
+                    self.pipes[slot] = None;
+                    let mut shared = self.session.shared();
+                    match stream {
+                        Some(Stream::Output) => shared.output_eof = true,
+                        Some(Stream::Stderr) => shared.stderr_eof = true,
+                        None => {}
+                    }
+                }
+                if bytes > 0 || eof {
+                    self.session.notify();
+                }
+            }
+            // A read error other than EAGAIN on a pipe we own means the
+            // descriptor is unusable; treat it as the end of the stream.
+            Err(_) => {
+                self.pipes[slot] = None;
+                let mut shared = self.session.shared();
+                shared.output_eof = shared.output_eof || slot == 0;
+                shared.stderr_eof = shared.stderr_eof || slot == 1;
+            }
+        }
+    }
+
+    /// The one place the completion is published.
+    fn publish(&mut self) {
+        self.published = true;
+        let state = if self.lost {
+            SessionState::Lost
+        } else {
+            match self.killing {
+                Some(KillReason::Timeout | KillReason::IdleTimeout) => SessionState::TimedOut,
+                Some(KillReason::Requested | KillReason::Shutdown) => SessionState::Killed,
+                None => SessionState::Exited,
+            }
+        };
+        {
+            let mut shared = self.session.shared();
+            shared.state = state;
+            shared.exit = self.main_exit;
+            shared.kill_reason = self.killing;
+        }
+        // The command is done: our end of its stdin goes (a write now is a
+        // clear error rather than bytes nobody will read).
+        lock(&self.session.stdin).take();
+        self.session.notify();
+    }
+
+    fn outcome(&self, already_exited: bool) -> KillOutcome {
+        KillOutcome {
+            state: self.session.shared().state,
+            already_exited,
+            descendants_killed: self.descendants_killed,
+        }
+    }
+
+    /// Settled: tree empty, pipes at EOF. Releases the child (and with it
+    /// the keeper socket) and answers pending kills.
+    fn finish(&mut self) {
+        if !self.published {
+            self.publish();
+        }
+        {
+            let mut shared = self.session.shared();
+            shared.settled = true;
+            shared.descendants_killed = self.descendants_killed;
+        }
+        self.keeper = None;
+        drop(lock(&self.session.child).take());
+        for (reply, already_exited) in std::mem::take(&mut self.waiting_kills) {
+            let _ = reply.send(Ok(self.outcome(already_exited)));
+        }
+        self.session.notify();
+        if let Some(owner) = self.owner.upgrade() {
+            owner.settled(&self.session.id);
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits for the keeper socket and takes every event it has.
+async fn keeper_events(session: &Session, fd: Option<&AsyncFd<OwnedFd>>) -> Vec<Result<Progress>> {
+    let Some(fd) = fd else {
+        return std::future::pending().await;
+    };
+    let mut guard = match fd.readable().await {
+        Ok(guard) => guard,
+        Err(e) => return vec![Err(e.into())],
+    };
+    let mut events = Vec::new();
+    let mut child = lock(&session.child);
+    let Some(child) = child.as_mut() else {
+        // Released by the registry's teardown.
+        return vec![Err(Error::Protocol("session torn down".into()))];
+    };
+    loop {
+        match child.poll_progress() {
+            Ok(Some(event)) => {
+                let settled = matches!(event, Progress::Settled { .. });
+                events.push(Ok(event));
+                if settled {
+                    // The keeper's last word; it has exited and been reaped.
+                    break;
+                }
+            }
+            Ok(None) => {
+                guard.clear_ready();
+                break;
+            }
+            Err(e) => {
+                events.push(Err(e));
+                break;
+            }
+        }
+    }
+    events
+}
+
+/// The result of reading a pipe for a while.
+struct ReadStatus {
+    bytes: usize,
+    eof: bool,
+    /// The pipe is empty for now (`EAGAIN`).
+    drained: bool,
+}
+
+/// Waits until the pipe is readable, then reads what it holds (bounded).
+async fn read_ready(session: &Session, pipe: Option<&Pipe>) -> io::Result<ReadStatus> {
+    let Some(pipe) = pipe else {
+        return std::future::pending().await;
+    };
+    let mut guard = pipe.fd.readable().await?;
+    let status = read_now(session, pipe, READS_PER_WAKE)?;
+    if status.drained {
+        guard.clear_ready();
+    }
+    Ok(status)
+}
+
+/// Up to `max_reads` non-blocking reads into the session's buffer.
+fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<ReadStatus> {
+    thread_local! {
+        // One read buffer per worker thread, not per session: an idle
+        // session must not cost 64 KiB.
+        static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
+    }
+    BUF.with_borrow_mut(|buf| {
+        let mut status = ReadStatus {
+            bytes: 0,
+            eof: false,
+            drained: false,
+        };
+        for _ in 0..max_reads {
+            match nix::unistd::read(pipe.fd.get_ref().as_fd(), buf) {
+                Ok(0) => {
+                    status.eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    status.bytes += n;
+                    let mut shared = session.shared();
+                    let buffer = match pipe.stream {
+                        Stream::Output => &mut shared.output,
+                        Stream::Stderr => shared.stderr.as_mut().expect("stderr pipe has a buffer"),
+                    };
+                    if let Err(e) = buffer.append(&buf[..n]) {
+                        shared.spill_error.get_or_insert_with(|| e.to_string());
+                    }
+                }
+                Err(nix::errno::Errno::EAGAIN) => {
+                    status.drained = true;
+                    break;
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(status)
+    })
+}
