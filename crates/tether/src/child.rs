@@ -369,8 +369,8 @@ impl Child {
             } => self.main = Some((termination, timed_out)),
             Event::TreeEmpty { killed } => {
                 self.settled = Some(killed);
-                // The keeper exits right after its last word.
-                self.link.reap();
+                // The keeper waits for another command: recycle or release it.
+                self.link.finish(self.containment == Containment::Subreaper);
             }
             Event::Started { .. } | Event::SpawnFailed { .. } | Event::KillFailed { .. } => {}
         }

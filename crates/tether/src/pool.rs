@@ -76,6 +76,28 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<KeeperLink> {
     }
 }
 
+/// Takes back the keeper of a finished session (its tree is empty and it
+/// waits for the next command) if the pool wants one more. `false`: the
+/// caller should let it go.
+pub(crate) fn recycle(link: &mut KeeperLink) -> bool {
+    let pool = pool();
+    let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
+    let same_keeper = state
+        .keeper
+        .as_ref()
+        .is_some_and(|(path, _)| path == link.path());
+    if state.target == 0 || !same_keeper || state.idle.len() >= state.target {
+        return false;
+    }
+    match link.detach() {
+        Ok(fresh) => {
+            state.idle.push(fresh);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// A warm keeper does not know its session yet: its tag says `pool`.
 fn warm_tag(tag: &str) -> String {
     match tag.rsplit_once(':') {
@@ -88,7 +110,10 @@ fn refill() {
     let pool = pool();
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        while state.idle.len() >= state.target || state.keeper.is_none() {
+        // Finished sessions hand their keepers back (`recycle`), which is
+        // cheaper than starting new ones: refill only once the pool is down
+        // to half its target.
+        while state.idle.len() >= state.target.div_ceil(2) || state.keeper.is_none() {
             state = pool.wanted.wait(state).unwrap_or_else(|e| e.into_inner());
         }
         let (path, tag) = state.keeper.clone().expect("checked above");

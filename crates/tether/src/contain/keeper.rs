@@ -55,12 +55,49 @@ pub const KEEPER_ARG: &str = "__tether-keeper";
 
 /// Runs the keeper on the socket at fd 0 and exits the process.
 pub fn main() -> ! {
-    let code = match Keeper::start() {
-        Ok(Some(mut keeper)) => keeper.run(),
-        Ok(None) => 0,
+    let code = match serve() {
+        Ok(()) => 0,
         Err(_) => 125,
     };
     std::process::exit(code)
+}
+
+/// Serves sessions one after the other until the owner goes away: a keeper
+/// whose tree is empty goes back to waiting for the next `Spawn`, so an
+/// owner that recycles keepers pays for no keeper exec or exit per command.
+/// A keeper that entered a PID namespace serves one session only (its
+/// namespace is spent).
+fn serve() -> io::Result<()> {
+    let mut keeper = Keeper::new()?;
+    loop {
+        let Some((spec, fds)) = keeper.next_spawn()? else {
+            return Ok(());
+        };
+        keeper.reset(spec);
+        if fds.len() != 3 {
+            keeper.send(&Event::SpawnFailed {
+                errno: libc::EBADF,
+                stage: 5,
+            });
+            continue;
+        }
+        let started = keeper.spawn(&fds);
+        drop(fds);
+        match started {
+            Ok(event) => keeper.send(&event),
+            Err((stage, errno)) => {
+                keeper.send(&Event::SpawnFailed {
+                    errno: errno as i32,
+                    stage,
+                });
+                continue;
+            }
+        }
+        keeper.run();
+        if keeper.ctl.is_none() || keeper.init_reports.is_some() {
+            return Ok(());
+        }
+    }
 }
 
 /// Where the kill ladder stands.
@@ -99,9 +136,8 @@ struct Keeper {
 }
 
 impl Keeper {
-    /// Sets the keeper up and starts the command. `None` when the owner went
-    /// away before asking for anything (a warm keeper never used).
-    fn start() -> io::Result<Option<Keeper>> {
+    /// Sets the keeper process up: subreaper, lifeline off fd 0, signals.
+    fn new() -> io::Result<Keeper> {
         set_child_subreaper()?;
         // Move the socket off fd 0 (close-on-exec, so no command inherits
         // the lifeline), and put /dev/null in its place.
@@ -123,62 +159,75 @@ impl Keeper {
         }
         mask.thread_block()?;
         let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
-
-        let mut frames = FrameBuffer::default();
-        let mut fds = Vec::new();
-        let payload = loop {
-            if let Some(payload) = frames.next_payload()? {
-                break payload;
-            }
-            let (n, more) = recv_into(ctl.as_fd(), &mut frames)?;
-            fds.extend(more);
-            if n == 0 {
-                return Ok(None);
-            }
-        };
-        let Request::Spawn(spec) = Request::decode(&payload)? else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "first request must be Spawn",
-            ));
-        };
-        let mut keeper = Keeper {
+        Ok(Keeper {
             ctl: Some(ctl),
-            frames,
+            frames: FrameBuffer::default(),
             sigfd,
             child: 0,
             main: None,
             main_done: false,
             init_reports: None,
-            timeout_at: spec
-                .timeout_ms
-                .map(|ms| Instant::now() + Duration::from_millis(ms)),
-            spec,
+            spec: SpawnSpec::default(),
             ladder: Ladder::Idle,
+            timeout_at: None,
             timed_out: false,
             signalled: HashSet::new(),
-        };
-        if fds.len() != 3 {
-            keeper.send(&Event::SpawnFailed {
-                errno: libc::EBADF,
-                stage: 5,
-            });
-            return Ok(None);
-        }
-        match keeper.spawn(&fds) {
-            Ok(event) => {
-                drop(fds);
-                keeper.send(&event);
-                Ok(Some(keeper))
+        })
+    }
+
+    /// Waits for the next `Spawn` and the descriptors that came with it.
+    /// `None`: the owner went away (or the keeper was told to stop) first.
+    /// Anything else that arrives while idle belongs to a finished session
+    /// and is dropped.
+    fn next_spawn(&mut self) -> io::Result<Option<(SpawnSpec, Vec<OwnedFd>)>> {
+        let mut fds = Vec::new();
+        loop {
+            while let Some(payload) = self.frames.next_payload()? {
+                if let Ok(Request::Spawn(spec)) = Request::decode(&payload) {
+                    return Ok(Some((spec, fds)));
+                }
             }
-            Err((stage, errno)) => {
-                keeper.send(&Event::SpawnFailed {
-                    errno: errno as i32,
-                    stage,
-                });
-                Ok(None)
+            let Some(ctl) = self.ctl.as_ref() else {
+                return Ok(None);
+            };
+            let mut pfds = [
+                pollfd(ctl.as_raw_fd()),
+                pollfd(self.sigfd.as_fd().as_raw_fd()),
+            ];
+            // SAFETY: a valid array of two pollfds.
+            if unsafe { libc::poll(pfds.as_mut_ptr(), 2, -1) } < 0 {
+                continue; // EINTR
+            }
+            if pfds[1].revents != 0 {
+                while let Ok(Some(info)) = self.sigfd.read_signal() {
+                    if info.ssi_signo as i32 == libc::SIGTERM {
+                        return Ok(None);
+                    }
+                }
+            }
+            if pfds[0].revents != 0 {
+                let (n, more) = recv_into(ctl.as_fd(), &mut self.frames)?;
+                fds.extend(more);
+                if n == 0 {
+                    return Ok(None);
+                }
             }
         }
+    }
+
+    /// Forgets the previous session.
+    fn reset(&mut self, spec: SpawnSpec) {
+        self.child = 0;
+        self.main = None;
+        self.main_done = false;
+        self.init_reports = None;
+        self.ladder = Ladder::Idle;
+        self.timeout_at = spec
+            .timeout_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        self.timed_out = false;
+        self.signalled.clear();
+        self.spec = spec;
     }
 
     fn send(&mut self, event: &Event) {
@@ -206,7 +255,7 @@ impl Keeper {
         ];
         let main = match containment {
             ContainmentKind::Subreaper => {
-                let pid = fork_exec(&exec, stdio, None, |_| {})?;
+                let pid = posix_spawn(&exec, stdio)?;
                 self.child = pid;
                 pid
             }
@@ -288,14 +337,14 @@ impl Keeper {
         }
     }
 
-    /// The event loop. Returns the keeper's exit code.
-    fn run(&mut self) -> i32 {
+    /// One session's event loop; returns once its tree is empty.
+    fn run(&mut self) {
         loop {
             self.reap();
             if self.main_done && self.tree_is_empty() {
                 let killed = self.signalled.len() as u32;
                 self.send(&Event::TreeEmpty { killed });
-                return 0;
+                return;
             }
             let now = Instant::now();
             if self.timeout_at.is_some_and(|t| now >= t) && !self.main_done {
@@ -703,6 +752,80 @@ impl Exec {
             cwd: spec.cwd.as_deref().map(c).transpose()?,
             new_session: spec.new_session,
         })
+    }
+}
+
+/// Starts the command with `posix_spawn` (a vfork: no page-table copy, and
+/// exec errors come back as the return value). Used wherever the keeper
+/// needs no code of its own in the child, i.e. without a PID namespace.
+fn posix_spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (u8, Errno)> {
+    let argv: Vec<*mut libc::c_char> = exec
+        .argv
+        .iter()
+        .map(|a| a.as_ptr().cast_mut())
+        .chain(std::iter::once(std::ptr::null_mut()))
+        .collect();
+    let envp: Vec<*mut libc::c_char> = exec
+        .envp
+        .iter()
+        .map(|e| e.as_ptr().cast_mut())
+        .chain(std::iter::once(std::ptr::null_mut()))
+        .collect();
+    // SAFETY: the attribute and action objects are initialised before use
+    // and destroyed after; every pointer handed to posix_spawn outlives it.
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&mut attr);
+        libc::posix_spawn_file_actions_init(&mut actions);
+        // A clean signal state for the command: nothing blocked, every
+        // signal at its default (the keeper blocks some and ignores SIGPIPE).
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        let mut defaults: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut defaults);
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::sigaddset(&mut defaults, sig);
+            }
+        }
+        let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
+        if exec.new_session {
+            flags |= libc::POSIX_SPAWN_SETSID as libc::c_int;
+        } else {
+            flags |= libc::POSIX_SPAWN_SETPGROUP;
+            libc::posix_spawnattr_setpgroup(&mut attr, 0);
+        }
+        libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short);
+        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
+        for (target, fd) in stdio.into_iter().enumerate() {
+            libc::posix_spawn_file_actions_adddup2(&mut actions, fd, target as i32);
+        }
+        if let Some(cwd) = &exec.cwd {
+            libc::posix_spawn_file_actions_addchdir_np(&mut actions, cwd.as_ptr());
+        }
+        let mut pid: libc::pid_t = 0;
+        let rc = libc::posix_spawn(
+            &mut pid,
+            exec.program.as_ptr(),
+            &actions,
+            &attr,
+            argv.as_ptr(),
+            envp.as_ptr(),
+        );
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+        if rc == 0 {
+            return Ok(pid as u32);
+        }
+        // posix_spawn does not say which step failed: a cwd that cannot be
+        // entered (now) is the chdir's fault, anything else the exec's.
+        let chdir_failed = exec
+            .cwd
+            .as_ref()
+            .is_some_and(|cwd| libc::access(cwd.as_ptr(), libc::X_OK) != 0);
+        Err((if chdir_failed { 1 } else { 0 }, Errno::from_raw(rc)))
     }
 }
 

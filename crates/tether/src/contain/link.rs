@@ -65,12 +65,31 @@ fn discover() -> std::result::Result<PathBuf, Vec<PathBuf>> {
 #[derive(Debug)]
 pub(crate) struct Sender {
     sock: OwnedFd,
-    lock: Mutex<()>,
+    /// Held while sending; `false` once the keeper was handed to another
+    /// session, so a stale handle can never reach the new session's tree.
+    open: Mutex<bool>,
 }
 
 impl Sender {
+    fn new(sock: &UnixStream) -> io::Result<Arc<Sender>> {
+        Ok(Arc::new(Sender {
+            sock: sock.try_clone()?.into(),
+            open: Mutex::new(true),
+        }))
+    }
+
+    fn close(&self) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = false;
+    }
+
     pub(crate) fn send(&self, request: &Request, fds: &[RawFd]) -> io::Result<()> {
-        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if !*open {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the session is over",
+            ));
+        }
         send_frame(self.sock.as_fd(), &request.encode(), fds)
     }
 }
@@ -83,6 +102,11 @@ pub(crate) struct KeeperLink {
     frames: FrameBuffer,
     process: Option<std::process::Child>,
     eof: bool,
+    /// The keeper program, so a recycled keeper goes back to the right pool.
+    path: PathBuf,
+    /// The keeper now serves another session through another link; this one
+    /// is inert (reads nothing, sends nothing, closes nothing).
+    detached: bool,
 }
 
 impl KeeperLink {
@@ -106,16 +130,48 @@ impl KeeperLink {
             })
             .spawn()
             .map_err(Error::Keeper)?;
-        let sender = Arc::new(Sender {
-            sock: ours.try_clone().map_err(Error::Keeper)?.into(),
-            lock: Mutex::new(()),
-        });
         Ok(KeeperLink {
+            sender: Sender::new(&ours).map_err(Error::Keeper)?,
             sock: ours,
-            sender,
             frames: FrameBuffer::default(),
             process: Some(process),
             eof: false,
+            path: keeper.to_owned(),
+            detached: false,
+        })
+    }
+
+    /// The keeper program this link runs.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Ends this link's session: the tree is empty and the keeper waits for
+    /// another command. A reusable keeper (no PID namespace spent) goes
+    /// back to the warm pool if the pool wants it; otherwise it is told to
+    /// go (EOF) and reaped.
+    pub(crate) fn finish(&mut self, reusable: bool) {
+        if reusable && crate::pool::recycle(self) {
+            return;
+        }
+        self.reap();
+    }
+
+    /// Moves the keeper to a new link, leaving this one inert. Handles of
+    /// the old session lose their way to the keeper.
+    pub(crate) fn detach(&mut self) -> io::Result<KeeperLink> {
+        let (placeholder, _) = UnixStream::pair()?;
+        let sock = std::mem::replace(&mut self.sock, placeholder);
+        self.sender.close();
+        self.detached = true;
+        Ok(KeeperLink {
+            sender: Sender::new(&sock)?,
+            sock,
+            frames: std::mem::take(&mut self.frames),
+            process: self.process.take(),
+            eof: false,
+            path: self.path.clone(),
+            detached: false,
         })
     }
 
@@ -130,6 +186,9 @@ impl KeeperLink {
     /// The next event, waiting at most `timeout` (`None` = forever).
     /// `Ok(None)`: the timeout passed. `UnexpectedEof`: the keeper is gone.
     pub(crate) fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Event>> {
+        if self.detached {
+            return Ok(None);
+        }
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             if let Some(payload) = self.frames.next_payload()? {
@@ -187,6 +246,11 @@ impl KeeperLink {
     /// Waits for the keeper process to exit and reaps it. Call once the
     /// keeper said its last word (or the socket hit EOF).
     pub(crate) fn reap(&mut self) {
+        if self.detached {
+            return;
+        }
+        // An idle keeper waits for the next command: the EOF tells it to go.
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
         if let Some(mut process) = self.process.take() {
             let _ = process.wait();
         }
@@ -197,6 +261,9 @@ impl Drop for KeeperLink {
     fn drop(&mut self) {
         // Closing our end is the lifeline EOF: the keeper kills the tree and
         // exits. It must still be reaped, without blocking the dropper.
+        if self.detached {
+            return;
+        }
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         if let Some(process) = self.process.take() {
             reaper().send(process).ok();

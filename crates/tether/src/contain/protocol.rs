@@ -23,9 +23,10 @@ pub enum ContainmentKind {
 }
 
 /// What happens to descendants still alive when the main process exits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Leftovers {
-    /// Kill them with the ladder; the keeper exits when the tree is empty.
+    /// Kill them with the ladder; the session ends when the tree is empty.
+    #[default]
     Kill,
     /// Leave them running, still contained, until killed or the owner goes.
     Keep,
@@ -42,7 +43,7 @@ pub enum Scope {
 
 /// Everything the keeper needs to start the command. Paths, argv and the
 /// environment are raw bytes: Unix does not promise UTF-8.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpawnSpec {
     pub program: Vec<u8>,
     pub argv: Vec<Vec<u8>>,
