@@ -593,8 +593,9 @@ impl Inner {
         Ok(Arc::clone(&table.sessions[key]))
     }
 
-    /// Evicts finished sessions beyond `max_finished`, oldest exit first.
-    fn enforce_retention(&self) {
+    /// Evicts finished sessions beyond `max_finished`, oldest exit first;
+    /// `settling` counts as finished already.
+    fn enforce_retention(&self, settling: &SessionId) {
         let evicted = {
             let mut table = lock(&self.table);
             let mut finished: Vec<(Instant, String)> = table
@@ -603,7 +604,7 @@ impl Inner {
                 .filter_map(|(key, session)| {
                     let shared = session.shared();
                     let exited = shared.exited_at.map_or(session.meta.started, |(_, at)| at);
-                    shared.settled.then(|| (exited, key.clone()))
+                    (shared.settled || key == settling.as_str()).then(|| (exited, key.clone()))
                 })
                 .collect();
             let excess = finished.len().saturating_sub(self.config.max_finished);
@@ -622,12 +623,12 @@ impl Inner {
 }
 
 impl Owner for Inner {
-    fn settled(&self, _id: &SessionId) {
+    fn settled(&self, id: &SessionId) {
         {
             let mut table = lock(&self.table);
             table.live = table.live.saturating_sub(1);
         }
-        self.enforce_retention();
+        self.enforce_retention(id);
     }
 
     fn expired(&self, id: &SessionId) {

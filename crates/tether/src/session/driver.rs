@@ -353,20 +353,23 @@ impl Driver {
         if !self.published {
             self.publish();
         }
+        self.keeper = None;
+        drop(lock(&self.session.child).take());
+        // The registry counts it finished (frees its live slot, applies
+        // retention) before anyone can see it settled, so a caller that
+        // saw it settled can start another session at once.
+        if let Some(owner) = self.owner.upgrade() {
+            owner.settled(&self.session.id);
+        }
         {
             let mut shared = self.session.shared();
             shared.settled = true;
             shared.descendants_killed = self.descendants_killed;
         }
-        self.keeper = None;
-        drop(lock(&self.session.child).take());
         for (reply, already_exited) in std::mem::take(&mut self.waiting_kills) {
             let _ = reply.send(Ok(self.outcome(already_exited)));
         }
         self.session.notify();
-        if let Some(owner) = self.owner.upgrade() {
-            owner.settled(&self.session.id);
-        }
     }
 }
 
