@@ -75,7 +75,7 @@ async fn kill_after_exit_ends_leftovers_and_keeps_the_exit() {
         .wait(id.as_str(), WaitOptions::new(BOUND))
         .await
         .unwrap();
-    assert_eq!(exited.info.state, SessionState::Exited);
+    assert_eq!(exited.info.state, SessionState::Exited, "{exited:?}");
     assert_eq!(
         exited.info.descendants.len(),
         2,
@@ -87,7 +87,9 @@ async fn kill_after_exit_ends_leftovers_and_keeps_the_exit() {
             .info
             .descendants
             .iter()
-            .all(|d| d.command.contains("sleep"))
+            .all(|d| d.pid != exited.info.pid() && !d.command.is_empty()),
+        "{:?}",
+        exited.info.descendants
     );
 
     let killed = registry
