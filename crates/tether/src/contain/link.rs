@@ -38,10 +38,10 @@ pub(crate) fn keeper_path() -> Result<PathBuf> {
 
 fn discover() -> std::result::Result<PathBuf, Vec<PathBuf>> {
     let exe = std::env::current_exe().ok();
-    if SELF_IS_KEEPER.load(Ordering::Relaxed) {
-        if let Some(exe) = &exe {
-            return Ok(exe.clone());
-        }
+    if SELF_IS_KEEPER.load(Ordering::Relaxed)
+        && let Some(exe) = &exe
+    {
+        return Ok(exe.clone());
     }
     let mut candidates = Vec::new();
     if let Some(dir) = exe.as_deref().and_then(Path::parent) {
