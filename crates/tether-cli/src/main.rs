@@ -2,6 +2,9 @@
 //! and dead when its owner is done.
 
 mod duration;
+mod ps;
+mod reap;
+mod record;
 mod run;
 
 use std::process::ExitCode;
@@ -29,6 +32,10 @@ struct Cli {
 enum Command {
     /// Run a program contained; its whole tree dies with it (like timeout(1)).
     Run(run::RunArgs),
+    /// List owners, their sessions and processes; mark what is orphaned.
+    Ps(ps::PsArgs),
+    /// Kill the proven orphans of dead owners of this install.
+    Reap(reap::ReapArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,5 +55,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => run::main(args),
+        Command::Ps(args) => ps::main(args),
+        Command::Reap(args) => reap::main(args),
     }
 }

@@ -166,6 +166,8 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     }
     let started = Instant::now();
     let mut child = command.spawn()?;
+    let record =
+        crate::record::RunRecord::start(&child, &args.purpose, &args.command, args.cwd.as_deref());
     let handle = child.handle();
     std::thread::Builder::new()
         .name("tether-signals".into())
@@ -178,6 +180,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
 
     if !args.json {
         let status = child.wait()?;
+        record.finish(&status);
         return Ok(exit_code(&status));
     }
     let containment = child.containment().to_string();
@@ -185,6 +188,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     let session = child.session_id().to_string();
     let output = child.wait_with_output_limited(args.max_output)?;
     let status = output.status;
+    record.finish(&status);
     let result = JsonResult {
         exit_code: status.code(),
         signal: status.signal(),

@@ -474,9 +474,6 @@ impl ChildHandle {
     }
 }
 
-/// A captured stream and how many bytes were dropped from its front.
-type Captured = (Vec<u8>, u64);
-
 /// The last `max` bytes of a stream, and how many came before them.
 #[derive(Default)]
 struct Tail {
@@ -495,13 +492,16 @@ impl Tail {
     }
 }
 
+/// A stream's kept bytes and how many were dropped before them.
+type Kept = (Vec<u8>, u64);
+
 /// Reads two pipes to EOF at once, so neither can fill up and block the
 /// child while the other is being read.
 fn read_both(
     out: Option<ChildStdout>,
     err: Option<ChildStderr>,
     max: usize,
-) -> Result<(Captured, Captured)> {
+) -> Result<(Kept, Kept)> {
     let mut streams: [(Option<File>, Tail); 2] = [
         (out.map(|o| o.0), Tail::default()),
         (err.map(|e| e.0), Tail::default()),

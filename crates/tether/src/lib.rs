@@ -91,5 +91,8 @@ pub fn become_subreaper() -> std::io::Result<()> {
 
 /// Process-table helpers shared by the front-ends (`ps`, `reap`, tests).
 pub mod procs {
-    pub use crate::contain::{Stat, all_pids, children_of, command_line, read_stat, spawn_tag_of};
+    pub use crate::contain::{
+        PinnedProcess, Stat, all_pids, children_of, command_line, read_stat, signal_if_identity,
+        spawn_tag_of,
+    };
 }

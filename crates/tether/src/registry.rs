@@ -379,7 +379,15 @@ impl Registry {
                     info: session.info(),
                 });
             }
-            if session.shared().state != SessionState::Running {
+            let done = {
+                let shared = session.shared();
+                if options.settled {
+                    shared.settled
+                } else {
+                    shared.state != SessionState::Running
+                }
+            };
+            if done {
                 return Ok(WaitResult {
                     outcome: WaitOutcome::Exited,
                     info: session.info(),
@@ -581,38 +589,13 @@ impl Inner {
 
     fn find(&self, id: &str) -> Result<Arc<Session>> {
         let table = lock(&self.table);
-        if let Some(session) = table.sessions.get(id) {
-            return Ok(Arc::clone(session));
-        }
-        if id.chars().count() < MIN_ID_PREFIX {
-            return Err(Error::SessionIdTooShort {
-                prefix: id.to_owned(),
-                min: MIN_ID_PREFIX,
-            });
-        }
-        let mut matches = table
-            .sessions
-            .range::<str, _>((std::ops::Bound::Included(id), std::ops::Bound::Unbounded))
-            .take_while(|(key, _)| key.starts_with(id));
-        match (matches.next(), matches.next()) {
-            (None, _) => Err(Error::UnknownSession { id: id.to_owned() }),
-            (Some((_, session)), None) => Ok(Arc::clone(session)),
-            (Some(first), Some(second)) => {
-                let matches = [first, second]
-                    .into_iter()
-                    .chain(matches)
-                    .map(|(key, _)| key.clone())
-                    .collect();
-                Err(Error::AmbiguousSession {
-                    prefix: id.to_owned(),
-                    matches,
-                })
-            }
-        }
+        let key = resolve(&table.sessions, id)?;
+        Ok(Arc::clone(&table.sessions[key]))
     }
 
-    /// Evicts finished sessions beyond `max_finished`, oldest exit first.
-    fn enforce_retention(&self) {
+    /// Evicts finished sessions beyond `max_finished`, oldest exit first;
+    /// `settling` counts as finished already.
+    fn enforce_retention(&self, settling: &SessionId) {
         let evicted = {
             let mut table = lock(&self.table);
             let mut finished: Vec<(Instant, String)> = table
@@ -621,7 +604,7 @@ impl Inner {
                 .filter_map(|(key, session)| {
                     let shared = session.shared();
                     let exited = shared.exited_at.map_or(session.meta.started, |(_, at)| at);
-                    shared.settled.then(|| (exited, key.clone()))
+                    (shared.settled || key == settling.as_str()).then(|| (exited, key.clone()))
                 })
                 .collect();
             let excess = finished.len().saturating_sub(self.config.max_finished);
@@ -640,16 +623,85 @@ impl Inner {
 }
 
 impl Owner for Inner {
-    fn settled(&self, _id: &SessionId) {
+    fn settled(&self, id: &SessionId) {
         {
             let mut table = lock(&self.table);
             table.live = table.live.saturating_sub(1);
         }
-        self.enforce_retention();
+        self.enforce_retention(id);
     }
 
     fn expired(&self, id: &SessionId) {
         let removed = lock(&self.table).sessions.remove(id.as_str());
         drop(removed);
+    }
+}
+
+/// The key of `map` that `id` names: itself, or the one key it is a prefix
+/// of (at least [`MIN_ID_PREFIX`] characters).
+fn resolve<'a, V>(map: &'a BTreeMap<String, V>, id: &str) -> Result<&'a String> {
+    if let Some((key, _)) = map.get_key_value(id) {
+        return Ok(key);
+    }
+    if id.chars().count() < MIN_ID_PREFIX {
+        return Err(Error::SessionIdTooShort {
+            prefix: id.to_owned(),
+            min: MIN_ID_PREFIX,
+        });
+    }
+    let mut matches = map
+        .range::<str, _>((std::ops::Bound::Included(id), std::ops::Bound::Unbounded))
+        .map(|(key, _)| key)
+        .take_while(|key| key.starts_with(id));
+    match (matches.next(), matches.next()) {
+        (None, _) => Err(Error::UnknownSession { id: id.to_owned() }),
+        (Some(key), None) => Ok(key),
+        (Some(first), Some(second)) => Err(Error::AmbiguousSession {
+            prefix: id.to_owned(),
+            matches: [first, second]
+                .into_iter()
+                .chain(matches)
+                .cloned()
+                .collect(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(keys: &[&str]) -> BTreeMap<String, ()> {
+        keys.iter().map(|k| (k.to_string(), ())).collect()
+    }
+
+    #[test]
+    fn ids_resolve_exactly_or_by_unique_prefix() {
+        let m = map(&["abcd1234", "abcd5678", "abce0000", "zz"]);
+        assert_eq!(resolve(&m, "abcd1234").unwrap(), "abcd1234");
+        assert_eq!(resolve(&m, "abce").unwrap(), "abce0000");
+        assert_eq!(resolve(&m, "abcd1").unwrap(), "abcd1234");
+        // A full id shorter than the prefix minimum still names itself.
+        assert_eq!(resolve(&m, "zz").unwrap(), "zz");
+        match resolve(&m, "abcd") {
+            Err(Error::AmbiguousSession { prefix, matches }) => {
+                assert_eq!(prefix, "abcd");
+                assert_eq!(matches, ["abcd1234", "abcd5678"]);
+            }
+            other => panic!("expected ambiguity, got {other:?}"),
+        }
+        assert!(matches!(
+            resolve(&m, "abc"),
+            Err(Error::SessionIdTooShort { min: 4, .. })
+        ));
+        assert!(matches!(
+            resolve(&m, "abcf"),
+            Err(Error::UnknownSession { .. })
+        ));
+        let message = resolve(&m, "abcd").unwrap_err().to_string();
+        assert!(
+            message.contains("abcd1234") && message.contains("abcd5678"),
+            "{message}"
+        );
     }
 }

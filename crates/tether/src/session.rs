@@ -372,7 +372,7 @@ impl Session {
                 if child != main && !is_init && !zombie {
                     out.push(Descendant {
                         pid: child,
-                        command: crate::contain::command_line(child),
+                        command: describe(child),
                     });
                 }
             }
@@ -444,6 +444,17 @@ impl Session {
             task.abort();
         }
     }
+}
+
+/// A process's command line, or `[comm]` while it has none to show (a
+/// process caught inside `execve` reads as empty for an instant).
+fn describe(pid: u32) -> String {
+    let line = crate::contain::command_line(pid);
+    if !line.is_empty() {
+        return line;
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    format!("[{}]", comm.trim_end())
 }
 
 fn write_fd(fd: &OwnedFd, bytes: &[u8]) -> std::io::Result<usize> {

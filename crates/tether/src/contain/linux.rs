@@ -87,6 +87,96 @@ fn anon_inode_number() -> Option<u64> {
     nix::sys::stat::fstat(fd.as_fd()).ok().map(|st| st.st_ino)
 }
 
+/// A process pinned by a pidfd after its identity was verified: a signal
+/// sent through it reaches that very process or nobody, however the pid is
+/// recycled afterwards.
+///
+/// For code that acts on processes it did not start (`tether reap`): pin,
+/// re-read whatever proves the process may be signalled (its spawn tag),
+/// then signal. Reads of `/proc/<pid>` made while the pinned process has not
+/// exited are known to be of that process, because a pid is not reused
+/// before its process is reaped.
+#[derive(Debug)]
+pub struct PinnedProcess {
+    pidfd: Pidfd,
+    identity: ProcessIdentity,
+}
+
+impl PinnedProcess {
+    /// Pins the process `expected` names: opens a pidfd for its pid, then
+    /// verifies boot id, start time and (where both sides know it) the
+    /// pidfs inode. `Ok(None)` if that process has exited or its pid now
+    /// names another process; `Err` only for errors other than "no such
+    /// process" (e.g. `EPERM`, `EMFILE`).
+    pub fn pin(expected: &ProcessIdentity) -> io::Result<Option<PinnedProcess>> {
+        if expected.boot_id != boot_id() {
+            return Ok(None);
+        }
+        let pidfd = match Pidfd::open(expected.pid) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match identity_with_pidfd(expected.pid, &pidfd) {
+            Ok(now) if now.matches(expected) => Ok(Some(PinnedProcess {
+                pidfd,
+                identity: now,
+            })),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The pinned process's identity (with its pidfs inode where the kernel
+    /// has pidfs).
+    pub fn identity(&self) -> &ProcessIdentity {
+        &self.identity
+    }
+
+    /// The spawn tag in the pinned process's environment now; `None` if it
+    /// has none or has exited (then nothing read could be trusted to be its).
+    pub fn spawn_tag(&self) -> Option<SpawnTag> {
+        let tag = spawn_tag_of(self.identity.pid);
+        if self.pidfd.has_exited() { None } else { tag }
+    }
+
+    /// Sends `sig` through the pidfd. `Ok(false)` if the process has already
+    /// exited (a zombie has exited: nothing is sent).
+    pub fn signal(&self, sig: i32) -> io::Result<bool> {
+        if self.pidfd.has_exited() {
+            return Ok(false);
+        }
+        match self.pidfd.send_signal(sig) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether the process has exited (zombies included).
+    pub fn has_exited(&self) -> bool {
+        self.pidfd.has_exited()
+    }
+}
+
+impl AsFd for PinnedProcess {
+    /// The pidfd: it polls readable once the process has exited.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+}
+
+/// Signals the process `identity` names, and only it: pins it with a pidfd,
+/// re-verifies the identity, then signals through the pidfd. `Ok(false)`
+/// when that process is gone (exited, or its pid names another process now).
+pub fn signal_if_identity(identity: &ProcessIdentity, sig: i32) -> io::Result<bool> {
+    match PinnedProcess::pin(identity)? {
+        Some(pinned) => pinned.signal(sig),
+        None => Ok(false),
+    }
+}
+
 /// Fields of `/proc/<pid>/stat` that tether uses.
 #[derive(Clone, Copy, Debug)]
 pub struct Stat {

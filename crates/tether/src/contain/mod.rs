@@ -13,7 +13,10 @@ mod linux;
 pub(crate) mod protocol;
 pub(crate) mod reactor;
 
-pub use linux::{Stat, all_pids, children_of, command_line, read_stat, spawn_tag_of};
+pub use linux::{
+    PinnedProcess, Stat, all_pids, children_of, command_line, read_stat, signal_if_identity,
+    spawn_tag_of,
+};
 pub(crate) use linux::{
     boot_id, current_uid, identity_alive, identity_of, kill_tagged, set_child_subreaper,
 };

@@ -11,6 +11,7 @@ pub struct WaitOptions {
     pub(crate) until: Option<String>,
     pub(crate) from: u64,
     pub(crate) stream: Stream,
+    pub(crate) settled: bool,
 }
 
 impl WaitOptions {
@@ -21,7 +22,16 @@ impl WaitOptions {
             until: None,
             from: 0,
             stream: Stream::Output,
+            settled: false,
         }
+    }
+
+    /// Wait past the main process's exit until the session is settled:
+    /// every descendant gone and the output at EOF (default: return at
+    /// the main process's exit, while descendants may still write).
+    pub fn settled(mut self) -> WaitOptions {
+        self.settled = true;
+        self
     }
 
     /// Also return as soon as the output matches this regex (bytes regex,
@@ -50,7 +60,8 @@ impl WaitOptions {
 /// Why [`Registry::wait`](crate::Registry::wait) returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitOutcome {
-    /// The main process has ended (see the info's state and exit).
+    /// The main process has ended (see the info's state and exit) —
+    /// and, with [`WaitOptions::settled`], the whole session has.
     Exited,
     /// The `until` regex matched output at `[start, end)`.
     Matched {

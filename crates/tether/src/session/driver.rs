@@ -42,11 +42,12 @@ use crate::child::{ExitStatus, Progress};
 use crate::error::{Error, Result};
 use crate::session_id::SessionId;
 
-/// Size of one read from an output pipe.
-const READ_CHUNK: usize = 64 * 1024;
+/// Size of one read from an output pipe: the pipe capacity asked for (one
+/// buffer per worker thread, not per session).
+const READ_CHUNK: usize = super::spawn::PIPE_CAPACITY as usize;
 /// Reads per wake-up before the driver looks at its other events, so a
 /// child writing flat out cannot starve a kill request.
-const READS_PER_WAKE: usize = 16;
+const READS_PER_WAKE: usize = 8;
 
 /// What the driver tells the registry.
 pub(crate) trait Owner: Send + Sync + 'static {
@@ -134,6 +135,11 @@ impl Driver {
 
     /// Runs the session to its end, then keeps it for the retention time.
     pub(crate) async fn run(mut self) {
+        // Events may already sit in the link's buffer: `spawn` reads the
+        // socket for `Started` and can take a fast command's `MainExited`
+        // with it. No readiness edge will announce those, so take them now.
+        let buffered = drain_keeper(&self.session).0;
+        self.on_keeper(buffered);
         loop {
             if self.main_done && !self.published {
                 // A kill's (or timeout's) result waits for the drained
@@ -353,20 +359,23 @@ impl Driver {
         if !self.published {
             self.publish();
         }
+        self.keeper = None;
+        drop(lock(&self.session.child).take());
+        // The registry counts it finished (frees its live slot, applies
+        // retention) before anyone can see it settled, so a caller that
+        // saw it settled can start another session at once.
+        if let Some(owner) = self.owner.upgrade() {
+            owner.settled(&self.session.id);
+        }
         {
             let mut shared = self.session.shared();
             shared.settled = true;
             shared.descendants_killed = self.descendants_killed;
         }
-        self.keeper = None;
-        drop(lock(&self.session.child).take());
         for (reply, already_exited) in std::mem::take(&mut self.waiting_kills) {
             let _ = reply.send(Ok(self.outcome(already_exited)));
         }
         self.session.notify();
-        if let Some(owner) = self.owner.upgrade() {
-            owner.settled(&self.session.id);
-        }
     }
 }
 
@@ -386,11 +395,24 @@ async fn keeper_events(session: &Session, fd: Option<&AsyncFd<OwnedFd>>) -> Vec<
         Ok(guard) => guard,
         Err(e) => return vec![Err(e.into())],
     };
+    let (events, drained) = drain_keeper(session);
+    if drained {
+        guard.clear_ready();
+    }
+    events
+}
+
+/// Every keeper event available without blocking (buffered or on the
+/// socket); `true` if the socket was found empty.
+fn drain_keeper(session: &Session) -> (Vec<Result<Progress>>, bool) {
     let mut events = Vec::new();
     let mut child = lock(&session.child);
     let Some(child) = child.as_mut() else {
         // Released by the registry's teardown.
-        return vec![Err(Error::Protocol("session torn down".into()))];
+        return (
+            vec![Err(Error::Protocol("session torn down".into()))],
+            false,
+        );
     };
     loop {
         match child.poll_progress() {
@@ -399,20 +421,16 @@ async fn keeper_events(session: &Session, fd: Option<&AsyncFd<OwnedFd>>) -> Vec<
                 events.push(Ok(event));
                 if settled {
                     // The keeper's last word; it has exited and been reaped.
-                    break;
+                    return (events, false);
                 }
             }
-            Ok(None) => {
-                guard.clear_ready();
-                break;
-            }
+            Ok(None) => return (events, true),
             Err(e) => {
                 events.push(Err(e));
-                break;
+                return (events, false);
             }
         }
     }
-    events
 }
 
 /// The result of reading a pipe for a while.
@@ -440,7 +458,7 @@ async fn read_ready(session: &Session, pipe: Option<&Pipe>) -> io::Result<ReadSt
 fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<ReadStatus> {
     thread_local! {
         // One read buffer per worker thread, not per session: an idle
-        // session must not cost 64 KiB.
+        // session must not cost a read buffer.
         static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
     }
     BUF.with_borrow_mut(|buf| {

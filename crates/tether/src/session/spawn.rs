@@ -57,14 +57,14 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
         StdinMode::Null => Stdio::Null,
         StdinMode::Piped => Stdio::Piped,
     });
-    let (output, output_w) = pipe()?;
+    let (output, output_w) = output_pipe()?;
     let stderr = match spec.output {
         OutputMode::Merged => {
             cmd.stderr(Stdio::Fd(output_w.try_clone()?));
             None
         }
         OutputMode::Separate => {
-            let (r, w) = pipe()?;
+            let (r, w) = output_pipe()?;
             cmd.stderr(Stdio::Fd(w));
             Some(r)
         }
@@ -116,8 +116,22 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
     })
 }
 
+/// Capacity asked for output pipes: 256 KiB instead of the default 64 KiB
+/// means 4× fewer wake-ups of reader and writer per byte (capture of
+/// 1 GiB: 0.77 → see the bench). Not more: pipe pages count against the
+/// user's `pipe-user-pages-soft` (64 MiB), past which the kernel shrinks
+/// every new pipe of that user — 64 live sessions × 256 KiB stay at a
+/// quarter of it. If the kernel refuses, the default stays.
+pub(crate) const PIPE_CAPACITY: libc::c_int = 256 << 10;
+
 fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?)
+}
+
+fn output_pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let (read, write) = pipe()?;
+    let _ = nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
+    Ok((read, write))
 }
 
 fn set_nonblocking(fd: &OwnedFd) -> Result<()> {

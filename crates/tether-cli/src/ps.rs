@@ -1,0 +1,269 @@
+//! `tether ps`: who spawned what — owners, their sessions and processes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::process::ExitCode;
+
+use clap::Args;
+use tether::Install;
+use tether_ledger::{
+    Census, Ledger, OwnerEntry, OwnerStatus, ProcessEntry, Role, SessionEntry, SessionState,
+};
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Lists the owners of this install (the tether state directory: $TETHER_HOME, else \
+$XDG_STATE_HOME/tether, else ~/.local/state/tether) with their sessions and live \
+processes, from the ledger and from the spawn tags of running processes. An owner is \
+alive or dead by identity (pid, start time, pidfs inode), never by pid alone; the \
+processes of a provably dead owner are orphaned, and `tether reap` kills them. \
+Sessions the ledger does not know are marked untracked.
+
+Examples:
+  tether ps
+  tether ps --tree
+  tether ps --json | jq '.owners[] | select(.status.status == \"dead\")'")]
+pub struct PsArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Draw each session's process tree.
+    #[arg(long)]
+    tree: bool,
+    /// Also list owners and sessions that ended, and the tagged processes of
+    /// this user's other installs.
+    #[arg(long)]
+    all: bool,
+}
+
+pub fn main(args: PsArgs) -> ExitCode {
+    let install = Install::from_env();
+    let ledger = Ledger::open(&install);
+    let census = Census::take(
+        install.id(),
+        install.state_dir().join(tether_ledger::LEDGER_FILE),
+        ledger.as_ref().map_err(|e| e.to_string()),
+        args.all,
+    );
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&census).expect("census serializes")
+        );
+    } else {
+        print!("{}", render(&census, args.tree));
+    }
+    ExitCode::SUCCESS
+}
+
+/// The text listing.
+pub fn render(census: &Census, tree: bool) -> String {
+    let mut out = String::new();
+    let ledger = &census.ledger;
+    let _ = writeln!(
+        out,
+        "install {}  ledger {}",
+        census.install,
+        ledger.path.display()
+    );
+    if let Some(error) = &ledger.error {
+        let _ = writeln!(
+            out,
+            "! ledger unavailable ({error}): listing from spawn tags alone"
+        );
+    }
+    for q in &ledger.quarantines {
+        let _ = writeln!(
+            out,
+            "! the ledger was corrupt ({}) and was moved to {}; {} owners and {} sessions \
+             were rebuilt from the spawn tags of live processes",
+            q.reason,
+            q.moved_to.display(),
+            q.rebuilt_owners,
+            q.rebuilt_sessions
+        );
+    }
+    for owner in &census.owners {
+        out.push('\n');
+        render_owner(&mut out, owner, tree);
+    }
+    let processes = census.processes().count();
+    let sessions: usize = census.owners.iter().map(|o| o.sessions.len()).sum();
+    let alive = census
+        .owners
+        .iter()
+        .filter(|o| o.status == OwnerStatus::Alive)
+        .count();
+    let orphaned = census.orphaned_processes();
+    let _ = write!(
+        out,
+        "\n{} owners ({alive} alive), {sessions} sessions, {processes} processes",
+        census.owners.len()
+    );
+    if orphaned > 0 {
+        let _ = write!(
+            out,
+            ", {orphaned} orphaned: `tether reap --dry-run` shows what `tether reap` would kill"
+        );
+    }
+    out.push('\n');
+    out
+}
+
+fn render_owner(out: &mut String, owner: &OwnerEntry, tree: bool) {
+    let _ = write!(out, "OWNER {}  {}", owner.pid, owner.status);
+    if let Some(purpose) = &owner.purpose {
+        let _ = write!(out, "  {purpose}");
+    }
+    if !owner.tracked {
+        out.push_str("  untracked");
+    }
+    let _ = write!(out, "  age {}", age(owner.age_ms));
+    if !owner.command.is_empty() {
+        let _ = write!(out, "  {}", owner.command);
+    }
+    out.push('\n');
+    for session in &owner.sessions {
+        render_session(out, session, tree);
+    }
+}
+
+fn render_session(out: &mut String, session: &SessionEntry, tree: bool) {
+    let _ = write!(
+        out,
+        "  SESSION {}  {}  {}",
+        session.id,
+        state(&session.state),
+        session.purpose
+    );
+    if let Some(c) = &session.containment {
+        let _ = write!(out, "  {c}");
+    }
+    if !session.tracked {
+        out.push_str("  untracked");
+    }
+    if let Some(cmd) = &session.command {
+        let _ = write!(out, "  $ {cmd}");
+    }
+    out.push('\n');
+    if session.processes.is_empty() {
+        return;
+    }
+    if tree {
+        render_tree(out, &session.processes);
+    } else {
+        let _ = writeln!(
+            out,
+            "    {:>7} {:>7} {:>7}  {:<10} {:<10} COMMAND",
+            "PID", "PPID", "AGE", "STATE", "ROLE"
+        );
+        for p in &session.processes {
+            let _ = writeln!(
+                out,
+                "    {:>7} {:>7} {:>7}  {:<10} {:<10} {}",
+                p.pid,
+                p.ppid,
+                age(p.age_ms),
+                p.state,
+                role(p),
+                p.command
+            );
+        }
+    }
+}
+
+/// The session's processes as a tree by parent pid; a process whose parent
+/// is not in the session is a root (its parent is shown: 1, or a
+/// subreaper, means it was orphaned and reparented).
+fn render_tree(out: &mut String, processes: &[ProcessEntry]) {
+    let pids: std::collections::HashSet<u32> = processes.iter().map(|p| p.pid).collect();
+    let mut children: BTreeMap<u32, Vec<&ProcessEntry>> = BTreeMap::new();
+    let mut roots = Vec::new();
+    for p in processes {
+        if pids.contains(&p.ppid) && p.ppid != p.pid {
+            children.entry(p.ppid).or_default().push(p);
+        } else {
+            roots.push(p);
+        }
+    }
+    fn line(out: &mut String, p: &ProcessEntry, prefix: &str, branch: &str) {
+        let _ = writeln!(
+            out,
+            "    {prefix}{branch}{} {} {} {}  {}",
+            p.pid,
+            role(p),
+            p.state,
+            age(p.age_ms),
+            p.command
+        );
+    }
+    fn walk(
+        out: &mut String,
+        p: &ProcessEntry,
+        children: &BTreeMap<u32, Vec<&ProcessEntry>>,
+        prefix: &str,
+    ) {
+        let kids = children.get(&p.pid).map_or(&[][..], |v| v.as_slice());
+        for (i, kid) in kids.iter().enumerate() {
+            let last = i + 1 == kids.len();
+            line(out, kid, prefix, if last { "└─ " } else { "├─ " });
+            let deeper = format!("{prefix}{}", if last { "   " } else { "│  " });
+            walk(out, kid, children, &deeper);
+        }
+    }
+    for root in roots {
+        let _ = write!(out, "    (parent {}) ", root.ppid);
+        line(out, root, "", "");
+        walk(out, root, &children, "");
+    }
+}
+
+fn role(p: &ProcessEntry) -> String {
+    let role = match p.role {
+        Role::Keeper => "keeper",
+        Role::Main => "main",
+        Role::Descendant => "-",
+    };
+    if p.orphaned {
+        format!("{role},orphan")
+    } else {
+        role.to_owned()
+    }
+}
+
+fn state(s: &SessionState) -> String {
+    match s {
+        SessionState::Running => "running".into(),
+        SessionState::Ended { outcome: Some(o) } => format!("ended ({o})"),
+        SessionState::Ended { outcome: None } => "ended".into(),
+        SessionState::Orphaned => "ORPHANED".into(),
+        SessionState::Lost => "lost (owner died, end never recorded)".into(),
+        SessionState::Unknown => "owner unknown".into(),
+    }
+}
+
+/// `850ms`, `42s`, `3m12s`, `2h05m`, `3d04h`.
+pub fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_naturally() {
+        assert_eq!(age(850), "850ms");
+        assert_eq!(age(42_000), "42s");
+        assert_eq!(age(192_000), "3m12s");
+        assert_eq!(age(7_500_000), "2h05m");
+        assert_eq!(age(273_600_000), "3d04h");
+    }
+}

@@ -1,0 +1,125 @@
+//! The ledger's schema and its migrations.
+//!
+//! The schema version lives in SQLite's `user_version` header field.
+//! Migration `i` (0-based) takes a store from version `i` to `i + 1`; each
+//! runs in the same `BEGIN IMMEDIATE` transaction as the version bump, so
+//! two processes opening an old store at once migrate it exactly once and
+//! a crash mid-migration leaves the old version intact. Migrations are
+//! append-only: a released one is never edited.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// Version 1: owners, their sessions, and the record of quarantines.
+const V1: &str = "
+CREATE TABLE owners (
+    id               INTEGER PRIMARY KEY,
+    install          TEXT    NOT NULL,
+    boot_id          TEXT    NOT NULL,
+    pid              INTEGER NOT NULL,
+    start_time       INTEGER NOT NULL,   -- clock ticks since boot
+    pidfs_inode      INTEGER,
+    uid              INTEGER NOT NULL,
+    purpose          TEXT    NOT NULL,
+    argv             TEXT    NOT NULL,   -- first arguments, NUL-separated
+    started_at_ms    INTEGER NOT NULL,   -- wall clock, Unix ms
+    registered_at_ms INTEGER NOT NULL,
+    ended_at_ms      INTEGER,
+    source           TEXT    NOT NULL CHECK (source IN ('registered', 'rebuilt')),
+    UNIQUE (boot_id, pid, start_time)
+);
+CREATE TABLE sessions (
+    id                 TEXT    PRIMARY KEY,
+    owner_id           INTEGER NOT NULL REFERENCES owners(id) ON DELETE CASCADE,
+    purpose            TEXT    NOT NULL,
+    containment        TEXT,
+    command            TEXT,             -- argv, NUL-separated
+    cwd                TEXT,
+    main_pid           INTEGER,
+    main_start_time    INTEGER,
+    main_pidfs_inode   INTEGER,
+    keeper_pid         INTEGER,
+    keeper_start_time  INTEGER,
+    keeper_pidfs_inode INTEGER,
+    started_at_ms      INTEGER NOT NULL,
+    ended_at_ms        INTEGER,
+    outcome            TEXT,
+    exit_code          INTEGER,
+    exit_signal        INTEGER,
+    source             TEXT    NOT NULL CHECK (source IN ('registered', 'rebuilt'))
+);
+CREATE INDEX sessions_by_owner ON sessions(owner_id);
+CREATE TABLE quarantines (
+    id               INTEGER PRIMARY KEY,
+    at_ms            INTEGER NOT NULL,
+    moved_to         TEXT    NOT NULL,
+    reason           TEXT    NOT NULL,
+    rebuilt_owners   INTEGER NOT NULL,
+    rebuilt_sessions INTEGER NOT NULL
+);
+";
+
+/// Every migration, oldest first.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this build writes.
+pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the store to [`CURRENT_VERSION`]. Returns the version found
+/// before migrating (inside the transaction, so it is the true one) —
+/// greater than `CURRENT_VERSION` means a newer tether wrote it and nothing
+/// was changed.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version >= CURRENT_VERSION {
+        return Ok(version);
+    }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Re-read under the write lock: another process may have migrated
+    // between our first look and taking the lock.
+    let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if found >= CURRENT_VERSION {
+        return Ok(found);
+    }
+    for (from, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", from as i64 + 1)?;
+    }
+    tx.commit()?;
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrates_an_empty_store_once() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        assert_eq!(migrate(&mut conn).unwrap(), 0);
+        assert_eq!(migrate(&mut conn).unwrap(), CURRENT_VERSION);
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, CURRENT_VERSION);
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tables, 3);
+    }
+
+    #[test]
+    fn leaves_a_newer_store_alone() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "user_version", CURRENT_VERSION + 5)
+            .unwrap();
+        assert_eq!(migrate(&mut conn).unwrap(), CURRENT_VERSION + 5);
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(tables, 0);
+    }
+}

@@ -1,0 +1,764 @@
+//! The ledger store: one SQLite file per install, shared by every process
+//! of that install.
+//!
+//! - **Concurrency.** WAL mode (readers never block the writer), a busy
+//!   timeout, and short `BEGIN IMMEDIATE` write transactions (taking the
+//!   write lock up front, so a transaction never fails half-way on a lock
+//!   upgrade). SQLite's locks are released by the kernel when a process
+//!   dies, so a writer `SIGKILL`ed mid-transaction leaves the store as it
+//!   was before that transaction. `synchronous = NORMAL`: a process crash
+//!   loses nothing committed; a power cut may lose the last transactions,
+//!   never consistency.
+//! - **Creation.** A new store is built completely in a temporary file
+//!   (0600 from birth) and hard-linked into place, so `ledger.db` always
+//!   has a header and a schema: an empty or short `ledger.db` is damage,
+//!   not a fresh store.
+//! - **Corruption.** A store that SQLite cannot read as a database, that
+//!   fails `PRAGMA quick_check`, or that lacks the ledger's tables is
+//!   renamed to `ledger.db.corrupt-<UTC timestamp>` (with its `-wal` and
+//!   `-shm`), never emptied or rewritten in place; a fresh store is built
+//!   with the live entries rebuilt from the spawn tags of running processes
+//!   and a record of the quarantine, which `tether ps` shows. A lock file
+//!   serialises quarantine and creation, so two processes finding the same
+//!   damage quarantine it once.
+//! - **Replacement under a long-lived handle.** Before each write the
+//!   handle checks that `ledger.db` is still the file it opened, and
+//!   reopens it if another process quarantined it meanwhile.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use tether::{Install, ProcessIdentity, SessionId};
+
+use crate::clock::{file_stamp, now_ms};
+use crate::error::{LedgerError, Result};
+use crate::records::{
+    Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
+    join_args, split_args,
+};
+use crate::schema::{self, CURRENT_VERSION};
+
+/// File name of the store inside the state directory.
+pub const LEDGER_FILE: &str = "ledger.db";
+const LOCK_FILE: &str = "ledger.lock";
+const TMP_PREFIX: &str = ".ledger.db.tmp-";
+
+/// How long a write waits for another process's write transaction.
+/// Transactions are a few row writes, so contention clears in
+/// milliseconds; this bound only matters if a writer is stopped mid-way.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Rows of owners that ended (or of an earlier boot) are kept this long.
+pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// An open ledger store. See the module docs for how it stays consistent.
+///
+/// One handle is one SQLite connection: it is `Send` but not `Sync` —
+/// share it behind a mutex, or open one per thread. Write methods take
+/// `&mut self` because they may transparently reopen the store.
+#[derive(Debug)]
+pub struct Ledger {
+    conn: Connection,
+    dir: PathBuf,
+    path: PathBuf,
+    install: String,
+    /// (device, inode) of the file this connection has open.
+    file_id: (u64, u64),
+    /// Set when this open quarantined a corrupt store.
+    quarantined: Option<Quarantine>,
+}
+
+/// Why an attempt to open the existing store did not produce a handle.
+enum Attempt {
+    /// There is no store yet (or it vanished while we looked).
+    Missing,
+    /// The file at the path is damaged; `file_id` names the one judged.
+    Corrupt { reason: String, file_id: (u64, u64) },
+    /// Anything else: reported, the store left alone.
+    Failed(LedgerError),
+}
+
+impl Ledger {
+    /// Opens (creating if needed) the ledger of `install`, in its state
+    /// directory (created 0700 if missing). A corrupt store is quarantined
+    /// and rebuilt; [`Ledger::quarantined`] tells.
+    ///
+    /// Fails if the directory or store cannot be created or opened, the
+    /// store is locked beyond [`BUSY_TIMEOUT`], or it has a newer schema.
+    pub fn open(install: &Install) -> Result<Ledger> {
+        let dir = install.state_dir().to_path_buf();
+        create_state_dir(&dir)?;
+        let path = dir.join(LEDGER_FILE);
+        let mut quarantined = None;
+        let mut last_reason = String::new();
+        for _ in 0..4 {
+            match open_existing(&path) {
+                Ok((conn, file_id)) => {
+                    return Ok(Ledger {
+                        conn,
+                        dir,
+                        path,
+                        install: install.id().to_owned(),
+                        file_id,
+                        quarantined,
+                    });
+                }
+                Err(Attempt::Missing) => create_locked(&dir, &path, install.id())?,
+                Err(Attempt::Corrupt { reason, file_id }) => {
+                    if let Some(q) = quarantine(&dir, &path, install.id(), file_id, &reason)? {
+                        quarantined = Some(q);
+                    }
+                    last_reason = reason;
+                }
+                Err(Attempt::Failed(e)) => return Err(e),
+            }
+        }
+        Err(LedgerError::StillCorrupt {
+            path,
+            reason: last_reason,
+        })
+    }
+
+    /// Path of the store file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The install this ledger belongs to.
+    pub fn install(&self) -> &str {
+        &self.install
+    }
+
+    /// The quarantine this handle performed when it opened, if the store
+    /// it found was corrupt.
+    pub fn quarantined(&self) -> Option<&Quarantine> {
+        self.quarantined.as_ref()
+    }
+
+    /// Every quarantine recorded in this store (normally at most one: the
+    /// one that created it), oldest first.
+    pub fn quarantines(&self) -> Result<Vec<Quarantine>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT at_ms, moved_to, reason, rebuilt_owners, rebuilt_sessions
+                 FROM quarantines ORDER BY id",
+            )
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(Quarantine {
+                    at_ms: r.get(0)?,
+                    moved_to: PathBuf::from(r.get::<_, String>(1)?),
+                    reason: r.get(2)?,
+                    rebuilt_owners: r.get(3)?,
+                    rebuilt_sessions: r.get(4)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| self.sql(e))?;
+        Ok(rows)
+    }
+
+    /// Registers an owner (idempotent: registering the same process again
+    /// updates its row) and prunes rows older than [`RETENTION`] of owners
+    /// that ended or belong to an earlier boot.
+    pub fn register_owner(&mut self, owner: &OwnerRecord) -> Result<OwnerId> {
+        let boot = owner.identity.boot_id.clone();
+        self.write(|tx| {
+            let cutoff = now_ms().saturating_sub(RETENTION.as_millis() as u64);
+            tx.execute(
+                "DELETE FROM owners WHERE (ended_at_ms IS NOT NULL AND ended_at_ms < ?1)
+                    OR (boot_id <> ?2 AND registered_at_ms < ?1)",
+                params![cutoff, boot],
+            )?;
+            tx.execute(
+                "DELETE FROM sessions WHERE ended_at_ms IS NOT NULL AND ended_at_ms < ?1",
+                params![cutoff],
+            )?;
+            insert_owner(tx, owner, Source::Registered)
+        })
+    }
+
+    /// Records that an owner is done (it exited on its own terms).
+    pub fn record_owner_end(&mut self, owner: OwnerId) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE owners SET ended_at_ms = ?1 WHERE id = ?2",
+                params![now_ms(), owner.0],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Records a session's start under `owner` (idempotent: the same
+    /// session id again replaces its row, so no duplicates).
+    pub fn record_session_start(&mut self, owner: OwnerId, session: &SessionStart) -> Result<()> {
+        self.write(|tx| insert_session(tx, owner, session, Source::Registered))
+    }
+
+    /// Records how a session ended. Returns `false` if the ledger has no
+    /// such session (it was started before a quarantine, say).
+    pub fn record_session_end(&mut self, session: &SessionId, outcome: Outcome) -> Result<bool> {
+        let (kind, code, signal) = outcome.columns();
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE sessions SET ended_at_ms = ?1, outcome = ?2, exit_code = ?3, exit_signal = ?4
+                 WHERE id = ?5",
+                params![now_ms(), kind, code, signal, session.as_str()],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Marks sessions `reaped` unless they already recorded an end.
+    pub fn record_reaped(&mut self, sessions: &[String]) -> Result<()> {
+        self.write(|tx| {
+            let mut stmt = tx.prepare(
+                "UPDATE sessions SET ended_at_ms = ?1, outcome = 'reaped'
+                 WHERE id = ?2 AND ended_at_ms IS NULL",
+            )?;
+            for id in sessions {
+                stmt.execute(params![now_ms(), id])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Every owner row, oldest first.
+    pub fn owners(&self) -> Result<Vec<OwnerRow>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, install, boot_id, pid, start_time, pidfs_inode, uid, purpose, argv,
+                        started_at_ms, ended_at_ms, source
+                 FROM owners ORDER BY id",
+            )
+            .map_err(|e| self.sql(e))?;
+        stmt.query_map([], |r| {
+            Ok(OwnerRow {
+                id: OwnerId(r.get(0)?),
+                install: r.get(1)?,
+                identity: ProcessIdentity {
+                    boot_id: r.get(2)?,
+                    pid: r.get(3)?,
+                    start_time: r.get(4)?,
+                    pidfs_inode: r.get(5)?,
+                },
+                uid: r.get(6)?,
+                purpose: r.get(7)?,
+                argv: split_args(&r.get::<_, String>(8)?),
+                started_at_ms: r.get(9)?,
+                ended_at_ms: r.get(10)?,
+                source: Source::parse(&r.get::<_, String>(11)?),
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.sql(e))
+    }
+
+    /// Every session row, oldest first.
+    pub fn sessions(&self) -> Result<Vec<SessionRow>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT s.id, s.owner_id, s.purpose, s.containment, s.command, s.cwd,
+                        s.main_pid, s.main_start_time, s.main_pidfs_inode,
+                        s.keeper_pid, s.keeper_start_time, s.keeper_pidfs_inode,
+                        s.started_at_ms, s.ended_at_ms, s.outcome, s.exit_code, s.exit_signal,
+                        s.source, o.boot_id
+                 FROM sessions s JOIN owners o ON o.id = s.owner_id ORDER BY s.rowid",
+            )
+            .map_err(|e| self.sql(e))?;
+        stmt.query_map([], |r| {
+            let boot: String = r.get(18)?;
+            let identity = |pid: Option<u32>, start: Option<u64>, inode: Option<u64>| {
+                Some(ProcessIdentity {
+                    boot_id: boot.clone(),
+                    pid: pid?,
+                    start_time: start?,
+                    pidfs_inode: inode,
+                })
+            };
+            let outcome: Option<String> = r.get(14)?;
+            Ok(SessionRow {
+                id: r.get(0)?,
+                owner: OwnerId(r.get(1)?),
+                purpose: r.get(2)?,
+                containment: r.get(3)?,
+                command: split_args(&r.get::<_, Option<String>>(4)?.unwrap_or_default()),
+                cwd: r.get(5)?,
+                main: identity(r.get(6)?, r.get(7)?, r.get(8)?),
+                keeper: identity(r.get(9)?, r.get(10)?, r.get(11)?),
+                started_at_ms: r.get(12)?,
+                ended_at_ms: r.get(13)?,
+                outcome: outcome
+                    .and_then(|k| Outcome::from_columns(&k, r.get(15).ok()?, r.get(16).ok()?)),
+                source: Source::parse(&r.get::<_, String>(17)?),
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.sql(e))
+    }
+
+    /// Runs `f` in one short `BEGIN IMMEDIATE` transaction. If the file was
+    /// replaced (quarantined by another process) it reopens first; if the
+    /// store turns out corrupt mid-write, it reopens (which quarantines and
+    /// rebuilds) and tries once more.
+    fn write<T>(
+        &mut self,
+        mut f: impl FnMut(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> Result<T> {
+        if file_id(&self.path).ok() != Some(self.file_id) {
+            self.reopen()?;
+        }
+        match self.try_write(&mut f) {
+            Err(e) if is_corruption(&e) => {
+                self.reopen()?;
+                self.try_write(&mut f).map_err(|e| self.sql(e))
+            }
+            other => other.map_err(|e| self.sql(e)),
+        }
+    }
+
+    fn try_write<T>(
+        &mut self,
+        f: &mut impl FnMut(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = f(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    fn reopen(&mut self) -> Result<()> {
+        let fresh = Ledger::open(&Install::at(&self.dir))?;
+        let quarantined = fresh.quarantined.clone().or(self.quarantined.take());
+        *self = Ledger {
+            quarantined,
+            ..fresh
+        };
+        Ok(())
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> LedgerError {
+        LedgerError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+fn insert_owner(
+    tx: &rusqlite::Transaction<'_>,
+    owner: &OwnerRecord,
+    source: Source,
+) -> rusqlite::Result<OwnerId> {
+    let id = &owner.identity;
+    tx.query_row(
+        "INSERT INTO owners (install, boot_id, pid, start_time, pidfs_inode, uid, purpose, argv,
+                             started_at_ms, registered_at_ms, source)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET
+             install = excluded.install,
+             pidfs_inode = coalesce(excluded.pidfs_inode, pidfs_inode),
+             uid = excluded.uid, purpose = excluded.purpose, argv = excluded.argv,
+             source = excluded.source, ended_at_ms = NULL
+         RETURNING id",
+        params![
+            owner.install,
+            id.boot_id,
+            id.pid,
+            id.start_time,
+            id.pidfs_inode,
+            owner.uid,
+            owner.purpose,
+            join_args(&owner.argv),
+            owner.started_at_ms,
+            now_ms(),
+            source.as_str(),
+        ],
+        |r| r.get(0).map(OwnerId),
+    )
+}
+
+pub(crate) fn insert_session(
+    tx: &rusqlite::Transaction<'_>,
+    owner: OwnerId,
+    s: &SessionStart,
+    source: Source,
+) -> rusqlite::Result<()> {
+    let pid = |i: &Option<ProcessIdentity>| i.as_ref().map(|i| i.pid);
+    let start = |i: &Option<ProcessIdentity>| i.as_ref().map(|i| i.start_time);
+    let inode = |i: &Option<ProcessIdentity>| i.as_ref().and_then(|i| i.pidfs_inode);
+    tx.execute(
+        "INSERT OR REPLACE INTO sessions (id, owner_id, purpose, containment, command, cwd,
+             main_pid, main_start_time, main_pidfs_inode,
+             keeper_pid, keeper_start_time, keeper_pidfs_inode, started_at_ms, source)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        params![
+            s.id.as_str(),
+            owner.0,
+            s.purpose,
+            s.containment,
+            join_args(&s.command),
+            s.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
+            pid(&s.main),
+            start(&s.main),
+            inode(&s.main),
+            pid(&s.keeper),
+            start(&s.keeper),
+            inode(&s.keeper),
+            s.started_at_ms,
+            source.as_str(),
+        ],
+    )
+    .map(drop)
+}
+
+pub(crate) fn insert_rebuilt_owner(
+    tx: &rusqlite::Transaction<'_>,
+    owner: &OwnerRecord,
+) -> rusqlite::Result<OwnerId> {
+    insert_owner(tx, owner, Source::Rebuilt)
+}
+
+fn create_state_dir(dir: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| LedgerError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
+fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    let meta = fs::metadata(path)?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+fn is_corruption(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase)
+    )
+}
+
+/// Opens the store at `path` and checks it: header, `quick_check`, the
+/// ledger's tables, the schema version (migrating an older one).
+fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), Attempt> {
+    let io = |source| {
+        Attempt::Failed(LedgerError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Attempt::Missing),
+        Err(e) => return Err(io(e)),
+    };
+    let file_id = (meta.dev(), meta.ino());
+    let corrupt = |reason: String| Attempt::Corrupt { reason, file_id };
+    // A store is born with its header and schema (see create_fresh): a
+    // file shorter than SQLite's 100-byte header was damaged.
+    if meta.len() < 100 {
+        return Err(corrupt(format!("truncated to {} bytes", meta.len())));
+    }
+    let sqlite = |e: rusqlite::Error| {
+        if is_corruption(&e) {
+            corrupt(e.to_string())
+        } else {
+            Attempt::Failed(LedgerError::Sqlite {
+                path: path.to_path_buf(),
+                source: e,
+            })
+        }
+    };
+    let mut conn = match Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    ) {
+        Ok(c) => c,
+        // Quarantined by someone else between the stat and the open.
+        Err(_) if !path.exists() => return Err(Attempt::Missing),
+        Err(e) => return Err(sqlite(e)),
+    };
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    // Every check reads only: a file that is not our store is judged
+    // before anything (even the journal mode) is written to it.
+    let check: Vec<String> = conn
+        .prepare("PRAGMA quick_check")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(sqlite)?;
+    if check != ["ok"] {
+        return Err(corrupt(format!("quick_check: {}", check.join("; "))));
+    }
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sqlite)?;
+    let (ours, others): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*) FILTER (WHERE name IN ('owners', 'sessions', 'quarantines')),
+                    count(*) FILTER (WHERE name NOT IN ('owners', 'sessions', 'quarantines')
+                                       AND name NOT LIKE 'sqlite_%'
+                                       AND name <> 'sessions_by_owner')
+             FROM sqlite_master",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(sqlite)?;
+    if version > CURRENT_VERSION {
+        return Err(Attempt::Failed(LedgerError::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            known: CURRENT_VERSION,
+        }));
+    }
+    // Version 0 with nothing in it is an empty store to migrate; any other
+    // shape without exactly our tables is someone else's database.
+    let empty = version == 0 && ours == 0 && others == 0;
+    if !empty && (ours != 3 || others != 0) {
+        return Err(corrupt(format!(
+            "not a tether ledger (schema version {version}, {ours} of its 3 tables, {others} other objects)"
+        )));
+    }
+    configure(&conn).map_err(sqlite)?;
+    match schema::migrate(&mut conn) {
+        Ok(found) if found > CURRENT_VERSION => {
+            return Err(Attempt::Failed(LedgerError::NewerSchema {
+                path: path.to_path_buf(),
+                found,
+                known: CURRENT_VERSION,
+            }));
+        }
+        Ok(_) => {}
+        Err(e) => return Err(sqlite(e)),
+    }
+    // The file we checked must still be the one at the path.
+    match fs::metadata(path) {
+        Ok(m) if (m.dev(), m.ino()) == file_id => Ok((conn, file_id)),
+        _ => Err(Attempt::Missing),
+    }
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Persistent in the file; a no-op when already WAL.
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+            Some(format!("cannot switch the ledger to WAL mode (got {mode})")),
+        ));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// An exclusive `flock` on the state directory's lock file, released on drop.
+struct DirLock(File);
+
+impl DirLock {
+    fn take(dir: &Path) -> Result<DirLock> {
+        let path = dir.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| LedgerError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        // Held only around quarantine and creation: bounded work.
+        nix_flock(&file, libc::LOCK_EX).map_err(|source| LedgerError::Io { path, source })?;
+        Ok(DirLock(file))
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let _ = nix_flock(&self.0, libc::LOCK_UN);
+    }
+}
+
+fn nix_flock(file: &File, op: i32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Creates the store under the lock, unless someone else did meanwhile.
+fn create_locked(dir: &Path, path: &Path, install: &str) -> Result<()> {
+    let _lock = DirLock::take(dir)?;
+    if !path.exists() {
+        create_fresh(dir, path, install, None)?;
+    }
+    Ok(())
+}
+
+/// Moves the damaged file `judged` aside and builds a fresh store with the
+/// live entries rebuilt from spawn tags. `None` if another process already
+/// replaced the file we judged.
+fn quarantine(
+    dir: &Path,
+    path: &Path,
+    install: &str,
+    judged: (u64, u64),
+    reason: &str,
+) -> Result<Option<Quarantine>> {
+    let _lock = DirLock::take(dir)?;
+    if file_id(path).ok() != Some(judged) {
+        return Ok(None);
+    }
+    let stamp = file_stamp(now_ms());
+    let mut moved_to = dir.join(format!("{LEDGER_FILE}.corrupt-{stamp}"));
+    let mut n = 2;
+    while moved_to.exists() {
+        moved_to = dir.join(format!("{LEDGER_FILE}.corrupt-{stamp}-{n}"));
+        n += 1;
+    }
+    let io = |path: &Path, source| LedgerError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    fs::rename(path, &moved_to).map_err(|e| io(path, e))?;
+    for suffix in ["-wal", "-shm"] {
+        let side = sibling(path, suffix);
+        match fs::rename(&side, sibling(&moved_to, suffix)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&side, e)),
+            _ => {}
+        }
+    }
+    create_fresh(dir, path, install, Some((&moved_to, reason)))
+}
+
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Builds a store in a temporary file (0600 from birth), rebuilt from tags
+/// if this follows a quarantine, and links it into place. Caller holds the
+/// lock.
+fn create_fresh(
+    dir: &Path,
+    path: &Path,
+    install: &str,
+    rebuild: Option<(&Path, &str)>,
+) -> Result<Option<Quarantine>> {
+    remove_stale_temporaries(dir);
+    let tmp = dir.join(format!("{TMP_PREFIX}{}", std::process::id()));
+    let io = |p: &Path, source| LedgerError::Io {
+        path: p.to_path_buf(),
+        source,
+    };
+    let _ = fs::remove_file(&tmp);
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| io(&tmp, e))?;
+    let sqlite = |source| LedgerError::Sqlite {
+        path: tmp.clone(),
+        source,
+    };
+    let built = (|| -> Result<Option<Quarantine>> {
+        let mut conn =
+            Connection::open_with_flags(&tmp, OpenFlags::SQLITE_OPEN_READ_WRITE).map_err(sqlite)?;
+        configure(&conn).map_err(sqlite)?;
+        schema::migrate(&mut conn).map_err(sqlite)?;
+        let quarantine = match rebuild {
+            None => None,
+            Some((moved_to, reason)) => {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(sqlite)?;
+                let (owners, sessions) = crate::rebuild::rebuild(&tx, install).map_err(sqlite)?;
+                let q = Quarantine {
+                    at_ms: now_ms(),
+                    moved_to: moved_to.to_path_buf(),
+                    reason: reason.to_owned(),
+                    rebuilt_owners: owners,
+                    rebuilt_sessions: sessions,
+                };
+                tx.execute(
+                    "INSERT INTO quarantines (at_ms, moved_to, reason, rebuilt_owners, rebuilt_sessions)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        q.at_ms,
+                        q.moved_to.to_string_lossy(),
+                        q.reason,
+                        q.rebuilt_owners,
+                        q.rebuilt_sessions
+                    ],
+                )
+                .map_err(sqlite)?;
+                tx.commit().map_err(sqlite)?;
+                Some(q)
+            }
+        };
+        // Fold the WAL into the file and close, so the linked file is
+        // complete on its own (no `-wal` left beside the temporary name).
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .optional()
+            .map_err(sqlite)?;
+        conn.close().map_err(|(_, e)| sqlite(e))?;
+        File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io(&tmp, e))?;
+        Ok(quarantine)
+    })();
+    let result = built.and_then(|q| match fs::hard_link(&tmp, path) {
+        Ok(()) => Ok(q),
+        // Someone created it without the lock (an older tether): theirs wins.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(io(path, e)),
+    });
+    let _ = fs::remove_file(&tmp);
+    for suffix in ["-wal", "-shm"] {
+        let _ = fs::remove_file(sibling(&tmp, suffix));
+    }
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    result
+}
+
+/// Temporaries of creators that died mid-way (we hold the lock: nobody is
+/// creating right now).
+fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(TMP_PREFIX))
+        {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}

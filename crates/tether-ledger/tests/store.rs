@@ -1,0 +1,112 @@
+//! The store: permissions, records round-trip, schema versions.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::TestInstall;
+use tether::SessionId;
+use tether_ledger::{Ledger, LedgerError, Outcome, OwnerRecord, SessionStart, Source};
+
+#[test]
+fn state_dir_is_0700_and_store_0600() {
+    let t = TestInstall::new();
+    let ledger = Ledger::open(&t.install).unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(t.state_dir()), 0o700);
+    assert_eq!(mode(ledger.path()), 0o600);
+    assert!(ledger.quarantined().is_none());
+    // WAL side files take the store's mode (SQLite copies it).
+    for side in ["ledger.db-wal", "ledger.db-shm"] {
+        let p = t.state_dir().join(side);
+        if p.exists() {
+            assert_eq!(mode(&p), 0o600, "{side}");
+        }
+    }
+}
+
+#[test]
+fn owners_and_sessions_round_trip_and_survive_reopening() {
+    let t = TestInstall::new();
+    let mut ledger = Ledger::open(&t.install).unwrap();
+    let record = OwnerRecord::current(&t.install, "run").unwrap();
+    let owner = ledger.register_owner(&record).unwrap();
+    assert_eq!(
+        ledger.register_owner(&record).unwrap(),
+        owner,
+        "registering twice is idempotent"
+    );
+    let id = SessionId::generate();
+    let mut start = SessionStart::new(id.clone(), "run");
+    start.command = vec!["sh".into(), "-c".into(), "echo hi".into()];
+    start.cwd = Some("/tmp".into());
+    start.containment = Some("subreaper".into());
+    start.main = Some(tether::ProcessIdentity::current().unwrap());
+    ledger.record_session_start(owner, &start).unwrap();
+    ledger.record_session_start(owner, &start).unwrap();
+    assert!(
+        ledger
+            .record_session_end(&id, Outcome::Exited { code: 3 })
+            .unwrap()
+    );
+    assert!(
+        !ledger
+            .record_session_end(&SessionId::generate(), Outcome::Killed)
+            .unwrap()
+    );
+    ledger.record_owner_end(owner).unwrap();
+    drop(ledger);
+
+    let ledger = Ledger::open(&t.install).unwrap();
+    let owners = ledger.owners().unwrap();
+    assert_eq!(owners.len(), 1);
+    assert!(owners[0].identity.matches(&record.identity));
+    assert_eq!(owners[0].argv, record.argv);
+    assert_eq!(owners[0].purpose, "run");
+    assert_eq!(owners[0].source, Source::Registered);
+    assert!(owners[0].ended_at_ms.is_some());
+    let sessions = ledger.sessions().unwrap();
+    assert_eq!(sessions.len(), 1, "no duplicate rows");
+    let s = &sessions[0];
+    assert_eq!(s.id, id.as_str());
+    assert_eq!(s.command, start.command);
+    assert_eq!(s.cwd.as_deref(), Some("/tmp"));
+    assert_eq!(s.outcome, Some(Outcome::Exited { code: 3 }));
+    assert_eq!(s.main, start.main);
+}
+
+#[test]
+fn a_store_from_a_newer_tether_is_refused_and_left_untouched() {
+    let t = TestInstall::new();
+    let path = Ledger::open(&t.install).unwrap().path().to_path_buf();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    match Ledger::open(&t.install) {
+        Err(LedgerError::NewerSchema { found: 99, .. }) => {}
+        other => panic!("expected NewerSchema, got {other:?}"),
+    }
+    assert!(std::fs::read(&path).unwrap() == before, "left untouched");
+    let quarantined = std::fs::read_dir(t.state_dir())
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
+    assert!(!quarantined);
+}
+
+#[test]
+fn an_unwritable_state_dir_is_an_error_not_a_quarantine() {
+    if unsafe { libc::getuid() } == 0 {
+        eprintln!("skipped: root ignores directory permissions");
+        return;
+    }
+    let t = TestInstall::new();
+    std::fs::create_dir_all(t.state_dir()).unwrap();
+    std::fs::set_permissions(t.state_dir(), std::fs::Permissions::from_mode(0o500)).unwrap();
+    assert!(matches!(
+        Ledger::open(&t.install),
+        Err(LedgerError::Io { .. })
+    ));
+}
