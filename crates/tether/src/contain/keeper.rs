@@ -253,21 +253,21 @@ impl Keeper {
             stdio[1].as_raw_fd(),
             stdio[2].as_raw_fd(),
         ];
-        let main = match containment {
+        let (main, start_time, pidfs_inode) = match containment {
             ContainmentKind::Subreaper => {
                 let pid = posix_spawn(&exec, stdio)?;
                 self.child = pid;
-                pid
+                // Our own unreaped child: its pid stays valid even if it
+                // has already exited.
+                identify(pid).map_err(|e| (3, errno_of(&e)))?
             }
             ContainmentKind::PidNamespace => self.spawn_init(&exec, stdio)?,
         };
         self.main = Some(main);
-        let pidfd = Pidfd::open(main).map_err(|e| (3, errno_of(&e)))?;
-        let start_time = read_stat(main).map(|s| s.start_time).unwrap_or(0);
         Ok(Event::Started {
             pid: main,
             start_time,
-            pidfs_inode: pidfd.inode(),
+            pidfs_inode,
             containment,
         })
     }
@@ -279,7 +279,11 @@ impl Keeper {
     /// The command waits at a gate before exec until the keeper has found
     /// its host pid: a command that exits at once (`sh -c 'echo $$'`) would
     /// otherwise be reaped by init before the keeper could name it.
-    fn spawn_init(&mut self, exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (u8, Errno)> {
+    fn spawn_init(
+        &mut self,
+        exec: &Exec,
+        stdio: [RawFd; 3],
+    ) -> Result<(u32, u64, Option<u64>), (u8, Errno)> {
         let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
         let (report_r, report_w) = nix::unistd::pipe2(cloexec).map_err(|e| (2, e))?;
         let (gate_r, gate_w) = nix::unistd::pipe2(cloexec).map_err(|e| (2, e))?;
@@ -318,11 +322,13 @@ impl Keeper {
                 let host = children_of(self.child)
                     .into_iter()
                     .find(|&pid| ns_pid_of(pid) == Some(value as u32));
-                let Some(host) = host else {
+                let Some(identity) = host.and_then(|pid| identify(pid).ok()) else {
                     drop(gate_w);
                     fail(child);
                     return Err((4, Errno::ESRCH));
                 };
+                // Identified while held at the gate: once released, it may
+                // exit and be reaped by init at any moment.
                 nix::unistd::write(&gate_w, b"g").map_err(|e| (4, e))?;
                 drop(gate_w);
                 let (kind, value, extra) =
@@ -332,7 +338,7 @@ impl Keeper {
                     return Err((value as u8, Errno::from_raw(extra)));
                 }
                 self.init_reports = Some(report_r);
-                Ok(host)
+                Ok(identity)
             }
         }
     }
@@ -663,6 +669,13 @@ impl Keeper {
         }
         members
     }
+}
+
+/// Pid, start time and pidfs inode of a process that cannot go away yet.
+fn identify(pid: u32) -> io::Result<(u32, u64, Option<u64>)> {
+    let pidfd = Pidfd::open(pid)?;
+    let start_time = read_stat(pid)?.start_time;
+    Ok((pid, start_time, pidfd.inode()))
 }
 
 fn pollfd(fd: RawFd) -> libc::pollfd {
