@@ -27,7 +27,14 @@ const KEEPER_BIN: &str = "tether-keeper";
 /// directory up (where cargo puts test binaries); `tether-keeper` on `PATH`.
 pub(crate) fn keeper_path() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("TETHER_KEEPER").filter(|p| !p.is_empty()) {
-        return Ok(PathBuf::from(path));
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Error::KeeperNotFound {
+                searched: vec![path],
+            })
+        };
     }
     static FOUND: OnceLock<std::result::Result<PathBuf, Vec<PathBuf>>> = OnceLock::new();
     FOUND
