@@ -118,6 +118,8 @@ enum Ladder {
 
 struct Keeper {
     ctl: Option<OwnedFd>,
+    /// Encoded events not sent yet.
+    outbox: Vec<u8>,
     frames: FrameBuffer,
     sigfd: SignalFd,
     /// Pid of the keeper's child: the command, or the namespace init.
@@ -161,6 +163,7 @@ impl Keeper {
         let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
         Ok(Keeper {
             ctl: Some(ctl),
+            outbox: Vec::new(),
             frames: FrameBuffer::default(),
             sigfd,
             child: 0,
@@ -180,6 +183,7 @@ impl Keeper {
     /// Anything else that arrives while idle belongs to a finished session
     /// and is dropped.
     fn next_spawn(&mut self) -> io::Result<Option<(SpawnSpec, Vec<OwnedFd>)>> {
+        self.flush();
         let mut fds = Vec::new();
         loop {
             while let Some(payload) = self.frames.next_payload()? {
@@ -230,11 +234,21 @@ impl Keeper {
         self.spec = spec;
     }
 
+    /// Queues an event; [`flush`](Self::flush) sends the queue in one
+    /// write before the keeper next waits, so events of one wake-up (the
+    /// exit and the empty tree, say) reach the owner in one wake-up too.
     fn send(&mut self, event: &Event) {
-        if let Some(ctl) = &self.ctl {
+        self.outbox.extend_from_slice(&event.encode());
+    }
+
+    fn flush(&mut self) {
+        if let Some(ctl) = &self.ctl
+            && !self.outbox.is_empty()
+        {
             // The owner may be gone; the lifeline EOF handles that.
-            let _ = send_frame(ctl.as_fd(), &event.encode(), &[]);
+            let _ = send_frame(ctl.as_fd(), &self.outbox, &[]);
         }
+        self.outbox.clear();
     }
 
     /// Forks the command (or the namespace init that forks it).
@@ -350,6 +364,7 @@ impl Keeper {
             if self.main_done && self.tree_is_empty() {
                 let killed = self.signalled.len() as u32;
                 self.send(&Event::TreeEmpty { killed });
+                self.flush();
                 return;
             }
             let now = Instant::now();
@@ -366,6 +381,7 @@ impl Keeper {
     /// Polls the socket, the signalfd and the init pipe until something
     /// happens or the nearest deadline passes.
     fn wait_for_event(&mut self) {
+        self.flush();
         let deadline = [
             self.timeout_at,
             match self.ladder {
@@ -508,7 +524,10 @@ impl Keeper {
             termination,
             timed_out,
         });
-        if self.spec.leftovers == Leftovers::Kill && matches!(self.ladder, Ladder::Idle) {
+        if self.spec.leftovers == Leftovers::Kill
+            && matches!(self.ladder, Ladder::Idle)
+            && !self.tree_is_empty()
+        {
             self.begin_kill(libc::SIGTERM, Scope::Tree, self.spec.grace_ms);
         }
     }
