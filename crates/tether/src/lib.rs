@@ -67,7 +67,8 @@ pub use install::Install;
 pub use pool::set_warm_keepers;
 pub use registry::{
     DEFAULT_FINISHED_TTL, DEFAULT_MAX_FINISHED, DEFAULT_MAX_LIVE, MIN_ID_PREFIX, ReadResult,
-    Registry, RegistryConfig, RunOutcome, WaitOptions, WaitOutcome, WaitResult, YIELD_OUTPUT_BYTES,
+    Registry, RegistryConfig, RunOutcome, SessionObserver, WaitOptions, WaitOutcome, WaitResult,
+    YIELD_OUTPUT_BYTES,
 };
 pub use run_spec::{CommandLine, OutputMode, RunSpec, SHELL, StdinMode};
 pub use session::pattern::MAX_MATCH_LEN;

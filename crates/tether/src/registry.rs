@@ -84,6 +84,20 @@ pub struct RegistryConfig {
     /// Directory for spill files (default: a fresh private directory
     /// under `$XDG_RUNTIME_DIR`, else the temp dir, removed on drop).
     pub spill_dir: Option<PathBuf>,
+    /// Told when each session starts and when it has settled — how a
+    /// front-end records sessions in the ledger without this crate
+    /// depending on it. Default: none.
+    pub observer: Option<Arc<dyn SessionObserver>>,
+}
+
+/// Hears about every session of a [`Registry`]. Called from the registry's
+/// tasks: keep it short and never block for long.
+pub trait SessionObserver: Send + Sync + std::fmt::Debug {
+    /// The session's command is running.
+    fn started(&self, info: &SessionInfo);
+    /// Nothing of the session is left: main process exited, tree empty,
+    /// output at EOF (or the session was lost).
+    fn settled(&self, info: &SessionInfo);
 }
 
 impl Default for RegistryConfig {
@@ -93,6 +107,7 @@ impl Default for RegistryConfig {
             max_finished: DEFAULT_MAX_FINISHED,
             finished_ttl: DEFAULT_FINISHED_TTL,
             spill_dir: None,
+            observer: None,
         }
     }
 }
@@ -247,6 +262,10 @@ impl Registry {
                 .sessions
                 .insert(id.as_str().to_owned(), Arc::clone(&session));
             reservation.commit();
+            // Before the driver runs, so `started` always precedes `settled`.
+            if let Some(observer) = &self.inner.config.observer {
+                observer.started(&session.info());
+            }
             *lock(&session.driver) = Some(tokio::spawn(driver.run()));
         }
         Ok(id)
@@ -624,6 +643,12 @@ impl Inner {
 
 impl Owner for Inner {
     fn settled(&self, id: &SessionId) {
+        if let Some(observer) = &self.config.observer {
+            let session = lock(&self.table).sessions.get(id.as_str()).cloned();
+            if let Some(session) = session {
+                observer.settled(&session.info());
+            }
+        }
         {
             let mut table = lock(&self.table);
             table.live = table.live.saturating_sub(1);
