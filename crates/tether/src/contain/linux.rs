@@ -199,7 +199,8 @@ pub fn read_stat(pid: u32) -> io::Result<Stat> {
     // this for every tagged process.)
     let mut buf = [0u8; 4096];
     let n = fs::File::open(format!("/proc/{pid}/stat"))?.read(&mut buf)?;
-    parse_stat(&buf[..n]).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable stat"))
+    parse_stat(&buf[..n])
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable stat"))
 }
 
 fn parse_stat(text: &[u8]) -> Option<Stat> {
