@@ -212,9 +212,9 @@ fn render_tree(out: &mut String, processes: &[ProcessEntry]) {
         }
     }
     for root in roots {
-        let _ = write!(out, "    (parent {}) ", root.ppid);
-        line(out, root, "", "");
-        walk(out, root, &children, "");
+        let _ = writeln!(out, "    (parent {})", root.ppid);
+        line(out, root, "", "└─ ");
+        walk(out, root, &children, "   ");
     }
 }
 

@@ -153,12 +153,11 @@ pub fn render(report: &ReapReport) -> String {
         .iter()
         .filter(|s| s.reason != SkipReason::OwnerAlive)
         .collect();
-    if alive > 0 || !others.is_empty() {
-        let _ = writeln!(
-            out,
-            "left alone: {alive} processes of live owners{}",
-            if others.is_empty() { "" } else { ", and:" }
-        );
+    if alive > 0 {
+        let _ = writeln!(out, "left alone: {alive} processes of live owners");
+    }
+    if !others.is_empty() {
+        let _ = writeln!(out, "left alone:");
         for s in others {
             let _ = writeln!(out, "      {:>7}  {}  {}", s.pid, s.reason, s.command);
         }

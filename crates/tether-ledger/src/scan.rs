@@ -137,10 +137,50 @@ impl TaggedProcess {
 /// The purpose in a keeper's spawn tag.
 pub const KEEPER_PURPOSE: &str = "keeper";
 
+/// Reads an open `/proc/<pid>/{environ,cmdline}` file into the scratch
+/// buffer `buf` (grown as needed, never shrunk) and returns how many bytes
+/// it holds, with as few syscalls as possible: `File::read_to_end` would add
+/// a statx, an lseek and a final empty read to each of the 10,000 files a
+/// scan of a busy machine opens. These files fill a read as far as their
+/// content goes, so a short read is the end.
+fn read_proc_file(mut file: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    if buf.is_empty() {
+        buf.resize(16 * 1024, 0);
+    }
+    let mut len = 0;
+    loop {
+        let n = file.read(&mut buf[len..])?;
+        len += n;
+        if len < buf.len() {
+            return Ok(len);
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+}
+
+/// Opens `rel` (`<pid>/environ`) relative to the open `/proc`: no walk
+/// from `/` for each of thousands of files.
+fn open_in_proc(proc_dir: &File, rel: &str) -> Option<File> {
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::Mode;
+    openat(
+        proc_dir,
+        rel,
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+    .map(File::from)
+}
+
 /// The command line of `pid` as arguments (empty if unreadable).
 pub fn argv_of(pid: u32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .unwrap_or_default()
+    let mut buf = vec![0; 4096];
+    let len = File::open(format!("/proc/{pid}/cmdline")).and_then(|f| read_proc_file(&f, &mut buf));
+    let Ok(len) = len else {
+        return Vec::new();
+    };
+    buf[..len]
         .split(|&b| b == 0)
         .filter(|w| !w.is_empty())
         .map(|w| String::from_utf8_lossy(w).into_owned())
@@ -149,26 +189,35 @@ pub fn argv_of(pid: u32) -> Vec<String> {
 
 fn scan_pids(pids: &[u32], uid: u32) -> Vec<TaggedProcess> {
     let mut out = Vec::new();
+    let Ok(proc_dir) = File::open("/proc") else {
+        return out;
+    };
     let mut path = String::with_capacity(32);
-    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut buf = Vec::new();
     for &pid in pids {
-        if let Some(p) = scan_one(pid, uid, &mut path, &mut buf) {
+        if let Some(p) = scan_one(&proc_dir, pid, uid, &mut path, &mut buf) {
             out.push(p);
         }
     }
     out
 }
 
-fn scan_one(pid: u32, uid: u32, path: &mut String, buf: &mut Vec<u8>) -> Option<TaggedProcess> {
+fn scan_one(
+    proc_dir: &File,
+    pid: u32,
+    uid: u32,
+    path: &mut String,
+    buf: &mut Vec<u8>,
+) -> Option<TaggedProcess> {
     use std::fmt::Write;
     path.clear();
-    let _ = write!(path, "/proc/{pid}/environ");
-    buf.clear();
-    File::open(&*path).ok()?.read_to_end(buf).ok()?;
-    let tag = find_tag(buf)?;
-    // Only now the (rarer) tagged process costs more syscalls.
-    path.truncate(path.len() - "environ".len());
-    if std::fs::metadata(&*path).ok()?.uid() != uid {
+    let _ = write!(path, "{pid}/environ");
+    let file = open_in_proc(proc_dir, path)?;
+    let len = read_proc_file(&file, buf).ok()?;
+    let tag = find_tag(&buf[..len])?;
+    // Only now the (rarer) tagged process costs more syscalls. The
+    // environ file is owned by the process's (effective) uid.
+    if file.metadata().ok()?.uid() != uid {
         return None;
     }
     let stat = tether::procs::read_stat(pid).ok()?;

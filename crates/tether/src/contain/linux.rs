@@ -192,8 +192,15 @@ pub struct Stat {
 
 /// Reads `/proc/<pid>/stat`.
 pub fn read_stat(pid: u32) -> io::Result<Stat> {
-    let text = fs::read(format!("/proc/{pid}/stat"))?;
-    parse_stat(&text).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable stat"))
+    use std::io::Read;
+    // One read into a stack buffer: the line is well under 1 KiB, and a
+    // seq_file hands over a whole record in the first read. (`fs::read`
+    // would add a statx and an lseek to size its buffer: `tether ps` reads
+    // this for every tagged process.)
+    let mut buf = [0u8; 4096];
+    let n = fs::File::open(format!("/proc/{pid}/stat"))?.read(&mut buf)?;
+    parse_stat(&buf[..n])
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable stat"))
 }
 
 fn parse_stat(text: &[u8]) -> Option<Stat> {
