@@ -45,6 +45,7 @@
 mod census;
 mod clock;
 mod error;
+mod observer;
 pub mod proof;
 mod reaper;
 mod rebuild;
@@ -56,6 +57,7 @@ mod store;
 pub use census::{Census, LedgerState, OwnerEntry, ProcessEntry, Role, SessionEntry, SessionState};
 pub use clock::Clock;
 pub use error::{LedgerError, Result};
+pub use observer::LedgerObserver;
 pub use proof::{DeathProof, OwnerKey, OwnerStatus};
 pub use reaper::{
     InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason, Skipped, Target, TargetOutcome,
