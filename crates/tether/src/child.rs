@@ -6,6 +6,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+
 use crate::command::Containment;
 use crate::contain::link::{KeeperLink, Sender};
 use crate::contain::protocol::{Event, Request, Scope, Termination};
@@ -508,31 +510,37 @@ fn read_both(
     ];
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
-        let mut pfds: Vec<libc::pollfd> = streams
+        let open: Vec<RawFd> = streams
             .iter()
             .filter_map(|(f, _)| f.as_ref())
-            .map(|f| libc::pollfd {
-                fd: f.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|f| f.as_raw_fd())
             .collect();
-        if pfds.is_empty() {
+        if open.is_empty() {
             break;
         }
-        // SAFETY: `pfds` is a valid pollfd array.
-        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, -1) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+        let ready = {
+            let files: Vec<&File> = streams.iter().filter_map(|(f, _)| f.as_ref()).collect();
+            let mut pfds: Vec<PollFd> = files
+                .iter()
+                .map(|f| PollFd::new(f.as_fd(), PollFlags::POLLIN))
+                .collect();
+            match nix::poll::poll(&mut pfds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(io::Error::from(e).into()),
             }
-            return Err(e.into());
-        }
-        for pfd in pfds.iter().filter(|p| p.revents != 0) {
+            let ready: Vec<RawFd> = pfds
+                .iter()
+                .zip(&open)
+                .filter(|(p, _)| p.revents().is_some_and(|r| !r.is_empty()))
+                .map(|(_, fd)| *fd)
+                .collect();
+            ready
+        };
+        for fd in ready {
             let (file, tail) = streams
                 .iter_mut()
-                .find(|(f, _)| f.as_ref().is_some_and(|f| f.as_raw_fd() == pfd.fd))
+                .find(|(f, _)| f.as_ref().is_some_and(|f| f.as_raw_fd() == fd))
                 .expect("polled descriptors come from `streams`");
             match file.as_mut().map(|f| f.read(&mut chunk)) {
                 Some(Ok(0)) | None => *file = None,

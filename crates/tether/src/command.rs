@@ -501,9 +501,13 @@ fn open_stdio(cfg: &Stdio, n: i32, is_input: bool) -> Result<(OwnedFd, Option<Ow
     Ok(match cfg {
         Stdio::Null => (null()?, None),
         Stdio::Inherit => {
-            // SAFETY: borrowing our own stream for the duration of a dup.
-            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(n) };
-            match borrowed.try_clone_to_owned() {
+            use std::os::fd::AsFd;
+            let own = match n {
+                0 => std::io::stdin().as_fd().try_clone_to_owned(),
+                1 => std::io::stdout().as_fd().try_clone_to_owned(),
+                _ => std::io::stderr().as_fd().try_clone_to_owned(),
+            };
+            match own {
                 Ok(fd) => (fd, None),
                 // Our own stream is closed: give the child /dev/null rather
                 // than a random descriptor that later takes that number.
