@@ -44,7 +44,8 @@ fn tether_mcp_serves_a_run_and_exits_on_eof_with_nothing_left() {
     assert!(
         body["descendants_alive"][0]["command"]
             .as_str()
-            .is_some_and(|c| c.contains("sleep 1000")),
+            // `[sleep]` when caught inside execve
+            .is_some_and(|c| c.contains("sleep")),
         "{result}"
     );
     drop(stdin);

@@ -29,6 +29,9 @@ use crate::screen::{complete_len, render};
 /// Purpose written into the spawn tag of every process the server starts.
 pub const PURPOSE: &str = "mcp";
 
+/// How far back `wait` looks for the start of the line the cursor is in.
+const LINE_LOOKBACK: u64 = 4096;
+
 /// Extra time a `kill` call waits beyond its grace for the verified end.
 const KILL_MARGIN: Duration = Duration::from_secs(10);
 
@@ -183,15 +186,21 @@ impl Terminal {
             Ok(id) => id,
             Err(e) => return failed_start(&e, &cwd),
         };
-        lock(&self.tracked).insert(
-            id.to_string(),
-            Tracked {
-                cursor: 0,
-                timeout: a.timeout,
-                shell,
-                stdin: None,
-            },
-        );
+        {
+            let mut tracked = lock(&self.tracked);
+            // Forget sessions the registry has evicted (their writer tasks
+            // end with their queues).
+            tracked.retain(|known, _| self.registry.resolve(known).is_ok());
+            tracked.insert(
+                id.to_string(),
+                Tracked {
+                    cursor: 0,
+                    timeout: a.timeout,
+                    shell,
+                    stdin: None,
+                },
+            );
+        }
         let mut stdin_note = None;
         let deadline = Instant::now() + a.yield_for;
         if let Some(data) = a.stdin {
@@ -315,7 +324,8 @@ impl Terminal {
             Ok(id) => id,
             Err(e) => return session_error(&e, &a.id),
         };
-        let mut options = WaitOptions::new(a.timeout).from(self.cursor(&id));
+        let from = self.line_start(&id, self.cursor(&id));
+        let mut options = WaitOptions::new(a.timeout).from(from);
         if let Some(pattern) = &a.until {
             options = options.until(pattern.as_str());
         }
@@ -515,6 +525,23 @@ impl Terminal {
         body
     }
 
+    /// Where the line holding `offset` starts (at most [`LINE_LOOKBACK`]
+    /// back): `until` matches from there, so a line that one result cut
+    /// in two (`>>` shown, `> ` not yet) still matches as a whole.
+    fn line_start(&self, id: &SessionId, offset: u64) -> u64 {
+        let back = offset.saturating_sub(LINE_LOOKBACK);
+        match self
+            .registry
+            .read(id.as_str(), back, (offset - back) as usize)
+        {
+            Ok(r) => match r.data.iter().rposition(|&b| b == b'\n') {
+                Some(nl) => r.offset + nl as u64 + 1,
+                None => r.offset,
+            },
+            Err(_) => offset,
+        }
+    }
+
     fn cursor(&self, id: &SessionId) -> u64 {
         lock(&self.tracked).get(id.as_str()).map_or(0, |t| t.cursor)
     }
@@ -548,7 +575,8 @@ impl Terminal {
             tx
         });
         if let Err(mpsc::error::SendError(write)) = queue.send(write) {
-            let _ = write.done.send(Err("the server is shutting down".into()));
+            // The writer ended: stdin was closed.
+            let _ = write.done.send(Err(format!("stdin of {id} is closed")));
         }
         answer
     }
@@ -566,9 +594,15 @@ async fn write_stdin(
         if result.is_ok() && write.close {
             result = registry.close_stdin(id.as_str());
         }
+        // Once stdin is closed (by us or by the command) nothing more can
+        // be written: end, and let later writes fail at once.
+        let finished = write.close || result.is_err();
         let _ = write
             .done
             .send(result.map_err(|e| stdin_error_text(&e, &id)));
+        if finished {
+            return;
+        }
     }
 }
 

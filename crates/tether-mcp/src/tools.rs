@@ -136,7 +136,8 @@ newline (press Enter) and `eof` to close stdin afterwards (like Ctrl-D).",
 output matches `until` (a regex), or after `timeout_s` with status running (not an error: \
 wait again, read, or kill). Returns {id, status, matched, output (new since the last output \
 shown), next_offset, exit_code, signal, ...}. `until` only looks at output you have not been \
-shown yet.",
+shown yet (from the start of the last line shown, so a line cut between two results still \
+matches).",
             input_schema: json!({
                 "type": "object",
                 "properties": {
