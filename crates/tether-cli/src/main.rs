@@ -36,6 +36,8 @@ enum Command {
     Ps(ps::PsArgs),
     /// Kill the proven orphans of dead owners of this install.
     Reap(reap::ReapArgs),
+    /// Serve a terminal tool to agents over MCP (stdio): run, read, write, wait, kill, list.
+    Mcp(tether_mcp::Options),
 }
 
 fn main() -> ExitCode {
@@ -57,5 +59,6 @@ fn main() -> ExitCode {
         Command::Run(args) => run::main(args),
         Command::Ps(args) => ps::main(args),
         Command::Reap(args) => reap::main(args),
+        Command::Mcp(options) => tether_mcp::serve(options),
     }
 }

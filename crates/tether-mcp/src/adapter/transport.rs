@@ -1,0 +1,389 @@
+//! The stdio transport: newline-delimited JSON-RPC on stdin/stdout.
+//!
+//! Ours rather than rmcp's `AsyncRwTransport` because that one answers
+//! some bad input with silence — a line that is not JSON is ignored, one
+//! over its length cap is dropped, `tools/call` params that do not parse
+//! come back as "method not found" — and a client waiting for an answer
+//! to any of those hangs. Here every request gets an answer that says
+//! what to send instead. It also reports end of input and a broken output
+//! pipe to [`Closing`], which rmcp does not surface (a failed write only
+//! logs a warning there, and the server would run on with nobody
+//! listening).
+
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{CallToolRequestParams, ClientRequest, ErrorData, JsonRpcMessage, RequestId};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+use crate::lifecycle::{Cause, Closing};
+
+/// Methods whose params rmcp parses into a typed request; params that do
+/// not fit make rmcp treat the request as an unknown custom method.
+const TYPED_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/call",
+    "tools/list",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "logging/setLevel",
+    "completion/complete",
+];
+
+/// Bytes of an oversized line kept to find its request id.
+const HEAD_KEPT: usize = 4096;
+
+/// Newline-delimited JSON-RPC over a reader and a writer.
+pub struct LineTransport<R, W> {
+    reader: BufReader<R>,
+    line: Vec<u8>,
+    max_line: usize,
+    writer: Arc<tokio::sync::Mutex<W>>,
+    closing: Closing,
+}
+
+/// What one line of input was.
+enum Line {
+    /// A complete line is in the buffer.
+    Complete,
+    /// A line longer than the cap; the buffer holds its head.
+    TooLong(usize),
+    /// End of input (or a read error).
+    End,
+}
+
+impl<R, W> LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    /// A transport reading requests from `reader` (lines of at most
+    /// `max_line` bytes) and writing responses to `writer`.
+    pub fn new(reader: R, writer: W, max_line: usize, closing: Closing) -> Self {
+        LineTransport {
+            reader: BufReader::with_capacity(64 * 1024, reader),
+            line: Vec::new(),
+            max_line,
+            writer: Arc::new(tokio::sync::Mutex::new(writer)),
+            closing,
+        }
+    }
+
+    async fn read_line(&mut self) -> Line {
+        self.line.clear();
+        let mut total = 0usize;
+        loop {
+            let available = match self.reader.fill_buf().await {
+                Ok([]) => {
+                    return if total == 0 {
+                        Line::End
+                    } else if total > self.max_line {
+                        Line::TooLong(total)
+                    } else {
+                        Line::Complete
+                    };
+                }
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    tracing::warn!("reading stdin failed: {e}");
+                    return Line::End;
+                }
+            };
+            let newline = available.iter().position(|&b| b == b'\n');
+            let take = newline.map_or(available.len(), |at| at + 1);
+            if total + take <= self.max_line {
+                self.line.extend_from_slice(&available[..take]);
+            } else if self.line.len() < HEAD_KEPT {
+                let room = HEAD_KEPT - self.line.len();
+                self.line.extend_from_slice(&available[..take.min(room)]);
+            }
+            total += take;
+            self.reader.consume(take);
+            if newline.is_some() {
+                return if total > self.max_line {
+                    Line::TooLong(total)
+                } else {
+                    Line::Complete
+                };
+            }
+        }
+    }
+
+    /// Writes an error response (a request of ours never fails silently).
+    fn reply_error(
+        &self,
+        error: ErrorData,
+        id: Option<RequestId>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let writer = Arc::clone(&self.writer);
+        let closing = self.closing.clone();
+        async move {
+            let message = TxJsonRpcMessage::<RoleServer>::error(error, id);
+            let _ = write_message(&writer, &closing, &message).await;
+        }
+    }
+}
+
+impl<R, W> Transport<RoleServer> for LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = Arc::clone(&self.writer);
+        let closing = self.closing.clone();
+        async move { write_message(&writer, &closing, &item).await }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.read_line().await {
+                Line::End => {
+                    self.closing.close(Cause::InputClosed);
+                    return None;
+                }
+                Line::TooLong(len) => {
+                    let id = find_id(&self.line);
+                    tracing::warn!(len, max = self.max_line, "request line too long");
+                    let message = format!(
+                        "request too large: the line is over {} bytes, the limit is {} \
+                         (raise it with --max-request-bytes); send large input in parts, \
+                         e.g. several `write` calls",
+                        len.saturating_sub(1),
+                        self.max_line
+                    );
+                    self.reply_error(ErrorData::invalid_request(message, None), id)
+                        .await;
+                }
+                Line::Complete => match classify(&self.line) {
+                    Parsed::Message(message) => return Some(*message),
+                    Parsed::Skip => {}
+                    Parsed::Reply(error, id) => self.reply_error(error, id).await,
+                },
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.writer.lock().await.flush().await
+    }
+}
+
+async fn write_message<W: AsyncWrite + Unpin>(
+    writer: &tokio::sync::Mutex<W>,
+    closing: &Closing,
+    message: &TxJsonRpcMessage<RoleServer>,
+) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec(message)?;
+    bytes.push(b'\n');
+    let mut writer = writer.lock().await;
+    let written = async {
+        writer.write_all(&bytes).await?;
+        writer.flush().await
+    }
+    .await;
+    if let Err(e) = &written {
+        // EPIPE: the client closed its end. Nobody can hear us any more.
+        tracing::info!("writing stdout failed: {e}");
+        closing.close(Cause::OutputClosed);
+    }
+    written
+}
+
+/// What a complete line holds.
+enum Parsed {
+    /// A message for the service.
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
+    /// Nothing to do (blank line, a notification we do not know).
+    Skip,
+    /// Answer with this error.
+    Reply(ErrorData, Option<RequestId>),
+}
+
+fn classify(line: &[u8]) -> Parsed {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Parsed::Skip;
+    }
+    let parse_error = match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+        Ok(message) => return check_typed_params(message),
+        Err(e) => e,
+    };
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(e) => {
+            return Parsed::Reply(
+                ErrorData::parse_error(
+                    format!(
+                        "parse error: not valid JSON ({e}); send one JSON-RPC 2.0 message per \
+                         line, e.g. {{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}}"
+                    ),
+                    None,
+                ),
+                None,
+            );
+        }
+    };
+    let Value::Object(object) = &value else {
+        let what = if value.is_array() {
+            "batches are not supported; send one message per line"
+        } else {
+            "a message must be a JSON object"
+        };
+        return Parsed::Reply(
+            ErrorData::invalid_request(format!("invalid request: {what}"), None),
+            None,
+        );
+    };
+    let id = object
+        .get("id")
+        .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
+    if id.is_none() && object.contains_key("method") {
+        // A notification cannot be answered; one we do not know is ignored
+        // (rmcp does the same, for compatibility with other clients).
+        tracing::debug!("ignoring notification that does not parse: {parse_error}");
+        return Parsed::Skip;
+    }
+    if id.is_none() && (object.contains_key("result") || object.contains_key("error")) {
+        tracing::debug!("ignoring response that does not parse: {parse_error}");
+        return Parsed::Skip;
+    }
+    Parsed::Reply(
+        ErrorData::invalid_request(
+            format!(
+                "invalid request ({parse_error}); a request is {{\"jsonrpc\":\"2.0\",\"id\":1,\
+                 \"method\":\"tools/call\",\"params\":{{\"name\":\"run\",\"arguments\":{{...}}}}}}"
+            ),
+            None,
+        ),
+        id,
+    )
+}
+
+/// A typed method whose params did not parse arrives as a custom request,
+/// which rmcp answers with "method not found". Answer "invalid params"
+/// with the reason instead.
+fn check_typed_params(message: RxJsonRpcMessage<RoleServer>) -> Parsed {
+    if let JsonRpcMessage::Request(request) = &message
+        && let ClientRequest::CustomRequest(custom) = &request.request
+        && TYPED_METHODS.contains(&custom.method.as_str())
+    {
+        let why = if custom.method == "tools/call" {
+            match custom.params_as::<CallToolRequestParams>() {
+                Err(e) => e.to_string(),
+                Ok(None) => "params are missing".to_owned(),
+                Ok(Some(_)) => "params do not fit".to_owned(),
+            }
+        } else {
+            "params do not fit this method".to_owned()
+        };
+        let hint = if custom.method == "tools/call" {
+            "; send {\"name\": \"<tool>\", \"arguments\": {...}} (arguments is an object)"
+        } else {
+            ""
+        };
+        return Parsed::Reply(
+            ErrorData::invalid_params(
+                format!("invalid params for {}: {why}{hint}", custom.method),
+                None,
+            ),
+            Some(request.id.clone()),
+        );
+    }
+    Parsed::Message(Box::new(message))
+}
+
+/// The request id in the head of a line too long to parse, if it shows.
+fn find_id(head: &[u8]) -> Option<RequestId> {
+    let text = String::from_utf8_lossy(head);
+    let at = text.find("\"id\"")? + 4;
+    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
+    let end = if let Some(quoted) = rest.strip_prefix('"') {
+        quoted.find('"')? + 2
+    } else {
+        rest.find(|c: char| !(c.is_ascii_digit() || c == '-'))
+            .unwrap_or(rest.len())
+    };
+    serde_json::from_str(&rest[..end]).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply_of(line: &str) -> (ErrorData, Option<RequestId>) {
+        match classify(line.as_bytes()) {
+            Parsed::Reply(error, id) => (error, id),
+            Parsed::Message(m) => panic!("parsed: {m:?}"),
+            Parsed::Skip => panic!("skipped"),
+        }
+    }
+
+    #[test]
+    fn garbage_gets_a_parse_error() {
+        let (error, id) = reply_of("this is not json\n");
+        assert_eq!(error.code.0, -32700);
+        assert!(error.message.contains("one JSON-RPC 2.0 message per line"));
+        assert!(id.is_none());
+    }
+
+    #[test]
+    fn batches_and_scalars_are_invalid_requests() {
+        assert_eq!(reply_of("[1, 2]").0.code.0, -32600);
+        assert_eq!(reply_of("42").0.code.0, -32600);
+        let (error, id) = reply_of(r#"{"jsonrpc":"2.0","id":7}"#);
+        assert_eq!(error.code.0, -32600);
+        assert_eq!(id, Some(RequestId::Number(7)));
+    }
+
+    #[test]
+    fn tools_call_with_bad_params_is_invalid_params_not_method_not_found() {
+        let (error, id) = reply_of(
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"arguments":{}}}"#,
+        );
+        assert_eq!(error.code.0, -32602);
+        assert!(error.message.contains("name"), "{}", error.message);
+        assert_eq!(id, Some(RequestId::String("a".into())));
+        let (error, _) = reply_of(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run","arguments":"ls"}}"#,
+        );
+        assert_eq!(error.code.0, -32602);
+    }
+
+    #[test]
+    fn good_messages_and_blank_lines_pass() {
+        let line = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run","arguments":{"command":"ls"}}}"#;
+        assert!(matches!(classify(line.as_bytes()), Parsed::Message(_)));
+        assert!(matches!(classify(b"  \r\n"), Parsed::Skip));
+        let unknown = r#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#;
+        assert!(!matches!(classify(unknown.as_bytes()), Parsed::Reply(..)));
+    }
+
+    #[test]
+    fn ids_are_found_in_the_head_of_long_lines() {
+        assert_eq!(
+            find_id(br#"{"jsonrpc":"2.0","id": 42,"method":"tools/call","params":{"#),
+            Some(RequestId::Number(42))
+        );
+        assert_eq!(
+            find_id(br#"{"jsonrpc":"2.0","id":"x-1","method""#),
+            Some(RequestId::String("x-1".into()))
+        );
+        assert_eq!(find_id(br#"{"jsonrpc":"2.0","method":"#), None);
+    }
+}

@@ -1,0 +1,73 @@
+//! Errors of the MCP front-end. Each message says what to send instead;
+//! the model reads them.
+
+/// A tool call's arguments cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    /// The arguments are not a JSON object.
+    #[error("arguments must be a JSON object, e.g. {example}")]
+    NotAnObject {
+        /// A valid call.
+        example: &'static str,
+    },
+    /// A required argument is missing.
+    #[error("`{name}` is required: {hint}")]
+    Missing {
+        /// The argument.
+        name: &'static str,
+        /// What it should be.
+        hint: &'static str,
+    },
+    /// An argument has the wrong JSON type.
+    #[error("`{name}` must be {expected}, got {got}")]
+    WrongType {
+        /// The argument.
+        name: &'static str,
+        /// The type it must have.
+        expected: &'static str,
+        /// What was sent.
+        got: String,
+    },
+    /// A number outside its range.
+    #[error("`{name}` must be {range}, got {got}")]
+    OutOfRange {
+        /// The argument.
+        name: &'static str,
+        /// The allowed range, in words.
+        range: &'static str,
+        /// What was sent.
+        got: String,
+    },
+    /// An argument this tool does not take.
+    #[error("unknown argument `{name}`; this tool takes: {known}")]
+    Unknown {
+        /// The argument.
+        name: String,
+        /// The arguments it takes.
+        known: &'static str,
+    },
+    /// Any other invalid value.
+    #[error("`{name}`: {reason}")]
+    Invalid {
+        /// The argument.
+        name: &'static str,
+        /// What is wrong and what to send instead.
+        reason: String,
+    },
+}
+
+/// `serve` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// `--cwd` is not a usable directory.
+    #[error("--cwd {path}: {reason}")]
+    BadCwd {
+        /// The directory as given.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The runtime or the signal handlers could not be set up.
+    #[error("cannot start the server: {0}")]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,175 @@
+//! How a command ended, said for a model: the status word, the exit code
+//! or the signal's name, and a sentence when the ending needs explaining
+//! (a signal nobody here sent, a timeout, a kill, a shell that could not
+//! find the program).
+
+use std::time::Duration;
+
+use tether::{KillReason, SessionInfo, SessionState};
+
+/// The ending of a session's main process as results report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ending {
+    /// `running`, `exited`, `killed`, `timed_out` or `lost`.
+    pub status: &'static str,
+    /// The exit code, when the main process exited normally.
+    pub exit_code: Option<i32>,
+    /// The signal's name (`SIGKILL`), when a signal ended it.
+    pub signal: Option<String>,
+    /// A sentence explaining the ending, when it needs one.
+    pub note: Option<String>,
+}
+
+/// The ending of `info`'s main process; `timeout` is the hard limit it ran
+/// under, for the timeout sentence; `shell` says whether `/bin/sh -c` ran
+/// it (exit codes 126/127 then come from the shell).
+pub fn ending(info: &SessionInfo, timeout: Option<Duration>, shell: bool) -> Ending {
+    let exit = info.exit;
+    let exit_code = exit.and_then(|e| e.code());
+    let signo = exit.and_then(|e| e.signal());
+    let signal = signo.map(signal_name);
+    let note = match info.state {
+        SessionState::Running => None,
+        SessionState::TimedOut => Some(match (info.kill_reason, timeout) {
+            (Some(KillReason::IdleTimeout), _) => {
+                "timed out: no output for too long; the whole tree was killed".to_owned()
+            }
+            (_, Some(limit)) => format!(
+                "timed out after {} s (its timeout_s); the whole tree was killed. Run it again \
+                 with a larger timeout_s if it needs longer",
+                seconds(limit)
+            ),
+            _ => "timed out; the whole tree was killed".to_owned(),
+        }),
+        SessionState::Killed => Some(match info.kill_reason {
+            Some(KillReason::Shutdown) => "killed because the server is shutting down".to_owned(),
+            _ => "killed on request, with its whole tree".to_owned(),
+        }),
+        SessionState::Lost => Some(
+            "its keeper died without reporting how it ended; every process of the session was \
+             found by its spawn tag and killed"
+                .to_owned(),
+        ),
+        SessionState::Exited => match (signo, exit_code) {
+            (Some(sig), _) => Some(signal_note(sig)),
+            (None, Some(126)) if shell => {
+                Some("exit 126 from the shell: the program is not executable".to_owned())
+            }
+            (None, Some(127)) if shell => {
+                Some("exit 127 from the shell: command not found".to_owned())
+            }
+            _ => None,
+        },
+    };
+    Ending {
+        status: info.state.name(),
+        exit_code,
+        signal,
+        note,
+    }
+}
+
+/// Explains a death by signal `sig` that nobody here asked for.
+fn signal_note(sig: i32) -> String {
+    let name = signal_name(sig);
+    let what = match sig {
+        libc::SIGKILL => {
+            return format!(
+                "killed by {name}, which tether did not send: possibly the kernel's OOM killer \
+                 (out of memory; see `dmesg` or the memory use) or another process"
+            );
+        }
+        libc::SIGSEGV => "segmentation fault (invalid memory access)",
+        libc::SIGBUS => "bus error (bad memory access, e.g. a truncated mapped file)",
+        libc::SIGABRT => "aborted (abort(), a failed assertion or a panic)",
+        libc::SIGFPE => "arithmetic error (e.g. integer division by zero)",
+        libc::SIGILL => "illegal instruction",
+        libc::SIGPIPE => "broken pipe: it wrote to a pipe nobody reads",
+        libc::SIGXCPU => "CPU time limit exceeded",
+        libc::SIGXFSZ => "file size limit exceeded",
+        libc::SIGTERM => "terminated (SIGTERM from outside)",
+        libc::SIGINT => "interrupted",
+        libc::SIGHUP => "hangup",
+        libc::SIGQUIT => "quit",
+        _ => "",
+    };
+    if what.is_empty() {
+        format!("terminated by {name}")
+    } else {
+        format!("terminated by {name}: {what}")
+    }
+}
+
+/// `SIGKILL` for 9, and so on; `SIG<n>` for a number without a name.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGCHLD => "SIGCHLD",
+        libc::SIGCONT => "SIGCONT",
+        libc::SIGSTOP => "SIGSTOP",
+        libc::SIGTSTP => "SIGTSTP",
+        libc::SIGTTIN => "SIGTTIN",
+        libc::SIGTTOU => "SIGTTOU",
+        libc::SIGURG => "SIGURG",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        libc::SIGWINCH => "SIGWINCH",
+        libc::SIGIO => "SIGIO",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("SIG{sig}"),
+    };
+    name.to_owned()
+}
+
+/// Seconds as a short number: `600`, `1.5`.
+pub fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_have_names() {
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(15), "SIGTERM");
+        assert_eq!(signal_name(11), "SIGSEGV");
+        assert_eq!(signal_name(64), "SIG64");
+    }
+
+    #[test]
+    fn an_unexplained_sigkill_suggests_the_oom_killer() {
+        let note = signal_note(libc::SIGKILL);
+        assert!(note.contains("OOM"), "{note}");
+        assert!(signal_note(libc::SIGSEGV).contains("segmentation fault"));
+        assert_eq!(signal_note(libc::SIGUSR1), "terminated by SIGUSR1");
+    }
+
+    #[test]
+    fn seconds_read_naturally() {
+        assert_eq!(seconds(Duration::from_secs(600)), "600");
+        assert_eq!(seconds(Duration::from_millis(1500)), "1.5");
+    }
+}

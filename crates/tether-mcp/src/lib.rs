@@ -1,0 +1,177 @@
+//! `tether mcp`: a terminal tool for any agent, over MCP (stdio).
+//!
+//! An agent registers `tether mcp` as a stdio MCP server and gets six
+//! tools — `run`, `read`, `write`, `wait`, `kill`, `list` — backed by a
+//! [`tether::Registry`]. A command returns as soon as it finishes, or
+//! after a yield window with a session id and the output so far; `cmd &`
+//! returns at once and reports what it left running; nothing an agent
+//! does can hang the server; every process any command started dies with
+//! its session or with the server.
+//!
+//! ```no_run
+//! fn main() -> std::process::ExitCode {
+//!     tether::keeper::run_if_requested(); // this program can be its own keeper
+//!     use clap::Parser;
+//!     #[derive(Parser)]
+//!     struct Cli {
+//!         #[command(flatten)]
+//!         options: tether_mcp::Options,
+//!     }
+//!     tether_mcp::serve(Cli::parse().options)
+//! }
+//! ```
+//!
+//! # How it works
+//!
+//! - `adapter/` is the only code that knows the MCP SDK (rmcp, pinned
+//!   exactly). It owns the stdio transport (which answers every malformed
+//!   line instead of ignoring it), runs each call in its own task, catches
+//!   panics, and makes calls in flight return the moment the server
+//!   starts closing.
+//! - `tools.rs` holds the names, descriptions and schemas the model sees;
+//!   `arguments.rs` enforces them (the SDK validates nothing) with errors
+//!   that say what to send instead.
+//! - `terminal.rs` turns calls into registry calls and results. It keeps,
+//!   per session, the end of the output already shown (so `read` and
+//!   `wait … until` look at what is new) and a queue of stdin writes
+//!   (so a command slow to read never blocks a call).
+//! - `screen.rs` and `excerpt.rs` turn output bytes into what the model is
+//!   shown: no ANSI escapes, progress lines collapsed, invalid UTF-8
+//!   replaced, head and tail within a budget with the exact `read` call
+//!   for what was cut. `exit.rs` explains endings (signal names, a
+//!   SIGKILL nobody sent → maybe the OOM killer, timeouts).
+//! - `environment.rs` removes model-provider credentials from commands'
+//!   environment.
+//! - `lifecycle.rs`: the server stops on stdin EOF, on a broken stdout,
+//!   and on SIGTERM/SIGINT/SIGHUP; then every session's tree is killed and
+//!   verified empty before the process exits. If the server is
+//!   SIGKILLed, the keepers see their lifelines close and kill the trees.
+
+mod adapter;
+mod arguments;
+mod environment;
+mod error;
+mod excerpt;
+mod exit;
+mod lifecycle;
+mod options;
+mod screen;
+mod terminal;
+mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use environment::{DEFAULT_DENY, DEFAULTS as ENV_DEFAULTS, EnvPolicy};
+pub use error::{ArgError, ServeError};
+pub use options::{DEFAULT_MAX_REQUEST, Options};
+
+use lifecycle::{Cause, Closing};
+use terminal::{Terminal, TerminalConfig};
+
+/// SIGTERM → SIGKILL grace when the server kills trees itself (timeouts,
+/// shutdown). Short: an MCP client gives a server about 2 s to exit after
+/// closing its stdin before it signals it.
+const SERVER_GRACE: Duration = Duration::from_millis(500);
+
+/// Exit code when the server could not start (as the CLI's other errors).
+const EXIT_START_FAILED: u8 = 125;
+
+/// Runs the MCP server on stdin/stdout until the client goes away or a
+/// signal stops it; then kills every session's tree, verifies each empty,
+/// and returns: 0 after stdin EOF or a broken stdout, 128+N after signal
+/// N, 1 if some process survived the kill (named on stderr), 125 if the
+/// server could not start.
+///
+/// Makes this process a child subreaper (orphans of a keeper that was
+/// killed come back to it and are killed), installs signal handlers and
+/// a stderr logger (`TETHER_LOG`, default `warn`): call it from a
+/// program that is the server, after [`tether::keeper::run_if_requested`].
+pub fn serve(options: Options) -> ExitCode {
+    init_logging();
+    match serve_until_closed(options) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tether mcp: {e}");
+            ExitCode::from(EXIT_START_FAILED)
+        }
+    }
+}
+
+fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
+    let cwd = default_cwd(options.cwd)?;
+    if let Err(e) = tether::become_subreaper() {
+        tracing::warn!("cannot become a child subreaper ({e}); keepers still contain each tree");
+    }
+    let env = EnvPolicy::new(options.env_allow, options.env_deny).apply(std::env::vars_os());
+    let config = TerminalConfig {
+        cwd,
+        env,
+        budget: options.output_budget,
+        grace: SERVER_GRACE,
+        registry: tether::RegistryConfig {
+            max_live: options.max_sessions,
+            ..tether::RegistryConfig::default()
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("tether-mcp")
+        .build()?;
+    let max_line = options.max_request_bytes;
+    let outcome = runtime.block_on(async move {
+        let closing = Closing::default();
+        lifecycle::watch_signals(closing.clone())?;
+        let terminal = Arc::new(Terminal::new(config));
+        adapter::serve_stdio(Arc::clone(&terminal), closing.clone(), max_line).await;
+        let cause = closing.closed().await;
+        tracing::info!("stopping: {cause}; killing every session");
+        let killed = terminal.shutdown().await;
+        if let Err(e) = &killed {
+            tracing::error!("{e}");
+            eprintln!("tether mcp: {e}");
+        }
+        Ok::<_, ServeError>((cause, killed.is_ok()))
+    });
+    // A blocking read of stdin (when it is a terminal or a file) cannot be
+    // cancelled; don't wait for it.
+    runtime.shutdown_background();
+    let (cause, clean) = outcome?;
+    Ok(ExitCode::from(match (clean, cause) {
+        (false, _) => 1,
+        (true, Cause::Signal(sig)) => 128 + sig as u8,
+        (true, _) => 0,
+    }))
+}
+
+/// `--cwd`, or the current directory: absolute, and a directory.
+fn default_cwd(cwd: Option<PathBuf>) -> Result<PathBuf, ServeError> {
+    let given = match cwd {
+        Some(dir) => dir,
+        None => std::env::current_dir()?,
+    };
+    let bad = |reason: String| ServeError::BadCwd {
+        path: given.display().to_string(),
+        reason,
+    };
+    let dir = std::fs::canonicalize(&given).map_err(|e| bad(e.to_string()))?;
+    if !dir.is_dir() {
+        return Err(bad("not a directory".into()));
+    }
+    Ok(dir)
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TETHER_LOG")
+        // rmcp warns about every error response it sends; those are ours to
+        // give, not faults.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=error"));
+    // stdout is the protocol: logs go to stderr only.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .try_init();
+}

@@ -1,0 +1,55 @@
+//! The options of `tether mcp` (and of the `tether-mcp` program).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::excerpt::DEFAULT_BUDGET;
+
+/// Default `--max-request-bytes`: 64 MiB, so a 10 MB argument (JSON-escaped,
+/// up to ~6× for control characters) still fits on one line.
+pub const DEFAULT_MAX_REQUEST: usize = 64 * 1024 * 1024;
+
+/// `tether mcp [--cwd DIR] [--env-allow PAT]… [--env-deny PAT]…`
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+Serves MCP over stdio: register `tether mcp` as a stdio server with your agent. Tools: run, \
+read, write, wait, kill, list. Every process a command starts stays contained in its session \
+and is killed — verified — when the server exits (stdin EOF, SIGTERM/SIGINT/SIGHUP), or by \
+the keepers if the server is SIGKILLed. Logs go to stderr (TETHER_LOG=info|debug, default warn).
+
+Commands inherit this environment minus model-provider credentials (OPENAI_*, ANTHROPIC_*, \
+GEMINI_API_KEY, HF_TOKEN, …; see the tether-mcp docs for the list). --env-allow lets one \
+through; --env-deny removes more (--env-deny '*' with --env-allow makes an allow-list).")]
+pub struct Options {
+    /// Default working directory of commands, and the base of relative `cwd`s (default: the
+    /// current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Pass variables matching this glob even if denied (repeatable; `*` matches anything).
+    #[arg(long = "env-allow", value_name = "PAT")]
+    pub env_allow: Vec<String>,
+    /// Remove variables matching this glob from commands' environment (repeatable).
+    #[arg(long = "env-deny", value_name = "PAT")]
+    pub env_deny: Vec<String>,
+    /// Bytes of rendered output per tool result; longer output keeps its head and tail.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BUDGET, value_parser = budget)]
+    pub output_budget: usize,
+    /// Most live sessions at once; a `run` beyond that is refused.
+    #[arg(long, value_name = "N", default_value_t = tether::DEFAULT_MAX_LIVE)]
+    pub max_sessions: usize,
+    /// Longest request line accepted; longer requests get an error.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_REQUEST)]
+    pub max_request_bytes: usize,
+}
+
+/// `--output-budget`: 1 KiB to 16 MiB.
+fn budget(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .parse()
+        .map_err(|_| format!("expected a number of bytes, got {text:?}"))?;
+    if !(1024..=16 * 1024 * 1024).contains(&n) {
+        return Err(format!("must be from 1024 to 16777216 bytes, got {n}"));
+    }
+    Ok(n)
+}

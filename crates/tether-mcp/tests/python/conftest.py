@@ -1,0 +1,246 @@
+"""Shared helpers: start the server under the official MCP client SDK (or a raw
+JSON-RPC pipe for what the SDK cannot send), call tools, and find processes by
+the unique tag every test gives the server.
+
+The server command comes from TETHER_MCP_CMD (shell words, e.g.
+"/path/to/tether mcp" or "/path/to/tether-mcp"); the Rust test
+tests/python_client.rs sets it.
+
+Processes are found by the environment variable TETHER_TEST_TAG, which the
+server inherits and passes to every command (it is not a credential), so a
+test can prove that nothing it started is alive — by tag, never by name.
+"""
+
+import itertools
+import json
+import os
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import asynccontextmanager
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+TAG_VAR = "TETHER_TEST_TAG"
+
+# Bound for waits that end by an event long before it; reaching it is a failure.
+BOUND = 30.0
+
+
+def server_command() -> list[str]:
+    cmd = os.environ.get("TETHER_MCP_CMD")
+    if not cmd:
+        pytest.fail("TETHER_MCP_CMD is not set (run these tests through `cargo test -p tether-mcp`)")
+    return shlex.split(cmd)
+
+
+def new_tag(name: str) -> str:
+    return f"mcp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def server_env(tag: str, extra: dict | None = None) -> dict:
+    env = {
+        TAG_VAR: tag,
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "TETHER_LOG": "warn,rmcp=error",
+    }
+    for var in ("TETHER_KEEPER", "XDG_RUNTIME_DIR", "TETHER_STATE_DIR"):
+        if var in os.environ:
+            env[var] = os.environ[var]
+    env.update(extra or {})
+    return env
+
+
+@asynccontextmanager
+async def connect(tag: str, args: list[str] | None = None, env: dict | None = None, mode: str = "initialize"):
+    """An initialized ClientSession to a fresh server carrying `tag`."""
+    cmd = server_command()
+    params = StdioServerParameters(command=cmd[0], args=cmd[1:] + (args or []), env=server_env(tag, env))
+    async with stdio_client(params, errlog=sys.stderr) as (read, write):
+        async with ClientSession(read, write, read_timeout_seconds=120) as session:
+            if mode == "initialize":
+                init = await session.initialize()
+                assert init.server_info.name == "tether"
+            else:
+                await session.discover()
+            yield session
+
+
+async def call(session, tool: str, args: dict, *, error: bool = False) -> dict:
+    """Calls a tool; returns its structured result, checking isError."""
+    result = await session.call_tool(tool, args)
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    body = json.loads(result.content[0].text)
+    assert result.structured_content == body
+    assert bool(result.is_error) == error, body
+    return body
+
+
+def tagged_pids(tag: str) -> list[int]:
+    """Live (not zombie) processes whose environment carries TETHER_TEST_TAG=tag."""
+    needle = f"{TAG_VAR}={tag}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def wait_all_dead(tag: str, bound: float = BOUND) -> list[int]:
+    """Waits on pidfds (not by sleeping) until no process carries `tag`; returns survivors."""
+    deadline = time.monotonic() + bound
+    while True:
+        alive = tagged_pids(tag)
+        left = deadline - time.monotonic()
+        if not alive or left <= 0:
+            return alive
+        poller = select.poll()
+        fds = []
+        for pid in alive:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            fds.append(fd)
+            poller.register(fd, select.POLLIN)
+        try:
+            if fds:
+                poller.poll(left * 1000)  # one of them died (or the bound passed): look again
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def wait_for_count(tag: str, n: int, bound: float = BOUND) -> int:
+    """Waits until at least n processes carry `tag`. Process creation raises no
+    event visible from outside the tree, so this polls the table every 10 ms —
+    only to be sure a fixture is built before the test tries to break it."""
+    deadline = time.monotonic() + bound
+    while True:
+        count = len(tagged_pids(tag))
+        if count >= n or time.monotonic() >= deadline:
+            return count
+        time.sleep(0.01)
+
+
+def kill_tagged(tag: str) -> None:
+    """Clean-up after a failed test: SIGKILL whatever still carries `tag`."""
+    for _ in range(50):
+        alive = tagged_pids(tag)
+        if not alive:
+            return
+        for pid in alive:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        wait_all_dead(tag, 1.0)
+
+
+@pytest.fixture
+def tag(request):
+    """A unique tag for this test; whatever still carries it at the end is killed."""
+    t = new_tag(request.node.name[:40].replace("[", "-").replace("]", ""))
+    yield t
+    kill_tagged(t)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+class RawServer:
+    """The server on a plain pipe, for input no SDK would send (and signals)."""
+
+    def __init__(self, tag: str, args: list[str] | None = None):
+        cmd = server_command()
+        self.proc = subprocess.Popen(
+            cmd + (args or []),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=sys.stderr,
+            env=server_env(tag),
+        )
+        self.ids = itertools.count(1)
+        self.buffer = b""
+
+    def send_line(self, line: bytes) -> None:
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def send(self, message: dict) -> None:
+        self.send_line(json.dumps(message).encode())
+
+    def recv(self, bound: float = BOUND) -> dict:
+        deadline = time.monotonic() + bound
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(left, 0))
+            if not ready:
+                raise TimeoutError("no answer from the server")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise EOFError("the server closed stdout")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, method: str, params: dict | None = None) -> dict:
+        rid = next(self.ids) + 1000
+        message = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        answer = self.recv()
+        assert answer.get("id") == rid, answer
+        return answer
+
+    def initialize(self) -> dict:
+        answer = self.request(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return answer["result"]
+
+    def tool(self, name: str, arguments: dict) -> dict:
+        answer = self.request("tools/call", {"name": name, "arguments": arguments})
+        return answer["result"]["structuredContent"]
+
+    def wait(self, bound: float = BOUND) -> int:
+        return self.proc.wait(bound)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
