@@ -44,7 +44,12 @@ const HEAD_KEPT: usize = 4096;
 /// Newline-delimited JSON-RPC over a reader and a writer.
 pub struct LineTransport<R, W> {
     reader: BufReader<R>,
+    /// The line being read (its head only, once over `max_line`). Kept
+    /// across calls: rmcp drops a pending `receive` whenever another event
+    /// wins its `select!`, so nothing read may live only in a future.
     line: Vec<u8>,
+    /// Bytes of the current line read so far, kept ones or not.
+    line_len: usize,
     max_line: usize,
     writer: Arc<tokio::sync::Mutex<W>>,
     closing: Closing,
@@ -71,16 +76,20 @@ where
         LineTransport {
             reader: BufReader::with_capacity(64 * 1024, reader),
             line: Vec::new(),
+            line_len: 0,
             max_line,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
             closing,
         }
     }
 
+    /// Reads until the current line is complete. Cancel-safe: bytes move
+    /// from the reader's buffer to `self.line` with no await in between,
+    /// and a completed line stays in `self.line` until
+    /// [`next_line`](Self::next_line) clears it.
     async fn read_line(&mut self) -> Line {
-        self.line.clear();
-        let mut total = 0usize;
         loop {
+            let total = self.line_len;
             let available = match self.reader.fill_buf().await {
                 Ok([]) => {
                     return if total == 0 {
@@ -105,11 +114,11 @@ where
                 let room = HEAD_KEPT - self.line.len();
                 self.line.extend_from_slice(&available[..take.min(room)]);
             }
-            total += take;
+            self.line_len += take;
             self.reader.consume(take);
             if newline.is_some() {
-                return if total > self.max_line {
-                    Line::TooLong(total)
+                return if self.line_len > self.max_line {
+                    Line::TooLong(self.line_len)
                 } else {
                     Line::Complete
                 };
@@ -117,18 +126,22 @@ where
         }
     }
 
-    /// Writes an error response (a request of ours never fails silently).
-    fn reply_error(
-        &self,
-        error: ErrorData,
-        id: Option<RequestId>,
-    ) -> impl Future<Output = ()> + Send + 'static {
+    /// Forgets the line just handled.
+    fn next_line(&mut self) {
+        self.line.clear();
+        self.line_len = 0;
+    }
+
+    /// Writes an error response (a request of ours never fails silently)
+    /// from a task of its own: `receive` may be dropped at any await, and
+    /// the answer must not be dropped with it.
+    fn reply_error(&self, error: ErrorData, id: Option<RequestId>) {
         let writer = Arc::clone(&self.writer);
         let closing = self.closing.clone();
-        async move {
+        tokio::spawn(async move {
             let message = TxJsonRpcMessage::<RoleServer>::error(error, id);
             let _ = write_message(&writer, &closing, &message).await;
-        }
+        });
     }
 }
 
@@ -165,14 +178,18 @@ where
                         len.saturating_sub(1),
                         self.max_line
                     );
-                    self.reply_error(ErrorData::invalid_request(message, None), id)
-                        .await;
+                    self.next_line();
+                    self.reply_error(ErrorData::invalid_request(message, None), id);
                 }
-                Line::Complete => match classify(&self.line) {
-                    Parsed::Message(message) => return Some(*message),
-                    Parsed::Skip => {}
-                    Parsed::Reply(error, id) => self.reply_error(error, id).await,
-                },
+                Line::Complete => {
+                    let parsed = classify(&self.line);
+                    self.next_line();
+                    match parsed {
+                        Parsed::Message(message) => return Some(*message),
+                        Parsed::Skip => {}
+                        Parsed::Reply(error, id) => self.reply_error(error, id),
+                    }
+                }
             }
         }
     }
@@ -324,6 +341,8 @@ fn find_id(head: &[u8]) -> Option<RequestId> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn reply_of(line: &str) -> (ErrorData, Option<RequestId>) {
@@ -372,6 +391,35 @@ mod tests {
         assert!(matches!(classify(b"  \r\n"), Parsed::Skip));
         let unknown = r#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#;
         assert!(!matches!(classify(unknown.as_bytes()), Parsed::Reply(..)));
+    }
+
+    /// Regression: rmcp drops a pending `receive` whenever another event
+    /// wins its `select!`; a line half read at that moment was lost, and
+    /// an error reply being written was never sent (a client hung 30 s).
+    #[tokio::test]
+    async fn a_dropped_receive_loses_nothing() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut client, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, mut answers) = tokio::io::duplex(1 << 16);
+        let mut transport = LineTransport::new(server_in, server_out, 1 << 20, Closing::default());
+        let line = br#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#;
+        client.write_all(&line[..20]).await.unwrap();
+        // Half a line: receive has nothing to return; dropped after 20 ms.
+        let early = tokio::time::timeout(Duration::from_millis(20), transport.receive()).await;
+        assert!(early.is_err(), "returned a message from half a line");
+        client.write_all(&line[20..]).await.unwrap();
+        client.write_all(b"\nnot json\n").await.unwrap();
+        let message = transport.receive().await.expect("the whole line survives");
+        assert!(matches!(message, JsonRpcMessage::Request(r) if r.id == RequestId::Number(3)));
+        // The garbage line's error is written by its own task, even though
+        // this receive is dropped while waiting for more input.
+        let late = tokio::time::timeout(Duration::from_millis(20), transport.receive()).await;
+        assert!(late.is_err());
+        let mut reply = vec![0u8; 4096];
+        let n = tokio::io::AsyncReadExt::read(&mut answers, &mut reply)
+            .await
+            .unwrap();
+        assert!(String::from_utf8_lossy(&reply[..n]).contains("-32700"));
     }
 
     #[test]
