@@ -105,6 +105,18 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
     if let Err(e) = tether::become_subreaper() {
         tracing::warn!("cannot become a child subreaper ({e}); keepers still contain each tree");
     }
+    let install = tether::Install::from_env();
+    if options.reap_on_start {
+        reap_orphans(&install);
+    }
+    // Best effort: without a ledger the sessions still carry spawn tags.
+    let observer = match tether_ledger::LedgerObserver::register(&install, terminal::PURPOSE) {
+        Ok(observer) => Some(Arc::new(observer)),
+        Err(e) => {
+            eprintln!("tether mcp: not recording sessions in the ledger: {e}");
+            None
+        }
+    };
     let env = EnvPolicy::new(options.env_allow, options.env_deny).apply(std::env::vars_os());
     let config = TerminalConfig {
         cwd,
@@ -113,6 +125,9 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
         grace: SERVER_GRACE,
         registry: tether::RegistryConfig {
             max_live: options.max_sessions,
+            observer: observer
+                .clone()
+                .map(|o| o as Arc<dyn tether::SessionObserver>),
             ..tether::RegistryConfig::default()
         },
     };
@@ -138,12 +153,31 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
     // A blocking read of stdin (when it is a terminal or a file) cannot be
     // cancelled; don't wait for it.
     runtime.shutdown_background();
+    if let Some(observer) = &observer {
+        observer.finish();
+    }
     let (cause, clean) = outcome?;
     Ok(ExitCode::from(match (clean, cause) {
         (false, _) => 1,
         (true, Cause::Signal(sig)) => 128 + sig as u8,
         (true, _) => 0,
     }))
+}
+
+/// `--reap-on-start`: what `tether reap` does, reported on stderr.
+fn reap_orphans(install: &tether::Install) {
+    let reaped = tether_ledger::reap_install(install, &tether_ledger::ReapOptions::default());
+    if let Some(e) = &reaped.ledger_error {
+        eprintln!("tether mcp: reap on start used spawn tags only: {e}");
+    }
+    let report = &reaped.report;
+    if !report.targets.is_empty() {
+        eprintln!(
+            "tether mcp: reaped {} orphaned process(es) of dead owners ({} survived)",
+            report.targets.len(),
+            report.survivors
+        );
+    }
 }
 
 /// `--cwd`, or the current directory: absolute, and a directory.

@@ -41,6 +41,9 @@ pub struct Options {
     /// Longest request line accepted; longer requests get an error.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_REQUEST)]
     pub max_request_bytes: usize,
+    /// Before serving, kill the proven orphans of dead owners of this install (as `tether reap`).
+    #[arg(long)]
+    pub reap_on_start: bool,
 }
 
 /// `--output-budget`: 1 KiB to 16 MiB.
