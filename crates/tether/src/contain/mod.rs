@@ -7,6 +7,7 @@
 //! it; [`protocol`] is what they say to each other.
 
 mod channel;
+mod exec;
 pub mod keeper;
 pub(crate) mod link;
 mod linux;
