@@ -42,6 +42,8 @@
 //!
 //! Linux only, like the rest of tether's process-table code.
 
+#![warn(missing_docs)]
+
 mod census;
 mod clock;
 mod error;

@@ -47,6 +47,8 @@
 //!   verified empty before the process exits. If the server is
 //!   SIGKILLed, the keepers see their lifelines close and kill the trees.
 
+#![warn(missing_docs)]
+
 mod adapter;
 mod arguments;
 mod environment;

@@ -43,6 +43,8 @@
 //! [`keeper::run_if_requested`], else `tether-keeper` beside this program or
 //! on `PATH`. The `tether` CLI is its own keeper.
 
+#![warn(missing_docs)]
+
 mod child;
 mod command;
 mod contain;
