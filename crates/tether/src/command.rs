@@ -321,7 +321,12 @@ impl Command {
             session.as_str(),
         )?;
         let envp = self.environment(&tag);
-        let cwd = self.checked_cwd()?;
+        // Always explicit: a warm keeper was started earlier, and its own
+        // cwd is the owner's cwd of back then.
+        let cwd = match self.checked_cwd()? {
+            Some(cwd) => Some(cwd),
+            None => std::env::current_dir().ok(),
+        };
         let program = resolve_program(&self.program, &envp, cwd.as_deref())?;
 
         let err_default = match &out_default {
