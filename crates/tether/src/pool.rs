@@ -36,6 +36,11 @@ fn pool() -> &'static Pool {
 
 /// Keeps `n` keepers started ahead of need (0 turns the pool off and lets
 /// idle keepers exit). Takes effect from the next spawn on.
+///
+/// Each command still gets the owner's environment, working directory and
+/// stdio as of its own spawn; what it inherits from the keeper process
+/// itself — umask and resource limits — is the owner's as of when that
+/// keeper started.
 pub fn set_warm_keepers(n: usize) {
     let pool = pool();
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
