@@ -602,9 +602,15 @@ fn spawn_error(program: &str, path: &Path, cwd: Option<&Path>, errno: i32, stage
     let source = std::io::Error::from_raw_os_error(errno);
     let stage_name = STAGES.get(stage as usize).copied().unwrap_or("setup");
     match (stage_name, errno) {
+        // The file is there but exec says ENOENT: its `#!` interpreter is
+        // missing — say so rather than "not found".
+        ("exec", libc::ENOENT) if path.exists() => Error::NotExecutable {
+            path: path.to_owned(),
+            reason: "its interpreter (the #! line) was not found".into(),
+        },
         ("exec", libc::ENOENT) => Error::ProgramNotFound {
             program: program.to_owned(),
-            path_searched: path.display().to_string(),
+            path_searched: String::new(),
         },
         ("exec", libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::ETXTBSY) => {
             Error::NotExecutable {

@@ -9,11 +9,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// No executable named `program` was found on the search path.
-    #[error("program not found: {program:?} (searched PATH={path_searched:?})")]
+    #[error("program not found: {program:?} ({})", where_searched(path_searched))]
     ProgramNotFound {
         /// The program as given.
         program: String,
-        /// The search path that was tried, as one `:`-separated string.
+        /// The search path that was tried, as one `:`-separated string
+        /// (empty when the program was given as a path).
         path_searched: String,
     },
     /// The program exists but cannot be executed (permissions, a directory, …).
@@ -162,6 +163,16 @@ pub struct Survivor {
     pub pid: u32,
     /// Its command line, for the report (empty if unreadable).
     pub command: String,
+}
+
+/// `PATH` as searched, or, for a program given as a path, that it does
+/// not exist.
+fn where_searched(path_searched: &str) -> String {
+    if path_searched.is_empty() {
+        "no such file".to_owned()
+    } else {
+        format!("searched PATH={path_searched:?}")
+    }
 }
 
 fn survivor_list(survivors: &[Survivor]) -> String {

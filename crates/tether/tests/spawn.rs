@@ -145,3 +145,23 @@ fn identity_matches_the_live_process() {
     child.kill().unwrap();
     assert!(!id.is_alive());
 }
+
+#[test]
+fn missing_interpreter_is_named_not_reported_as_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script");
+    std::fs::write(&script, "#!/nonexistent/interpreter\necho hi\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    match Command::new(&script).status() {
+        Err(Error::NotExecutable { path, reason }) => {
+            assert_eq!(path, script);
+            assert!(reason.contains("interpreter"), "{reason}");
+        }
+        other => panic!("expected NotExecutable, got {other:?}"),
+    }
+    let err = Command::new("/nonexistent/program")
+        .spawn()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no such file"), "{err}");
+}
