@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::child::{Child, ChildStderr, ChildStdin, ChildStdout, ExitStatus, Output};
-use crate::contain::link::keeper_path;
+use crate::contain::link::{KeeperLink, keeper_path};
 use crate::contain::protocol::{ContainmentKind, Event, Leftovers, Request, STAGES, SpawnSpec};
 use crate::error::{Error, Result};
 use crate::install::Install;
@@ -373,19 +373,31 @@ impl Command {
             new_session: self.new_session,
         };
         let keeper_tag = SpawnTag::new(install.id(), "keeper", owner.0, owner.1, session.as_str())?;
-        let mut link = crate::pool::take(&keeper, &keeper_tag.to_string())?;
+        let keeper_tag = keeper_tag.to_string();
+        let (mut link, warm) = crate::pool::take(&keeper, &keeper_tag)?;
         let fds = [
             stdin_fd.as_raw_fd(),
             stdout_fd.as_raw_fd(),
             stderr_fd.as_raw_fd(),
         ];
-        link.send(&Request::Spawn(spec), &fds)
-            .map_err(Error::Keeper)?;
+        let request = Request::Spawn(spec);
+        let ask = |link: &mut KeeperLink| {
+            link.send(&request, &fds)?;
+            link.recv(None)
+        };
+        let mut reply = ask(&mut link);
+        if warm && reply.is_err() {
+            // The warm keeper died while idle (killed, OOM): not the
+            // command's fault. Once more with a fresh keeper.
+            link.reap();
+            link = KeeperLink::start(&keeper, &keeper_tag)?;
+            reply = ask(&mut link);
+        }
         // The keeper has its copies now; ours must go, or a pipe would never
         // see EOF.
         drop((stdin_fd, stdout_fd, stderr_fd));
         let program_name = self.program.to_string_lossy().into_owned();
-        match link.recv(None) {
+        match reply {
             Ok(Some(Event::Started {
                 pid,
                 start_time,

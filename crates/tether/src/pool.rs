@@ -50,13 +50,14 @@ pub fn set_warm_keepers(n: usize) {
 }
 
 /// A keeper for one spawn: a warm one if the pool has one for this keeper
-/// program, else a freshly started one.
-pub(crate) fn take(keeper: &Path, tag: &str) -> Result<KeeperLink> {
+/// program (`true`), else a freshly started one (`false`). A warm keeper
+/// may have died while idle; the caller retries with a fresh one then.
+pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
     let pool = pool();
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
     if state.target == 0 {
         drop(state);
-        return KeeperLink::start(keeper, tag);
+        return Ok((KeeperLink::start(keeper, tag)?, false));
     }
     let same_keeper = state
         .keeper
@@ -76,8 +77,8 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<KeeperLink> {
     pool.wanted.notify_all();
     drop(state);
     match warm {
-        Some(link) => Ok(link),
-        None => KeeperLink::start(keeper, tag),
+        Some(link) => Ok((link, true)),
+        None => Ok((KeeperLink::start(keeper, tag)?, false)),
     }
 }
 

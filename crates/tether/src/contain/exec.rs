@@ -32,19 +32,42 @@ pub(super) fn read_exact_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<()
 
 /// Enters a new PID namespace for the keeper's next child: directly as a
 /// privileged user, else together with a user namespace mapping our own uid.
-pub(super) fn enter_pid_namespace() -> Result<(), Errno> {
+///
+/// On failure, `spent` says whether the keeper was changed anyway (the
+/// user namespace was entered but its id maps could not be written, as
+/// under Ubuntu's userns restrictions): such a keeper must not start
+/// anything else, since its next child would land in the half-made
+/// namespaces.
+pub(super) fn enter_pid_namespace() -> Result<(), NamespaceError> {
     use nix::sched::{CloneFlags, unshare};
     if unshare(CloneFlags::CLONE_NEWPID).is_ok() {
         return Ok(());
     }
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID)?;
-    let write = |path: &str, text: String| std::fs::write(path, text).map_err(|e| errno_of(&e));
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID).map_err(|errno| {
+        NamespaceError {
+            errno,
+            spent: false,
+        }
+    })?;
+    let write = |path: &str, text: String| {
+        std::fs::write(path, text).map_err(|e| NamespaceError {
+            errno: errno_of(&e),
+            spent: true,
+        })
+    };
     write("/proc/self/setgroups", "deny".into())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
     Ok(())
+}
+
+/// Why a PID namespace could not be had (see [`enter_pid_namespace`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct NamespaceError {
+    pub(super) errno: Errno,
+    pub(super) spent: bool,
 }
 
 /// Everything `execve` needs, built before forking.
@@ -339,8 +362,15 @@ pub(super) fn init_main(
             unsafe { libc::_exit(1) }
         }
     };
-    // SAFETY: the gate's read end is no longer needed here.
-    unsafe { libc::close(gate) };
+    // SAFETY: closing init's own copies: the gate's read end, and the
+    // command's stdio — init must not hold the command's pipes open (a
+    // kept descendant would otherwise never let them reach EOF).
+    unsafe {
+        libc::close(gate);
+        for fd in stdio {
+            libc::close(fd);
+        }
+    }
     report(INIT_EXECED, 0, 0);
     loop {
         let mut status = 0;

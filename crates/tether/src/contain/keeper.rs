@@ -93,11 +93,15 @@ fn serve() -> io::Result<()> {
                     errno: errno as i32,
                     stage,
                 });
+                if keeper.spent {
+                    keeper.flush();
+                    return Ok(());
+                }
                 continue;
             }
         }
         keeper.run();
-        if keeper.ctl.is_none() || keeper.init_reports.is_some() {
+        if keeper.ctl.is_none() || keeper.spent {
             return Ok(());
         }
     }
@@ -132,6 +136,10 @@ struct Keeper {
     main_done: bool,
     /// Pipe from the namespace init (pidns only).
     init_reports: Option<OwnedFd>,
+    /// This session runs in a PID namespace (the keeper's child is its init).
+    pidns: bool,
+    /// The keeper cannot serve another session (it entered a namespace).
+    spent: bool,
     spec: SpawnSpec,
     ladder: Ladder,
     timeout_at: Option<Instant>,
@@ -173,6 +181,8 @@ impl Keeper {
             main: None,
             main_done: false,
             init_reports: None,
+            pidns: false,
+            spent: false,
             spec: SpawnSpec::default(),
             ladder: Ladder::Idle,
             timeout_at: None,
@@ -228,6 +238,7 @@ impl Keeper {
         self.main = None;
         self.main_done = false;
         self.init_reports = None;
+        self.pidns = false;
         self.ladder = Ladder::Idle;
         self.timeout_at = spec
             .timeout_ms
@@ -257,13 +268,24 @@ impl Keeper {
     /// Forks the command (or the namespace init that forks it).
     fn spawn(&mut self, stdio: &[OwnedFd]) -> Result<Event, (u8, Errno)> {
         let exec = Exec::prepare(&self.spec).map_err(|e| (3, e))?;
-        let want_ns = self.spec.containment != Some(ContainmentKind::Subreaper);
-        let containment = if want_ns && enter_pid_namespace().is_ok() {
-            ContainmentKind::PidNamespace
-        } else if self.spec.containment == Some(ContainmentKind::PidNamespace) {
-            return Err((4, enter_pid_namespace().unwrap_err()));
-        } else {
-            ContainmentKind::Subreaper
+        let containment = match self.spec.containment {
+            Some(ContainmentKind::Subreaper) => ContainmentKind::Subreaper,
+            wanted => match enter_pid_namespace() {
+                Ok(()) => {
+                    self.pidns = true;
+                    self.spent = true;
+                    ContainmentKind::PidNamespace
+                }
+                Err(e) => {
+                    self.spent |= e.spent;
+                    // Required, or the keeper is no longer usable: fail
+                    // rather than run the command somewhere unreported.
+                    if wanted == Some(ContainmentKind::PidNamespace) || e.spent {
+                        return Err((4, e.errno));
+                    }
+                    ContainmentKind::Subreaper
+                }
+            },
         };
         let stdio = [
             stdio[0].as_raw_fd(),
@@ -504,9 +526,9 @@ impl Keeper {
                         WaitStatus::Signaled(_, sig, _) => Termination::Signal(sig as i32),
                         _ => continue,
                     };
-                    if self.init_reports.is_none() && Some(pid) == self.main && !self.main_done {
+                    if !self.pidns && Some(pid) == self.main && !self.main_done {
                         self.main_exited(termination);
-                    } else if pid == self.child && self.init_reports.is_some() && !self.main_done {
+                    } else if self.pidns && pid == self.child && !self.main_done {
                         // Init died before reporting (killed from outside):
                         // the command died with the namespace.
                         self.main_exited(Termination::Signal(libc::SIGKILL));
@@ -620,22 +642,23 @@ impl Keeper {
         }
     }
 
-    /// Sends `signal` to `scope`. A stopped process would hold a pending
-    /// TERM forever, so anything but SIGKILL is followed by SIGCONT.
+    /// Sends `signal` to `scope`, once per process. A stopped process would
+    /// hold a pending signal forever, so anything but SIGKILL and the stop
+    /// signals is followed by SIGCONT.
     fn deliver(&mut self, signal: i32, scope: Scope) {
-        if scope == Scope::Group || signal != libc::SIGKILL {
+        let cont = continues(signal);
+        if scope == Scope::Group {
             // The group id is safe to use while its leader (the main
             // process) is unreaped: the kernel does not reuse the id of a
             // live group leader.
             if let Some(main) = self.main {
                 // SAFETY: kill(2) with a negative pid signals a group.
                 unsafe { libc::kill(-(main as libc::pid_t), signal) };
-                if signal != libc::SIGKILL {
+                if cont {
+                    // SAFETY: as above.
                     unsafe { libc::kill(-(main as libc::pid_t), libc::SIGCONT) };
                 }
             }
-        }
-        if scope == Scope::Group {
             return;
         }
         for (pid, pidfd) in self.tree() {
@@ -643,7 +666,7 @@ impl Keeper {
                 if Some(pid) != self.main && pid != self.child {
                     self.signalled.insert(pid);
                 }
-                if signal != libc::SIGKILL {
+                if cont {
                     let _ = pidfd.send_signal(libc::SIGCONT);
                 }
             }
@@ -659,7 +682,9 @@ impl Keeper {
                 && pidfd.send_signal(signal).is_ok()
             {
                 self.signalled.insert(pid);
-                let _ = pidfd.send_signal(libc::SIGCONT);
+                if continues(signal) {
+                    let _ = pidfd.send_signal(libc::SIGCONT);
+                }
             }
         }
     }
@@ -691,6 +716,15 @@ impl Keeper {
         }
         members
     }
+}
+
+/// Whether a signal should be followed by SIGCONT: not SIGKILL (acts on
+/// stopped processes) and not the stop signals themselves.
+fn continues(signal: i32) -> bool {
+    !matches!(
+        signal,
+        libc::SIGKILL | libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+    )
 }
 
 /// Pid, start time and pidfs inode of a process that cannot go away yet.
