@@ -33,12 +33,23 @@ pub fn tagged_pids(tag: &str) -> Vec<u32> {
     entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| {
-            fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
-        })
+        .filter(|&pid| has_env_entry(pid, needle.as_bytes()))
         .filter(|&pid| !is_zombie(pid))
         .collect()
+}
+
+/// Whether `pid`'s environment holds `entry`. A process inside execve can
+/// show an empty environment for a moment; an empty or unreadable one is
+/// read again a few times before it counts as "no".
+fn has_env_entry(pid: u32, entry: &[u8]) -> bool {
+    for _ in 0..5 {
+        match fs::read(format!("/proc/{pid}/environ")) {
+            Ok(env) if !env.is_empty() => return env.split(|&b| b == 0).any(|v| v == entry),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+            _ => std::thread::yield_now(),
+        }
+    }
+    false
 }
 
 /// A process in state `Z` has exited; PID 1 here reaps orphans only every
