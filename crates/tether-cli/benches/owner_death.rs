@@ -17,7 +17,7 @@ const RUNS: usize = 15;
 
 /// One run: returns the time from the owner's SIGKILL until every process
 /// of the tree has exited.
-fn one_run(tree: Tree, containment: &str) -> Duration {
+fn one_run(tree: Tree, containment: &str) -> (Duration, usize) {
     let tag = unique_tag("bench-owner-death");
     let mut owner = Command::new(env!("CARGO_BIN_EXE_tether"))
         .args([
@@ -73,7 +73,7 @@ fn one_run(tree: Tree, containment: &str) -> Duration {
     let rest = wait_all_dead(&tag, Duration::from_secs(10));
     assert!(rest.is_empty(), "leftovers: {rest:?}");
     owner.wait().unwrap();
-    elapsed
+    (elapsed, pids.len())
 }
 
 fn main() {
@@ -81,21 +81,20 @@ fn main() {
         return;
     }
     println!("## owner SIGKILL → whole tree dead ({RUNS} runs each)\n");
-    println!("| tree | containment | processes at kill | p50 ms | max ms |");
+    println!("| tree | containment | processes at kill: median (min–max) | p50 ms | max ms |");
     println!("|---|---|---|---|---|");
     for (tree, containment) in [
         (Tree::Hundred, "subreaper"),
         (Tree::Hundred, "pidns"),
         (Tree::ForkStorm, "subreaper"),
     ] {
-        let mut times: Vec<Duration> = (0..RUNS).map(|_| one_run(tree, containment)).collect();
+        let runs: Vec<(Duration, usize)> = (0..RUNS).map(|_| one_run(tree, containment)).collect();
+        let mut times: Vec<Duration> = runs.iter().map(|r| r.0).collect();
+        let mut counts: Vec<usize> = runs.iter().map(|r| r.1).collect();
         times.sort();
+        counts.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let count = if tree == Tree::Hundred {
-            "103".to_string()
-        } else {
-            "≥20, growing".to_string()
-        };
+        let count = format!("{} ({}–{})", counts[RUNS / 2], counts[0], counts[RUNS - 1]);
         println!(
             "| {tree:?} | {containment} | {count} | {:.1} | {:.1} |",
             ms(times[RUNS / 2]),
