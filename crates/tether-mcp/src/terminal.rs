@@ -207,19 +207,7 @@ impl Terminal {
             let done = self.queue_stdin(&id, data.into_bytes(), !a.keep_stdin_open);
             stdin_note = stdin_outcome(done, deadline).await;
         }
-        let waited = match self
-            .registry
-            .wait(id.as_str(), WaitOptions::new(left(deadline)))
-            .await
-        {
-            Ok(w) => w,
-            Err(e) => return session_error(&e, id.as_str()),
-        };
-        let mut body = self.report(&id, &waited.info);
-        if let Some(note) = stdin_note {
-            body.insert("stdin_error".into(), note.into());
-        }
-        Reply::ok(body)
+        self.report_at(&id, deadline, stdin_note).await
     }
 
     fn read(&self, a: ReadArgs) -> Reply {
@@ -304,19 +292,7 @@ impl Terminal {
         let deadline = Instant::now() + a.yield_for;
         let done = self.queue_stdin(&id, a.data.into_bytes(), a.eof);
         let stdin_note = stdin_outcome(done, deadline).await;
-        let waited = match self
-            .registry
-            .wait(id.as_str(), WaitOptions::new(left(deadline)))
-            .await
-        {
-            Ok(w) => w,
-            Err(e) => return session_error(&e, id.as_str()),
-        };
-        let mut body = self.report(&id, &waited.info);
-        if let Some(note) = stdin_note {
-            body.insert("stdin_error".into(), note.into());
-        }
-        Reply::ok(body)
+        self.report_at(&id, deadline, stdin_note).await
     }
 
     async fn wait(&self, a: WaitArgs) -> Reply {
@@ -447,6 +423,29 @@ impl Terminal {
 
     /// The result fields every session-bearing reply shares, with the
     /// output from the cursor on; moves the cursor past what it shows.
+    /// Waits for the session until `deadline` (early when it exits) and
+    /// reports it, with the stdin note of this call if any.
+    async fn report_at(
+        &self,
+        id: &SessionId,
+        deadline: Instant,
+        stdin_note: Option<String>,
+    ) -> Reply {
+        let waited = match self
+            .registry
+            .wait(id.as_str(), WaitOptions::new(left(deadline)))
+            .await
+        {
+            Ok(w) => w,
+            Err(e) => return session_error(&e, id.as_str()),
+        };
+        let mut body = self.report(id, &waited.info);
+        if let Some(note) = stdin_note {
+            body.insert("stdin_error".into(), note.into());
+        }
+        Reply::ok(body)
+    }
+
     fn report(&self, id: &SessionId, info: &SessionInfo) -> Map<String, Value> {
         let (timeout, shell, from) = {
             let tracked = lock(&self.tracked);
