@@ -262,22 +262,7 @@ mod tests {
     /// before the child's new environment is in place) and exits when its
     /// stdin closes.
     fn ready_sh(tag: Option<&str>) -> std::process::Child {
-        use std::io::BufRead;
-        let mut cmd = std::process::Command::new("sh");
-        cmd.args(["-c", "echo ready; read x"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped());
-        match tag {
-            Some(tag) => cmd.env(SPAWN_TAG_VAR, tag),
-            None => cmd.env_remove(SPAWN_TAG_VAR),
-        };
-        let mut child = cmd.spawn().unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line, "ready\n");
-        child
+        tether_testkit::spawn_ready(SPAWN_TAG_VAR, tag)
     }
 
     #[test]

@@ -171,6 +171,29 @@ impl Drop for TagGuard {
     }
 }
 
+/// `sh -c 'echo ready; read x'` with `var` set to `value` (or explicitly
+/// removed when `None`), returned once it said `ready` — so it has exec'd
+/// and its environment is in place. It exits when its stdin closes.
+pub fn spawn_ready(var: &str, value: Option<&str>) -> std::process::Child {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo ready; read x"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    match value {
+        Some(value) => cmd.env(var, value),
+        None => cmd.env_remove(var),
+    };
+    let mut child = cmd.spawn().expect("spawn sh");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    child
+}
+
 /// Open descriptors of this process.
 pub fn fd_count() -> usize {
     fs::read_dir("/proc/self/fd")

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use tether::{Install, SPAWN_TAG_VAR};
@@ -71,22 +71,7 @@ impl Drop for TestInstall {
 /// `sh -c 'echo ready; read x'` with `tag` (or explicitly without one),
 /// returned after it said `ready`.
 pub fn spawn_ready(tag: Option<&str>) -> Child {
-    use std::io::BufRead;
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", "echo ready; read x"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    match tag {
-        Some(tag) => cmd.env(SPAWN_TAG_VAR, tag),
-        None => cmd.env_remove(SPAWN_TAG_VAR),
-    };
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line, "ready\n");
-    child
+    tether_testkit::spawn_ready(SPAWN_TAG_VAR, tag)
 }
 
 /// SIGKILLs every process tagged with `install` through pidfds (a recycled
