@@ -74,7 +74,10 @@ pub use registry::{
 };
 pub use run_spec::{CommandLine, OutputMode, RunSpec, SHELL, StdinMode};
 pub use session::pattern::MAX_MATCH_LEN;
-pub use session::{Descendant, KillOutcome, KillReason, SessionInfo, SessionState, Stream};
+pub use session::{
+    DEFAULT_STDIN_QUEUE_LIMIT, Descendant, KillOutcome, KillReason, QueuedWrite, SessionInfo,
+    SessionState, Stream,
+};
 pub use session_id::SessionId;
 pub use spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 

@@ -34,6 +34,12 @@ async fn killed_keeper_makes_the_session_lost_and_its_orphans_die() {
 
     let info = settled(&registry, id.as_str()).await;
     assert_eq!(info.state, SessionState::Lost);
+    // Issue 8: the tag sweep killed them; the count says so (it said 0).
+    assert!(
+        info.descendants_killed as usize >= Tree::SetsidDoubleFork.min_processes() - 1,
+        "descendants_killed {}",
+        info.descendants_killed
+    );
     assert!(
         wait_all_dead(guard.tag(), BOUND).is_empty(),
         "orphans of the lost keeper survived"

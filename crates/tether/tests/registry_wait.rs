@@ -135,3 +135,116 @@ async fn run_and_wait_returns_finished_or_yields_with_output_so_far() {
     assert_eq!(killed.state, SessionState::Killed);
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+/// Issue 12: `wait … until` after `(…; echo READY) & echo started` gave
+/// up at the main process's exit although the line was still to come from
+/// the descendant. `through_exit` keeps waiting while the stream is open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_exit_waits_for_a_line_from_a_descendant() {
+    let guard = TagGuard::new("registry-through-exit");
+    let registry = registry();
+    // The descendant prints READY only after the main process exited: its
+    // `read` (of stdin, kept as fd 3: `&` gives a job /dev/null) ends when
+    // the registry closes stdin at the main exit.
+    let script = "exec 3<&0; (read x <&3; echo READY) & echo started";
+    let id = registry
+        .run(shell(guard.tag(), script).stdin(StdinMode::Piped))
+        .await
+        .unwrap();
+    let waited = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(BOUND).until("^READY$").through_exit(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(waited.outcome, WaitOutcome::Matched { start: 8, end: 13 }),
+        "{:?}",
+        waited.outcome
+    );
+    assert_eq!(waited.info.state, SessionState::Exited);
+
+    // A descendant that holds the stream but prints nothing: without
+    // through_exit the wait ends at the exit, with it at the timeout.
+    let id = registry
+        .run(shell(guard.tag(), "sleep 1000 & echo started"))
+        .await
+        .unwrap();
+    let at_exit = registry
+        .wait(id.as_str(), WaitOptions::new(BOUND).until("READY"))
+        .await
+        .unwrap();
+    assert_eq!(at_exit.outcome, WaitOutcome::Exited);
+    // Bounded: nothing will ever print READY; 200 ms shows it keeps waiting.
+    let held = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(Duration::from_millis(200))
+                .until("READY")
+                .through_exit(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(held.outcome, WaitOutcome::StillRunning);
+    assert!(!held.info.descendants.is_empty());
+
+    // A descendant that does not hold the stream: EOF ends the wait.
+    let id = registry
+        .run(shell(
+            guard.tag(),
+            "sleep 1000 >/dev/null 2>&1 & echo started",
+        ))
+        .await
+        .unwrap();
+    let ended = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(BOUND).until("READY").through_exit(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended.outcome, WaitOutcome::Exited);
+    assert!(ended.info.output_eof);
+    registry.shutdown().await.unwrap();
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+/// Issue 12: a REPL turn cost the whole yield window although the answer
+/// came at once. `quiet` returns once new output has stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_returns_after_new_output_stops() {
+    let guard = TagGuard::new("registry-quiet");
+    let registry = registry();
+    let script = "while read line; do echo \"got $line\"; printf '> '; done";
+    let id = registry
+        .run(shell(guard.tag(), script).stdin(StdinMode::Piped))
+        .await
+        .unwrap();
+    // Nothing arrives: silence alone is not "quiet" (bounded: 300 ms).
+    let silent = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(Duration::from_millis(300)).quiet(Duration::from_millis(50)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(silent.outcome, WaitOutcome::StillRunning);
+
+    let queued = registry
+        .queue_write(id.as_str(), b"1+1\n".to_vec(), false)
+        .unwrap();
+    let waited = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(BOUND).quiet(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap();
+    queued.await.unwrap();
+    assert_eq!(waited.outcome, WaitOutcome::Quiet { end: 10 });
+    assert_eq!(waited.info.output_bytes, 10);
+    assert_eq!(waited.info.output_lines, 1);
+    registry.kill(id.as_str(), Duration::ZERO).await.unwrap();
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

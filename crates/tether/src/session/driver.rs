@@ -261,6 +261,14 @@ impl Driver {
                     // its socket failed: nothing more will come from it.
                     self.keeper = None;
                     self.settled = true;
+                    if let Error::KeeperLost { orphans_killed } = &e {
+                        // Count what the tag sweep killed; the main process
+                        // was among them if it had not exited.
+                        let main = u32::from(!self.main_done);
+                        self.descendants_killed = self
+                            .descendants_killed
+                            .max((*orphans_killed as u32).saturating_sub(main));
+                    }
                     if !self.main_done {
                         self.main_done = true;
                         self.lost = true;
@@ -475,11 +483,19 @@ fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<Read
                 }
                 Ok(n) => {
                     status.bytes += n;
-                    let mut shared = session.shared();
-                    let buffer = match pipe.stream {
-                        Stream::Output => &mut shared.output,
-                        Stream::Stderr => shared.stderr.as_mut().expect("stderr pipe has a buffer"),
+                    // Counted here, once per byte read, for progress reports
+                    // (a vectorised count: far below the copy's cost).
+                    let lines = buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+                    let mut guard = session.shared();
+                    let shared = &mut *guard;
+                    let (buffer, counted) = match pipe.stream {
+                        Stream::Output => (&mut shared.output, &mut shared.output_lines),
+                        Stream::Stderr => (
+                            shared.stderr.as_mut().expect("stderr pipe has a buffer"),
+                            &mut shared.stderr_lines,
+                        ),
                     };
+                    *counted += lines;
                     if let Err(e) = buffer.append(&buf[..n]) {
                         shared.spill_error.get_or_insert_with(|| e.to_string());
                     }
