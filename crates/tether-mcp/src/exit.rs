@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tether::{KillReason, SessionInfo, SessionState};
+use tether::{CommandLine, KillReason, SessionInfo, SessionState};
 
 /// The ending of a session's main process as results report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,10 +20,12 @@ pub struct Ending {
     pub note: Option<String>,
 }
 
-/// The ending of `info`'s main process; `timeout` is the hard limit it ran
-/// under, for the timeout sentence; `shell` says whether `/bin/sh -c` ran
-/// it (exit codes 126/127 then come from the shell).
-pub fn ending(info: &SessionInfo, timeout: Option<Duration>, shell: bool) -> Ending {
+/// The ending of `info`'s main process. Its timeout is named in the
+/// timeout sentence; when `/bin/sh -c` ran it, exit codes 126 and 127 come
+/// from the shell and are explained as such.
+pub fn ending(info: &SessionInfo) -> Ending {
+    let timeout = info.timeout;
+    let shell = matches!(info.command_line, CommandLine::Shell(_));
     let exit = info.exit;
     let exit_code = exit.and_then(|e| e.code());
     let signo = exit.and_then(|e| e.signal());
@@ -45,11 +47,11 @@ pub fn ending(info: &SessionInfo, timeout: Option<Duration>, shell: bool) -> End
             Some(KillReason::Shutdown) => "killed because the server is shutting down".to_owned(),
             _ => "killed on request, with its whole tree".to_owned(),
         }),
-        SessionState::Lost => Some(
-            "its keeper died without reporting how it ended; every process of the session was \
-             found by its spawn tag and killed"
-                .to_owned(),
-        ),
+        SessionState::Lost => Some(format!(
+            "its keeper died without reporting how it ended; the session's processes were found \
+             by their spawn tag and killed ({} besides the main process)",
+            info.descendants_killed
+        )),
         SessionState::Exited => match (signo, exit_code) {
             (Some(sig), _) => Some(signal_note(sig)),
             (None, Some(126)) if shell => {

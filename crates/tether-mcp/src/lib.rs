@@ -55,8 +55,13 @@ mod environment;
 mod error;
 mod excerpt;
 mod exit;
+mod grep;
 mod lifecycle;
 mod options;
+mod params;
+mod prompt;
+mod read;
+mod reply;
 mod screen;
 mod terminal;
 mod tools;
@@ -66,7 +71,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use environment::{DEFAULT_DENY, DEFAULTS as ENV_DEFAULTS, EnvPolicy};
+pub use environment::{DEFAULT_DENY, EnvPolicy, defaults as env_defaults};
 pub use error::{ArgError, ServeError};
 pub use options::{DEFAULT_MAX_REQUEST, Options};
 
