@@ -110,7 +110,7 @@ pub struct Terminal {
 
 /// What the wait part of a call ended with.
 enum Waited {
-    Done(WaitResult),
+    Done(Box<WaitResult>),
     Cancelled,
 }
 
@@ -224,7 +224,7 @@ impl Terminal {
             options = options.quiet(quiet);
         }
         let waited = match self.waiting(&id, options, a.yield_for, context).await {
-            Ok(Waited::Done(w)) => w,
+            Ok(Waited::Done(w)) => *w,
             Ok(Waited::Cancelled) => return self.cancelled_run(&id).await,
             Err(e) => return session_error(&e, id.as_str()),
         };
@@ -427,7 +427,7 @@ impl Terminal {
             options = options.quiet(quiet);
         }
         let waited = match self.waiting(&id, options, a.yield_for, context).await {
-            Ok(Waited::Done(w)) => w,
+            Ok(Waited::Done(w)) => *w,
             Ok(Waited::Cancelled) => return Reply::error("cancelled by the client"),
             Err(e) => return session_error(&e, id.as_str()),
         };
@@ -445,7 +445,7 @@ impl Terminal {
             options = options.until(pattern.as_str()).from(from).through_exit();
         }
         let waited = match self.waiting(&id, options, a.timeout, context).await {
-            Ok(Waited::Done(w)) => w,
+            Ok(Waited::Done(w)) => *w,
             Ok(Waited::Cancelled) => return Reply::error("cancelled by the client"),
             Err(e) => return session_error(&e, id.as_str()),
         };
@@ -578,7 +578,7 @@ impl Terminal {
         let mut ticks = tokio::time::interval_at((started + PROGRESS_EVERY).into(), PROGRESS_EVERY);
         loop {
             tokio::select! {
-                waited = &mut wait => return waited.map(Waited::Done),
+                waited = &mut wait => return waited.map(|w| Waited::Done(Box::new(w))),
                 _ = context.cancel.cancelled() => return Ok(Waited::Cancelled),
                 _ = ticks.tick(), if context.progress.is_some() => {
                     if let (Some(sink), Ok(info)) = (&context.progress, self.registry.info(id.as_str())) {
