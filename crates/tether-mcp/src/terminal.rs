@@ -410,7 +410,6 @@ impl Terminal {
                 )
             });
         }
-        // `until` looks at what this write makes the command print.
         let from = info.output_bytes;
         let queued = match self
             .registry
@@ -419,9 +418,11 @@ impl Terminal {
             Ok(queued) => queued,
             Err(e) => return Reply::error(stdin_error_text(&e, &id)),
         };
-        let mut options = WaitOptions::new(a.yield_for);
+        // `until` and the quiet rule look at what this write makes the
+        // command print, even if it arrives before the wait begins.
+        let mut options = WaitOptions::new(a.yield_for).from(from);
         if let Some(pattern) = &a.until {
-            options = options.until(pattern.as_str()).from(from);
+            options = options.until(pattern.as_str());
         }
         if let Some(quiet) = a.quiet {
             options = options.quiet(quiet);

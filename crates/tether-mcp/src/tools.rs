@@ -214,7 +214,7 @@ pub const READ: &[Param] = &[
         },
         required: false,
         doc: "Most bytes to read (default and upper bound: the server's output budget per \
-              result, 16384 unless set with --output-budget; continue from next_offset).",
+              result, set with --output-budget; continue from next_offset).",
     },
     Param {
         name: "tail_lines",
@@ -327,7 +327,7 @@ pub const WAIT: &[Param] = &[
             default: None,
         },
         required: true,
-        doc: "how many seconds to wait at most, from 0 to 300",
+        doc: "how many seconds to wait at most (see the schema's maximum)",
     },
     Param {
         name: "until",
@@ -378,7 +378,7 @@ pub fn all() -> Vec<ToolSpec> {
                 "Run a shell command (`command`, via /bin/sh -c) or a program with arguments \
 (`argv`). Returns as soon as the command's main process exits: {status: exited | killed | \
 timed_out, exit_code, output, id, signal, note, duration_ms, next_offset, truncated_bytes, \
-descendants_alive}. If it is still running after `yield_s` seconds (default 10), returns {status: \
+descendants_alive}. If it is still running after `yield_s` seconds, returns {status: \
 \"running\", output so far, id}: it keeps running, and you continue with `wait`, `read`, `write` \
 (stdin) or `kill`. Servers and watchers: give `until` with their ready line (e.g. {\"command\": \
 \"npm run dev\", \"until\": \"ready|error\", \"yield_s\": 60}): the call returns the moment it \
@@ -405,8 +405,8 @@ carries a progressToken; Claude Desktop stops a call at about 4 minutes."
             name: "read",
             description: "Read a session's output: {status, output, id, offset, next_offset, \
 end_offset, eof, dropped}. Without `offset` it continues where the last output shown for this \
-id ended, so repeated calls page through new output; a page is at most the output budget \
-(16384 bytes by default). Use the call an omission marker names to see bytes cut from a result. \
+id ended, so repeated calls page through new output; a page is at most the server's output \
+budget. Use the call an omission marker names to see bytes cut from a result. \
 `tail_lines`/`head_lines` show the last/first lines; `grep` searches all the output and lists \
 each matching line with context, offset and line number (matches: [...], match_count); `raw` \
 returns the exact bytes (base64 when not UTF-8); `stream: \"stderr\"` reads stderr of a session \
@@ -425,8 +425,8 @@ started with separate_stderr. Returns at once; to wait for output use `wait`.",
             description: concat!(
                 "Write to a running session's standard input (it must have been started with \
 keep_stdin_open), then return the output it produces: as soon as that output goes quiet for \
-quiet_s (0.2 s: a REPL's answer and its next prompt are in), matches `until`, or the command \
-exits, and at most after `yield_s` (default 5). Returns {status, exit_code, output, id, ...}. \
+quiet_s (a REPL's answer and its next prompt are in), matches `until`, or the command \
+exits, and at most after `yield_s`. Returns {status, exit_code, output, id, ...}. \
 Set `submit` to append a newline (press Enter) and `eof` to close stdin afterwards (like \
 Ctrl-D). Input the command has not read yet is written in the background, in order. ",
                 "Most clients stop waiting for a call after 60 s unless they reset the timeout \

@@ -408,20 +408,17 @@ impl Registry {
     pub async fn wait(&self, id: &str, options: WaitOptions) -> Result<WaitResult> {
         let session = self.inner.find(id)?;
         let regex = options.until.as_deref().map(compile).transpose()?;
-        let Some(start_end) = session
-            .shared()
-            .buffer(options.stream)
-            .map(|b| b.end_offset())
-        else {
+        if session.shared().buffer(options.stream).is_none() {
             return Err(Error::NoSeparateStderr {
                 id: session.id.to_string(),
             });
-        };
+        }
         let deadline = Instant::now() + options.timeout;
         let mut changes = session.changed.subscribe();
         let mut scanned = options.from;
-        // The quiet window: output seen so far, and when it last grew.
-        let mut seen_end = start_end;
+        // The quiet window: output past `from` seen so far, and when it
+        // last grew (output already there counts as arriving now).
+        let mut seen_end = options.from;
         let mut grew_at: Option<Instant> = None;
         let result = |outcome| WaitResult {
             outcome,

@@ -231,17 +231,27 @@ async fn quiet_returns_after_new_output_stops() {
         .unwrap();
     assert_eq!(silent.outcome, WaitOutcome::StillRunning);
 
+    // The answer may arrive before the wait begins: `from` (the end before
+    // the write) makes it count all the same.
+    let before = registry.info(id.as_str()).unwrap().output_bytes;
     let queued = registry
         .queue_write(id.as_str(), b"1+1\n".to_vec(), false)
         .unwrap();
+    queued.await.unwrap();
+    let answered = registry
+        .wait(id.as_str(), WaitOptions::new(BOUND).until("> $"))
+        .await
+        .unwrap();
+    assert!(matches!(answered.outcome, WaitOutcome::Matched { .. }));
     let waited = registry
         .wait(
             id.as_str(),
-            WaitOptions::new(BOUND).quiet(Duration::from_millis(100)),
+            WaitOptions::new(BOUND)
+                .from(before)
+                .quiet(Duration::from_millis(100)),
         )
         .await
         .unwrap();
-    queued.await.unwrap();
     assert_eq!(waited.outcome, WaitOutcome::Quiet { end: 10 });
     assert_eq!(waited.info.output_bytes, 10);
     assert_eq!(waited.info.output_lines, 1);

@@ -41,10 +41,13 @@ impl WaitOptions {
         self
     }
 
-    /// Also return ([`WaitOutcome::Quiet`]) once output that arrived after
-    /// the wait began has been followed by `window` without more: the
-    /// program answered and went quiet, as a REPL does after a prompt.
-    /// Nothing arriving never counts as quiet. Default: off.
+    /// Also return ([`WaitOutcome::Quiet`]) once the stream holds output
+    /// past [`from`](Self::from) and none more arrived for `window`: the
+    /// program answered and went quiet, as a REPL does after its prompt.
+    /// To wait for the answer to input, pass `from` = the stream's end
+    /// before writing it (an answer that arrived before the wait began
+    /// still counts). No output past `from` never counts as quiet.
+    /// Default: off.
     pub fn quiet(mut self, window: Duration) -> WaitOptions {
         self.quiet = Some(window);
         self
@@ -94,7 +97,7 @@ pub enum WaitOutcome {
         /// Offset just past the match.
         end: u64,
     },
-    /// Output arrived after the wait began and then stopped for the
+    /// Output past [`WaitOptions::from`] arrived and then stopped for the
     /// [`WaitOptions::quiet`] window; the stream ended at `end` then.
     Quiet {
         /// End of the output when the quiet window passed.
