@@ -27,13 +27,21 @@
 //! the ring go from the caller's slice straight to the file, uncopied.
 //! Reads use positional I/O (`pread`), so they take `&self` and concurrent
 //! readers never race on a shared file cursor.
+//!
+//! The spill file **never has a name** that could outlive the buffer: on
+//! Linux it is made with `O_TMPFILE` (an inode with no directory entry at
+//! all), elsewhere — or on a file system without `O_TMPFILE` — it is
+//! created under a random name and unlinked before a byte is written. Its
+//! space comes back when the descriptor closes, however the process ends:
+//! three 400 MB commands under a `SIGKILL`ed `tether mcp` used to leave
+//! 805 MB behind in a named spill directory (issue 8). Only the owner's
+//! descriptor (close-on-exec, never inherited) reaches the bytes.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Default cap on the in-memory ring: 1 MiB.
 pub const DEFAULT_MAX_MEMORY: usize = 1 << 20;
@@ -53,10 +61,12 @@ pub struct OutputConfig {
     /// Most bytes written to the spill file (default [`DEFAULT_SPILL_CAP`]);
     /// 0 disables spilling.
     pub spill_cap: u64,
-    /// Private directory for the spill file (default `None`: no spilling).
-    /// It is created with mode 0700 if missing; an existing directory must
-    /// be owned by the effective user and closed to group and others, or
-    /// spilling is refused.
+    /// Directory the spill file is made in (default `None`: no spilling).
+    /// The file never has a name there (see the module docs), so the
+    /// directory may be shared, like the system temp dir. It is created
+    /// with mode 0700 if missing; an existing one must belong to the
+    /// effective user or root and, if others may write it, carry the sticky
+    /// bit (as `/tmp` does), or spilling is refused.
     pub spill_dir: Option<PathBuf>,
 }
 
@@ -94,14 +104,15 @@ enum Spill {
     /// Spilling is on; the file is created at the first eviction, so a
     /// session with little output never touches the disk.
     Lazy { dir: PathBuf },
-    /// The file exists and holds stream bytes `[0, spilled)`.
-    File { file: File, path: PathBuf },
+    /// The (nameless) file holds stream bytes `[0, spilled)`.
+    File { file: File, dir: PathBuf },
 }
 
 /// One byte stream with absolute offsets: a bounded in-memory ring of the
 /// newest bytes plus an optional spill file for evicted ones.
 ///
-/// The spill file, if any, is deleted when the buffer is dropped.
+/// The spill file, if any, has no name and is gone when the buffer is
+/// dropped or the process dies.
 pub struct OutputBuffer {
     /// Byte at offset `o` lives at `ring[o % cap]`; `ring.len()` grows up to
     /// `cap` and then stays there.
@@ -167,10 +178,11 @@ impl OutputBuffer {
         self.ring.capacity()
     }
 
-    /// Path of the spill file, once one has been created.
-    pub fn spill_path(&self) -> Option<&Path> {
+    /// The directory the spill file was made in, once there is one (the
+    /// file itself has no name there).
+    pub fn spill_dir(&self) -> Option<&Path> {
         match &self.spill {
-            Spill::File { path, .. } => Some(path),
+            Spill::File { dir, .. } => Some(dir),
             _ => None,
         }
     }
@@ -208,7 +220,10 @@ impl OutputBuffer {
     fn spill_until(&mut self, input: &[u8], old_end: u64, new_memory_start: u64) -> io::Result<()> {
         if let Spill::Lazy { dir } = &self.spill {
             match create_spill_file(dir) {
-                Ok((file, path)) => self.spill = Spill::File { file, path },
+                Ok(file) => {
+                    let dir = dir.clone();
+                    self.spill = Spill::File { file, dir };
+                }
                 Err(e) => {
                     self.spill = Spill::Off;
                     self.spill_limit = 0;
@@ -216,7 +231,7 @@ impl OutputBuffer {
                 }
             }
         }
-        let Spill::File { file, path } = &self.spill else {
+        let Spill::File { file, dir } = &self.spill else {
             return Ok(());
         };
         let ring_to = self.spill_limit.min(old_end);
@@ -232,7 +247,7 @@ impl OutputBuffer {
         let mut result = Ok(());
         for part in [a, b, c] {
             if let Err(e) = sys::write_all_at(file, part, pos) {
-                let msg = format!("writing spill file {}: {e}", path.display());
+                let msg = format!("writing spill file in {}: {e}", dir.display());
                 result = Err(io::Error::new(e.kind(), msg));
                 break;
             }
@@ -360,24 +375,18 @@ impl OutputBuffer {
         }
     }
 
-    /// Closes and deletes the spill file now, and stops spilling: the bytes
-    /// it held count as dropped from then on. Done automatically on drop.
+    /// Closes the spill file now — which frees its space, since it has no
+    /// name — and stops spilling: the bytes it held count as dropped from
+    /// then on. Done automatically on drop.
     ///
     /// # Errors
-    /// Fails if the file exists but cannot be deleted; a file already gone
-    /// is not an error.
+    /// None today (closing a nameless file cannot fail in a way that keeps
+    /// its bytes); the `Result` leaves room for a platform where it can.
     pub fn remove_spill(&mut self) -> io::Result<()> {
         let spill = std::mem::replace(&mut self.spill, Spill::Off);
         self.spill_limit = 0;
         self.spilled = 0;
-        if let Spill::File { file, path } = spill {
-            // Close first: Windows refuses to delete an open file.
-            drop(file);
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
+        drop(spill);
         Ok(())
     }
 }
@@ -389,46 +398,31 @@ impl fmt::Debug for OutputBuffer {
             .field("memory", &(self.memory_start()..self.end))
             .field("spilled", &self.spilled)
             .field("dropped", &self.dropped_total())
-            .field("spill_path", &self.spill_path())
+            .field("spill_dir", &self.spill_dir())
             .finish()
     }
 }
 
 impl Drop for OutputBuffer {
     fn drop(&mut self) {
-        // Nothing to report to from a destructor; a leftover file in the
-        // private spill directory is the worst case.
+        // Closing the nameless file is all it takes.
         let _ = self.remove_spill();
     }
 }
 
-/// Creates a fresh spill file in `dir` with exclusive create, so an
-/// existing file (stale, or planted) is never opened.
-fn create_spill_file(dir: &Path) -> io::Result<(File, PathBuf)> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let context = |e: io::Error, what: &Path| {
+/// Makes a spill file in `dir` that has no name (see the module docs).
+fn create_spill_file(dir: &Path) -> io::Result<File> {
+    let context = |e: io::Error| {
         io::Error::new(
             e.kind(),
-            format!("creating spill file in {}: {e}", what.display()),
+            format!("creating spill file in {}: {e}", dir.display()),
         )
     };
-    sys::ensure_private_dir(dir).map_err(|e| context(e, dir))?;
-    // A stale file from an earlier process with the same pid only costs a
-    // retry; 64 collisions in a row means something else is wrong.
-    for _ in 0..64 {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!("output-{}-{n}.spill", std::process::id()));
-        match sys::create_private_file(&path) {
-            Ok(file) => return Ok((file, path)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(context(e, &path)),
-        }
-    }
-    let e = io::Error::new(io::ErrorKind::AlreadyExists, "64 name collisions");
-    Err(context(e, dir))
+    sys::ensure_spill_dir(dir).map_err(context)?;
+    sys::create_nameless_file(dir).map_err(context)
 }
 
-/// The only OS-specific part: positional I/O and private file creation.
+/// The only OS-specific part: positional I/O and nameless file creation.
 #[cfg(unix)]
 mod sys {
     use std::fs::{DirBuilder, File, OpenOptions};
@@ -436,14 +430,18 @@ mod sys {
     use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
     use std::path::Path;
 
-    /// Creates `dir` (0700) if missing; refuses one that others could
-    /// enter or that belongs to another user.
-    pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    /// Creates `dir` (0700) if missing; refuses one that belongs to
+    /// another user (but root), or that others may write without the
+    /// sticky bit (they could rename the file in the instant it has a name
+    /// on the fallback path).
+    pub fn ensure_spill_dir(dir: &Path) -> io::Result<()> {
         DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
         let meta = std::fs::metadata(dir)?;
-        if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
+        let owner_ok = meta.uid() == nix::unistd::geteuid().as_raw() || meta.uid() == 0;
+        let sticky = meta.mode() & libc::S_ISVTX as u32 != 0;
+        if !owner_ok || (meta.mode() & 0o022 != 0 && !sticky) {
             let msg = format!(
-                "directory is not private (mode {:o}, uid {})",
+                "directory is not safe for spill files (mode {:o}, uid {})",
                 meta.mode() & 0o7777,
                 meta.uid()
             );
@@ -452,16 +450,54 @@ mod sys {
         Ok(())
     }
 
-    /// O_CREAT|O_EXCL, mode 0600, O_CLOEXEC (std sets it anyway; stated so
-    /// the guarantee doesn't rest on a library default).
-    pub fn create_private_file(path: &Path) -> io::Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(path)
+    /// A read-write file in `dir` with no name, mode 0600, close-on-exec.
+    pub fn create_nameless_file(dir: &Path) -> io::Result<File> {
+        #[cfg(target_os = "linux")]
+        {
+            // O_EXCL: the inode can never be linked into a directory.
+            let opened = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .mode(0o600)
+                .custom_flags(libc::O_TMPFILE | libc::O_EXCL | libc::O_CLOEXEC)
+                .open(dir);
+            match opened {
+                Ok(file) => return Ok(file),
+                // The file system has no O_TMPFILE (EOPNOTSUPP; EISDIR from
+                // kernels before 3.11, which read it as O_DIRECTORY).
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        unlink_after_open(dir)
+    }
+
+    /// Exclusive create under a random name, then unlink before any byte
+    /// is written: a crash in between leaves an empty file, never data.
+    fn unlink_after_open(dir: &Path) -> io::Result<File> {
+        for _ in 0..64 {
+            let name = format!(".tether-spill-{}", crate::session_id::SessionId::generate());
+            let path = dir.join(name);
+            let created = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(&path);
+            match created {
+                Ok(file) => {
+                    std::fs::remove_file(&path)?;
+                    return Ok(file);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "64 random spill file names were all taken",
+        ))
     }
 
     pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
@@ -475,23 +511,50 @@ mod sys {
 
 /// Windows: `seek_read`/`seek_write` are positional (they also move the
 /// cursor, which we never use). The directory inherits its parent's ACL.
+/// An open file cannot be unlinked there: the file is opened
+/// delete-on-close instead, so it goes when its last handle closes,
+/// however the process ends.
 #[cfg(windows)]
 mod sys {
     use std::fs::{File, OpenOptions};
     use std::io;
-    use std::os::windows::fs::FileExt;
+    use std::os::windows::fs::{FileExt, OpenOptionsExt};
     use std::path::Path;
 
-    pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    const FILE_FLAG_DELETE_ON_CLOSE: u32 = 0x0400_0000;
+    const FILE_ATTRIBUTE_TEMPORARY: u32 = 0x0000_0100;
+    const FILE_SHARE_READ: u32 = 0x1;
+    const FILE_SHARE_WRITE: u32 = 0x2;
+    const FILE_SHARE_DELETE: u32 = 0x4;
+
+    pub fn ensure_spill_dir(dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)
     }
 
-    pub fn create_private_file(path: &Path) -> io::Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
+    pub fn create_nameless_file(dir: &Path) -> io::Result<File> {
+        for _ in 0..64 {
+            let path = dir.join(format!(
+                "tether-spill-{}",
+                crate::session_id::SessionId::generate()
+            ));
+            let created = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
+                .attributes(FILE_ATTRIBUTE_TEMPORARY)
+                .custom_flags(FILE_FLAG_DELETE_ON_CLOSE)
+                .open(&path);
+            match created {
+                Ok(file) => return Ok(file),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "64 random spill file names were all taken",
+        ))
     }
 
     pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
@@ -682,59 +745,83 @@ mod tests {
         assert_eq!(read_all(&buf, 0, 4096), (all, 0));
     }
 
+    /// Files this process holds open under `dir`: (fd path, size, mode).
+    #[cfg(target_os = "linux")]
+    fn open_files_under(dir: &Path) -> Vec<(PathBuf, u64, u32)> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = dir.canonicalize().unwrap();
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.starts_with(&dir)))
+            // metadata follows the magic link to the open file itself.
+            .filter_map(|fd| {
+                let meta = std::fs::metadata(fd.path()).ok()?;
+                Some((fd.path(), meta.len(), meta.permissions().mode() & 0o777))
+            })
+            .collect()
+    }
+
     #[test]
-    fn spill_file_is_private_and_removed() {
+    #[cfg(target_os = "linux")]
+    fn spill_file_is_nameless_private_and_freed() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("spill");
         let mut buf = buffer(16, 1 << 20, Some(dir.path()));
         buf.append(&[1; 16]).unwrap();
         assert!(
-            buf.spill_path().is_none(),
+            buf.spill_dir().is_none(),
             "no file before the first eviction"
         );
         buf.append(&[2; 16]).unwrap();
-        let path = buf.spill_path().unwrap().to_path_buf();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-            assert_eq!(
-                (mode(&path), mode(&dir.path().join("spill"))),
-                (0o600, 0o700)
-            );
-        }
+        assert_eq!(buf.spill_dir(), Some(spill.as_path()));
+        let mode = std::fs::metadata(&spill).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "a spill directory it creates is private");
+        assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0, "no name");
+        let open = open_files_under(&spill);
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert_eq!((open[0].1, open[0].2), (16, 0o600));
         drop(buf);
-        assert!(!path.exists());
+        assert_eq!(open_files_under(&spill), vec![], "closed on drop");
 
         let mut buf = buffer(16, 1 << 20, Some(dir.path()));
         buf.append(&[3; 40]).unwrap();
-        let path = buf.spill_path().unwrap().to_path_buf();
+        assert_eq!(open_files_under(&spill).len(), 1);
         buf.remove_spill().unwrap();
-        assert!(!path.exists());
+        assert_eq!(open_files_under(&spill), vec![], "closed by remove_spill");
         assert_eq!(
             (buf.start_offset(), buf.read(0, 100).unwrap().dropped),
             (24, 24)
         );
         buf.append(&[4; 40]).unwrap();
         assert!(
-            buf.spill_path().is_none(),
+            buf.spill_dir().is_none(),
             "spilling stays off after remove_spill"
         );
     }
 
     #[test]
     #[cfg(unix)]
-    fn shared_spill_dir_is_refused_but_appends_continue() {
+    fn a_spill_dir_others_can_write_needs_the_sticky_bit() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let shared = dir.path().join("spill");
         std::fs::create_dir(&shared).unwrap();
-        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
         let mut buf = buffer(8, 1 << 20, Some(dir.path()));
         let err = buf.append(&[5; 20]).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
         buf.append(&[6; 20]).unwrap();
         assert_eq!((buf.end_offset(), buf.dropped_total()), (40, 32));
         assert_eq!(buf.tail(8).unwrap().data, [6; 8]);
+
+        // Sticky, as /tmp is: only the owner of a name can rename it.
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let mut buf = buffer(8, 1 << 20, Some(dir.path()));
+        buf.append(&[7; 20]).unwrap();
+        assert_eq!((buf.spill_bytes(), buf.dropped_total()), (12, 0));
+        assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0, "no name");
     }
 
     #[test]
