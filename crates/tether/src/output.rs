@@ -438,7 +438,7 @@ mod sys {
         DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
         let meta = std::fs::metadata(dir)?;
         let owner_ok = meta.uid() == nix::unistd::geteuid().as_raw() || meta.uid() == 0;
-        let sticky = meta.mode() & libc::S_ISVTX as u32 != 0;
+        let sticky = meta.mode() & 0o1000 != 0; // S_ISVTX
         if !owner_ok || (meta.mode() & 0o022 != 0 && !sticky) {
             let msg = format!(
                 "directory is not safe for spill files (mode {:o}, uid {})",
