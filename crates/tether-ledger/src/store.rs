@@ -399,7 +399,7 @@ fn insert_owner(
     )
 }
 
-pub(crate) fn insert_session(
+fn insert_session(
     tx: &rusqlite::Transaction<'_>,
     owner: OwnerId,
     s: &SessionStart,
@@ -433,7 +433,7 @@ pub(crate) fn insert_session(
     .map(drop)
 }
 
-pub(crate) fn insert_rebuilt_owner(
+fn insert_rebuilt_owner(
     tx: &rusqlite::Transaction<'_>,
     owner: &OwnerRecord,
 ) -> rusqlite::Result<OwnerId> {
@@ -687,7 +687,15 @@ fn create_fresh(
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(sqlite)?;
-                let (owners, sessions) = crate::rebuild::rebuild(&tx, install).map_err(sqlite)?;
+                let (mut owners, mut sessions) = (0, 0);
+                for (record, starts) in crate::rebuild::rebuild(install) {
+                    let owner = insert_rebuilt_owner(&tx, &record).map_err(sqlite)?;
+                    owners += 1;
+                    for start in &starts {
+                        insert_session(&tx, owner, start, Source::Rebuilt).map_err(sqlite)?;
+                        sessions += 1;
+                    }
+                }
                 let q = Quarantine {
                     at_ms: now_ms(),
                     moved_to: moved_to.to_path_buf(),

@@ -112,7 +112,7 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
         reap_orphans(&install);
     }
     // Best effort: without a ledger the sessions still carry spawn tags.
-    let observer = match tether_ledger::LedgerObserver::register(&install, terminal::PURPOSE) {
+    let observer = match tether_ledger::Recorder::register(&install, terminal::PURPOSE) {
         Ok(observer) => Some(Arc::new(observer)),
         Err(e) => {
             eprintln!("tether mcp: not recording sessions in the ledger: {e}");

@@ -51,9 +51,10 @@ use crate::session::{Control, Driver, Owner, Session, lock};
 use crate::session_id::SessionId;
 
 mod wait;
+pub use crate::contain::Descendant;
 pub use crate::run_spec::{CommandLine, OutputMode, RunSpec, SHELL, StdinMode};
 pub use crate::session::pattern::MAX_MATCH_LEN;
-pub use crate::session::{Descendant, KillOutcome, KillReason, SessionInfo, SessionState, Stream};
+pub use crate::session::{KillOutcome, KillReason, SessionInfo, SessionState, Stream};
 pub use wait::{WaitOptions, WaitOutcome, WaitResult};
 
 /// Default [`RegistryConfig::max_live`].

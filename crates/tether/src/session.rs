@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::child::Child;
-use crate::contain::AsyncWriter;
+use crate::contain::{AsyncWriter, Descendant};
 use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::exit::ExitStatus;
@@ -88,15 +88,6 @@ pub enum KillReason {
     IdleTimeout,
     /// The registry was shut down or dropped.
     Shutdown,
-}
-
-/// A live process of a session other than its main process.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Descendant {
-    /// Its pid.
-    pub pid: u32,
-    /// Its command line (empty if unreadable).
-    pub command: String,
 }
 
 /// Which output stream to read.

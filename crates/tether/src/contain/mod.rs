@@ -45,6 +45,7 @@ use os as imp;
 #[cfg(unix)]
 use unix as imp;
 
+pub use event::Descendant;
 pub(crate) use event::{Termination, TreeEvent};
 pub(crate) use imp::spill;
 pub(crate) use imp::{

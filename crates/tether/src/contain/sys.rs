@@ -351,3 +351,34 @@ pub fn signal_if_identity(identity: &ProcessIdentity, sig: i32) -> io::Result<bo
 pub(crate) fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
     imp::identity_of(pid)
 }
+
+/// Reading identities from the process table (here, so that
+/// `identity.rs` stays a plain value type below the platform code).
+impl ProcessIdentity {
+    /// The identity of the live process `pid`, read from the kernel now.
+    ///
+    /// Fails with `NotFound` if no such process exists (or it is a zombie
+    /// that can no longer be opened).
+    pub fn of_pid(pid: u32) -> std::io::Result<ProcessIdentity> {
+        identity_of(pid)
+    }
+
+    /// The identity of the calling process.
+    pub fn current() -> std::io::Result<ProcessIdentity> {
+        Self::of_pid(std::process::id())
+    }
+
+    /// Whether the process this identity names is still alive (not reaped).
+    ///
+    /// `false` also when its pid now belongs to another process. A zombie
+    /// counts as dead.
+    pub fn is_alive(&self) -> bool {
+        if self.boot_id != boot_id() {
+            return false;
+        }
+        match identity_of(self.pid) {
+            Ok(now) => now.matches(self),
+            Err(_) => false,
+        }
+    }
+}

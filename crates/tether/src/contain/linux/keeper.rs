@@ -18,6 +18,7 @@ use crate::contain::Termination;
 use crate::containment::Containment;
 
 pub(crate) use super::pidns::{self, InitLink};
+pub(crate) use super::sys::identify_unreaped as identify;
 
 /// What holds a tree without a PID namespace.
 pub(crate) const STANDARD: Containment = Containment::Subreaper;
@@ -149,14 +150,6 @@ pub(crate) fn reap_any(stops: bool) -> Option<(u32, Change)> {
             }
         }
     }
-}
-
-/// Start time and pidfs inode of a process that cannot go away yet (our
-/// unreaped child, or one held at a gate).
-pub(crate) fn identify(pid: u32) -> io::Result<(u64, Option<u64>)> {
-    let pidfd = Pidfd::open(pid)?;
-    let start_time = read_stat(pid)?.start_time;
-    Ok((start_time, pidfd.inode()))
 }
 
 /// What woke the keeper.

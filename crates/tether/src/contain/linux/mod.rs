@@ -9,9 +9,9 @@ pub(crate) mod sys;
 use std::io;
 use std::os::fd::OwnedFd;
 
+use crate::contain::Descendant;
 use crate::containment::Containment;
 use crate::identity::ProcessIdentity;
-use crate::session::Descendant;
 
 /// Capacity asked for output pipes: 256 KiB instead of the default 64 KiB
 /// means 4× fewer wake-ups of reader and writer per byte (capture of

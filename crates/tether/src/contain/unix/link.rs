@@ -121,17 +121,6 @@ impl KeeperLink {
         &self.path
     }
 
-    /// Ends this link's session: the tree is empty and the keeper waits for
-    /// another command. A reusable keeper (no PID namespace spent) goes
-    /// back to the warm pool if the pool wants it; otherwise it is told to
-    /// go (EOF) and reaped.
-    pub(crate) fn finish(&mut self, reusable: bool) {
-        if reusable && super::pool::recycle(self) {
-            return;
-        }
-        self.reap();
-    }
-
     /// Moves the keeper to a new link, leaving this one inert. Handles of
     /// the old session lose their way to the keeper.
     pub(crate) fn detach(&mut self) -> io::Result<KeeperLink> {

@@ -8,11 +8,11 @@ use std::io;
 use std::os::windows::io::OwnedHandle;
 use std::time::Duration;
 
+use crate::contain::Descendant;
 use crate::contain::{ChildIo, SpawnPlan, Spawned, TreeEvent};
 use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
-use crate::session::Descendant;
 
 pub(crate) mod spill;
 pub(crate) mod sys;
