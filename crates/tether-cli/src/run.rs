@@ -6,10 +6,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use nix::sys::signal::{SigSet, Signal};
 use serde::Serialize;
-use tether::unix::ChildExt;
-use tether::{Command, ContainmentPolicy, Error, ExitStatus};
+use tether::{Command, ContainmentPolicy, Error, ExitStatus, SignalForwarder};
+use tether_ledger::{Outcome, Recorder, SessionStart};
 
 use crate::EXIT_TETHER_ERROR;
 
@@ -46,7 +45,7 @@ pub struct RunArgs {
     shell: bool,
     /// How to hold the tree: a subreaper keeper, a PID namespace (airtight even if the keeper is
     /// SIGKILLed; needs root or user namespaces), or auto (pidns when possible).
-    #[arg(long, value_enum, default_value = "subreaper")]
+    #[arg(long, value_enum, default_value = "standard")]
     containment: ContainmentArg,
     /// Capture stdout and stderr and print one JSON object with the result.
     #[arg(long)]
@@ -69,8 +68,13 @@ pub struct RunArgs {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum ContainmentArg {
+    /// The platform's standard holder (Linux: a subreaper keeper).
+    Standard,
+    /// The strongest the kernel allows here (Linux: pidns when possible).
     Auto,
+    /// Linux: a subreaper keeper (the same as `standard` there).
     Subreaper,
+    /// Linux: a PID namespace, or an error.
     Pidns,
 }
 
@@ -120,13 +124,8 @@ fn exit_code_for_error(err: &Error) -> u8 {
 fn run(args: RunArgs) -> Result<u8, Error> {
     // Orphans of a SIGKILLed keeper come back to us, and we kill them.
     tether::become_subreaper()?;
-    // Signals to forward: blocked here, before any thread exists, so every
-    // thread inherits the mask and only the forwarder's sigwait sees them.
-    let mut forwarded = SigSet::empty();
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        forwarded.add(sig);
-    }
-    forwarded.thread_block().map_err(std::io::Error::from)?;
+    // Before any thread exists: only the forwarder may see these signals.
+    let forwarder = SignalForwarder::install()?;
 
     let mut command = if args.shell {
         let script = args
@@ -149,7 +148,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         .envs(args.env.iter().map(|(k, v)| (k, v)));
     command.containment(match args.containment {
         ContainmentArg::Auto => ContainmentPolicy::Auto,
-        ContainmentArg::Subreaper => ContainmentPolicy::Subreaper,
+        ContainmentArg::Standard | ContainmentArg::Subreaper => ContainmentPolicy::Standard,
         ContainmentArg::Pidns => ContainmentPolicy::PidNamespace,
     });
     if let Some(cwd) = &args.cwd {
@@ -163,35 +162,34 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             .stdin(tether::Stdio::Null)
             .stdout(tether::Stdio::Piped)
             .stderr(tether::Stdio::Piped);
+    } else {
+        // On a terminal the command is the foreground job, as under a
+        // shell: it can read the terminal, Ctrl-Z stops it (and us).
+        command.foreground(true);
     }
     let started = Instant::now();
     let mut child = command.spawn()?;
-    let record =
-        crate::record::RunRecord::start(&child, &args.purpose, &args.command, args.cwd.as_deref());
-    let handle = child.handle();
-    std::thread::Builder::new()
-        .name("tether-signals".into())
-        .spawn(move || {
-            while let Ok(sig) = forwarded.wait() {
-                let _ = handle.interrupt(sig as i32);
-            }
-        })
-        .map_err(Error::Io)?;
+    let recorder = record_start(&child, &args);
+    forwarder.forward_to(&child)?;
 
     if !args.json {
         let status = child.wait()?;
-        record.finish(&status);
+        record_end(recorder, &child, &status);
         return Ok(exit_code(&status));
     }
     let containment = child.containment().to_string();
     let pid = child.id();
     let session = child.session_id().to_string();
+    let session_id = child.session_id().clone();
     let output = child.wait_with_output_limited(args.max_output)?;
     let status = output.status;
-    record.finish(&status);
+    if let Some(recorder) = recorder {
+        recorder.record_end(&session_id, Outcome::of_status(&status));
+        recorder.finish();
+    }
     let result = JsonResult {
         exit_code: status.code(),
-        signal: status.signal(),
+        signal: status.code().is_none().then(|| status.shell_code() - 128),
         timed_out: status.timed_out(),
         duration_ms: started.elapsed().as_millis() as u64,
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -209,14 +207,40 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     Ok(exit_code(&status))
 }
 
+/// Records this run (owner and session) in the ledger. Best effort: a run
+/// whose ledger cannot be written still runs — its processes carry spawn
+/// tags, which is what `tether ps` and `tether reap` need most — and says
+/// why once on stderr.
+fn record_start(child: &tether::Child, args: &RunArgs) -> Option<Recorder> {
+    let recorder = match Recorder::register(&tether::Install::from_env(), "run") {
+        Ok(recorder) => recorder,
+        Err(e) => {
+            eprintln!("tether: warning: this run is not in the ledger: {e}");
+            return None;
+        }
+    };
+    let command: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut session = SessionStart::of_child(child, &args.purpose, &command);
+    session.cwd = args.cwd.clone();
+    recorder.record_start(&session);
+    Some(recorder)
+}
+
+fn record_end(recorder: Option<Recorder>, child: &tether::Child, status: &ExitStatus) {
+    if let Some(recorder) = recorder {
+        recorder.record_end(child.session_id(), Outcome::of_status(status));
+        recorder.finish();
+    }
+}
+
 /// `timeout(1)` conventions.
 fn exit_code(status: &ExitStatus) -> u8 {
     if status.timed_out() {
         return 124;
     }
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code as u8,
-        (None, Some(sig)) => 128 + sig as u8,
-        (None, None) => EXIT_TETHER_ERROR,
-    }
+    status.shell_code() as u8
 }

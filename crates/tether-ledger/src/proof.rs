@@ -4,11 +4,8 @@
 //! alive now, so it and its owner belong to this boot: the owner is the
 //! process of this boot with that pid and start time. It is **provably
 //! dead** when `/proc/<pid>` is gone, is a zombie, or belongs to a process
-//! that started at another time — or started in the same clock tick but
-//! has another pidfs inode than the ledger recorded for the owner (start
-//! times have 10 ms resolution; forced immediate pid reuse collided in 295
-//! of 300 tries here, the pidfs inode never). Every other case is
-//! **unknown**, and unknown is never reaped:
+//! that started at another time. Every other case is **unknown**, and
+//! unknown is never reaped:
 //!
 //! - the tag carries no owner start time (`0`: it could not be read);
 //! - `/proc` is mounted with `hidepid` and the owner is not known (from the
@@ -16,14 +13,20 @@
 //! - `/proc` shows another pid namespace than ours, or the tagged process
 //!   lives in a nested pid namespace (a `pidns` session's tree: its keeper,
 //!   in ours, is what gets reaped, and the kernel takes the namespace down
-//!   with it).
+//!   with it);
+//! - a live process has the owner's pid and start time but another pidfs
+//!   inode than the ledger recorded. That is either a pid reused within
+//!   one clock tick (start times have 10 ms resolution; forced immediate
+//!   reuse collided in 295 of 300 tries here) or a ledger that is wrong —
+//!   and the ledger is attacker-shaped input: editing one owner row's
+//!   inode made a running `tether run` read as dead and `reap` killed its
+//!   session (issue 8). Ledger data never outweighs the live process.
 //!
 //! The mistakes this allows are all on the safe side: a pid reused within
-//! one tick by a process the ledger never recorded looks alive, and its
-//! orphans are kept.
+//! one tick looks alive or unknown, and its orphans are kept (listed by
+//! `tether ps` and `tether reap`, never signalled).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -54,9 +57,6 @@ pub enum DeathProof {
         /// Start time (ticks) of the process holding the pid now.
         now_start_time: u64,
     },
-    /// Its pid belongs to a process that started in the same clock tick
-    /// but has another pidfs inode than the ledger recorded.
-    InodeDiffers,
     /// The ledger recorded it in an earlier boot.
     EarlierBoot,
 }
@@ -67,9 +67,6 @@ impl std::fmt::Display for DeathProof {
             DeathProof::Gone => f.write_str("gone"),
             DeathProof::Exited => f.write_str("exited (zombie)"),
             DeathProof::PidReused { .. } => f.write_str("pid reused by another process"),
-            DeathProof::InodeDiffers => {
-                f.write_str("pid reused within one tick (pidfs inode differs)")
-            }
             DeathProof::EarlierBoot => f.write_str("from an earlier boot"),
         }
     }
@@ -132,14 +129,15 @@ pub struct Prover {
     recorded: HashMap<OwnerKey, (Option<u64>, u32)>,
     uid: u32,
     hidepid: bool,
-    /// Our pid namespace, if `/proc` shows it; `None` = it shows another.
-    own_pidns: Option<PathBuf>,
+    /// The process table shows tether's own pid namespace.
+    own_pidns: bool,
     cache: HashMap<OwnerKey, OwnerStatus>,
 }
 
 impl Prover {
     /// A prover using what the ledger knows about owners (may be empty).
     pub fn new(owners: &[OwnerRow]) -> Prover {
+        let visibility = tether::sys::visibility();
         let boot_id = tether::ProcessIdentity::current()
             .map(|me| me.boot_id)
             .unwrap_or_default();
@@ -159,10 +157,9 @@ impl Prover {
         Prover {
             boot_id,
             recorded,
-            // SAFETY: getuid cannot fail and touches no memory.
-            uid: unsafe { libc::getuid() },
-            hidepid: proc_has_hidepid(),
-            own_pidns: own_pidns(),
+            uid: tether::sys::current_uid(),
+            hidepid: visibility.hides_other_users,
+            own_pidns: visibility.own_namespace,
             cache: HashMap::new(),
         }
     }
@@ -186,14 +183,14 @@ impl Prover {
         let unknown = |reason: &str| OwnerStatus::Unknown {
             reason: reason.to_owned(),
         };
-        if self.own_pidns.is_none() {
+        if !self.own_pidns {
             return unknown("/proc shows another pid namespace than tether's");
         }
         if key.start_time == 0 {
             return unknown("the spawn tag has no owner start time");
         }
         let recorded = self.recorded.get(&key);
-        match tether::procs::read_stat(key.pid) {
+        match tether::sys::process(key.pid) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let recorded_as_ours = recorded.is_some_and(|&(_, uid)| uid == self.uid);
                 if self.hidepid && self.uid != 0 && !recorded_as_ours {
@@ -212,7 +209,7 @@ impl Prover {
                     now_start_time: stat.start_time,
                 },
             },
-            Ok(stat) if matches!(stat.state, b'Z' | b'X') => OwnerStatus::Dead {
+            Ok(stat) if stat.has_exited() => OwnerStatus::Dead {
                 proof: DeathProof::Exited,
             },
             Ok(_) => match recorded.and_then(|&(inode, _)| inode) {
@@ -231,8 +228,15 @@ impl Prover {
         };
         match tether::ProcessIdentity::of_pid(key.pid) {
             Ok(now) if now.matches(&recorded) => OwnerStatus::Alive,
-            Ok(now) if now.start_time == key.start_time => OwnerStatus::Dead {
-                proof: DeathProof::InodeDiffers,
+            // Same pid, same start time, alive: only the ledger says it is
+            // another process, and the ledger may have been edited.
+            Ok(now) if now.start_time == key.start_time => OwnerStatus::Unknown {
+                reason: format!(
+                    "a live process has the owner's pid and start time but pidfs inode {}, \
+                     not the {inode} the ledger recorded (pid reused within one clock tick, \
+                     or a wrong ledger)",
+                    now.pidfs_inode.map_or("none".into(), |i| i.to_string())
+                ),
             },
             Ok(now) => OwnerStatus::Dead {
                 proof: DeathProof::PidReused {
@@ -248,53 +252,11 @@ impl Prover {
     }
 
     /// Whether `pid` lives in the pid namespace the tags' pids are read in
-    /// (ours, which `/proc` shows). `false` for a process in a nested
-    /// namespace, or when that cannot be read.
+    /// (ours). `false` for a process in a nested namespace, or when that
+    /// cannot be read.
     pub fn in_own_pidns(&self, pid: u32) -> bool {
-        let Some(own) = &self.own_pidns else {
-            return false;
-        };
-        std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|ns| &ns == own)
+        self.own_pidns && tether::sys::in_own_pid_namespace(pid)
     }
-}
-
-/// Our pid namespace (`pid:[inode]`), if `/proc` is mounted for it: the
-/// pid `/proc/self` names must be the pid we have.
-fn own_pidns() -> Option<PathBuf> {
-    let shown: u32 = std::fs::read_link("/proc/self")
-        .ok()?
-        .to_str()?
-        .parse()
-        .ok()?;
-    if shown != std::process::id() {
-        return None;
-    }
-    std::fs::read_link("/proc/self/ns/pid").ok()
-}
-
-/// Whether the `/proc` mount hides other users' processes (`hidepid=` other
-/// than 0/off).
-fn proc_has_hidepid() -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    info.lines().any(|line| {
-        let mut fields = line.split(' ');
-        let mount_point = fields.nth(4);
-        let Some((_, after)) = line.split_once(" - ") else {
-            return false;
-        };
-        let mut post = after.split(' ');
-        let (fstype, super_opts) = (post.next(), post.nth(1));
-        mount_point == Some("/proc")
-            && fstype == Some("proc")
-            && super_opts.is_some_and(|opts| {
-                opts.split(',').any(|o| {
-                    o.strip_prefix("hidepid=")
-                        .is_some_and(|v| v != "0" && v != "off")
-                })
-            })
-    })
 }
 
 #[cfg(test)]
@@ -353,7 +315,7 @@ mod tests {
     fn a_reaped_child_is_gone() {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
-        let start = tether::procs::read_stat(pid).map(|s| s.start_time);
+        let start = tether::sys::process(pid).map(|s| s.start_time);
         child.wait().unwrap();
         let Ok(start) = start else {
             return; // it exited before we could read it: nothing to test
@@ -367,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn a_recorded_inode_that_differs_proves_death() {
+    fn a_recorded_inode_that_differs_is_unknown_not_death() {
         let me = tether::ProcessIdentity::current().unwrap();
         let row = OwnerRow {
             id: crate::records::OwnerId(1),
@@ -388,12 +350,7 @@ mod tests {
             start_time: me.start_time,
         });
         if me.pidfs_inode.is_some() {
-            assert_eq!(
-                status,
-                OwnerStatus::Dead {
-                    proof: DeathProof::InodeDiffers
-                }
-            );
+            assert!(matches!(status, OwnerStatus::Unknown { .. }), "{status:?}");
         } else {
             assert_eq!(status, OwnerStatus::Alive, "no pidfs: start time decides");
         }

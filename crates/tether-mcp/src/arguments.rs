@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tether::Stream;
+use tether::registry::Stream;
 
 use crate::error::ArgError;
 use crate::params::{self, Checked};

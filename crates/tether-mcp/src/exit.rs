@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tether::{CommandLine, KillReason, SessionInfo, SessionState};
+use tether::registry::{CommandLine, KillReason, SessionInfo, SessionState};
 
 /// The ending of a session's main process as results report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,7 +28,10 @@ pub fn ending(info: &SessionInfo) -> Ending {
     let shell = matches!(info.command_line, CommandLine::Shell(_));
     let exit = info.exit;
     let exit_code = exit.and_then(|e| e.code());
-    let signo = exit.and_then(|e| e.signal());
+    // No exit code: a signal ended it, and the shell code is 128 + its number.
+    let signo = exit
+        .filter(|e| e.code().is_none())
+        .map(|e| e.shell_code() - 128);
     let signal = signo.map(signal_name);
     let note = match info.state {
         SessionState::Running => None,

@@ -206,7 +206,7 @@ impl Search<'_> {
 
 #[cfg(test)]
 mod tests {
-    use tether::ReadResult;
+    use tether::registry::ReadResult;
 
     use super::*;
 

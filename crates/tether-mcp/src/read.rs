@@ -233,7 +233,7 @@ fn base64(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use tether::ReadResult;
+    use tether::registry::ReadResult;
 
     use super::*;
 

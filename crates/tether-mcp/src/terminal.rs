@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
 use regex::bytes::{Regex, RegexBuilder};
-use tether::{
-    Error, OutputMode, QueuedWrite, ReadResult, Registry, RegistryConfig, RunSpec, SessionId,
-    SessionInfo, StdinMode, Stream, WaitOptions, WaitOutcome, WaitResult,
+use tether::registry::{
+    OutputMode, QueuedWrite, ReadResult, Registry, RegistryConfig, RunSpec, SessionInfo, StdinMode,
+    Stream, WaitOptions, WaitOutcome, WaitResult,
 };
+use tether::{Error, SessionId};
 use tokio_util::sync::CancellationToken;
 
 use crate::arguments::{
@@ -401,7 +402,7 @@ impl Terminal {
             } else {
                 format!(
                     "{id} has {} (status {}); nothing reads its stdin any more",
-                    if info.state == tether::SessionState::Exited {
+                    if info.state == tether::registry::SessionState::Exited {
                         "exited"
                     } else {
                         "ended"

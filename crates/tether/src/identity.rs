@@ -40,27 +40,6 @@ impl ProcessIdentity {
             && self.boot_id == other.boot_id
             && inode_agrees
     }
-
-    /// The identity of the live process `pid`, read from the kernel now.
-    ///
-    /// Fails with `NotFound` if no such process exists (or it is a zombie
-    /// that can no longer be opened).
-    pub fn of_pid(pid: u32) -> std::io::Result<ProcessIdentity> {
-        crate::contain::identity_of(pid)
-    }
-
-    /// The identity of the calling process.
-    pub fn current() -> std::io::Result<ProcessIdentity> {
-        Self::of_pid(std::process::id())
-    }
-
-    /// Whether the process this identity names is still alive (not reaped).
-    ///
-    /// `false` also when its pid now belongs to another process. A zombie
-    /// counts as dead.
-    pub fn is_alive(&self) -> bool {
-        crate::contain::identity_alive(self)
-    }
 }
 
 impl fmt::Display for ProcessIdentity {

@@ -5,7 +5,7 @@
 //! ```no_run
 //! # async fn demo() -> tether::Result<()> {
 //! use std::time::Duration;
-//! use tether::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
+//! use tether::registry::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
 //!
 //! let registry = Registry::new(RegistryConfig::default());
 //! let id = registry.run(RunSpec::shell("python3 -m http.server 8000")).await?;
@@ -41,21 +41,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::io::Interest;
 use tokio::sync::oneshot;
 
-use crate::contain::reactor::register;
+use crate::contain::{AsyncReader, AsyncWriter};
 use crate::error::{Error, Result};
-use crate::run_spec::RunSpec;
 use crate::session::pattern::{compile, scan};
 use crate::session::spawn::{Started, start};
-use crate::session::{
-    Control, DEFAULT_STDIN_QUEUE_LIMIT, Driver, KillOutcome, KillReason, Owner, QueuedWrite,
-    Session, SessionInfo, SessionState, Stream, lock,
-};
+use crate::session::{Control, Driver, Owner, Session, lock};
 use crate::session_id::SessionId;
 
 mod wait;
+pub use crate::contain::Descendant;
+pub use crate::run_spec::{CommandLine, OutputMode, RunSpec, SHELL, StdinMode};
+pub use crate::session::pattern::MAX_MATCH_LEN;
+pub use crate::session::{
+    DEFAULT_STDIN_QUEUE_LIMIT, KillOutcome, KillReason, QueuedWrite, SessionInfo, SessionState,
+    Stream,
+};
 pub use wait::{WaitOptions, WaitOutcome, WaitResult};
 
 /// Default [`RegistryConfig::max_live`].
@@ -81,8 +83,12 @@ pub struct RegistryConfig {
     /// How long a finished session is kept, counted from its main
     /// process's exit (default 30 min).
     pub finished_ttl: Duration,
-    /// Directory for spill files (default: a fresh private directory
-    /// under `$XDG_RUNTIME_DIR`, else the temp dir, removed on drop).
+    /// Directory spill files are made in (default: `$XDG_RUNTIME_DIR`,
+    /// else the temp dir). A spill file never has a name there — it is
+    /// made nameless (`O_TMPFILE`, or unlinked right after it is opened;
+    /// see [`OutputConfig::spill_dir`](crate::output::OutputConfig::spill_dir))
+    /// — so a crash or `SIGKILL` of the owner leaves nothing on disk, and
+    /// no directory is created that another user could predict or plant.
     pub spill_dir: Option<PathBuf>,
     /// Told when each session starts and when it has settled — how a
     /// front-end records sessions in the ledger without this crate
@@ -165,8 +171,6 @@ pub struct Registry {
 struct Inner {
     config: RegistryConfig,
     spill_dir: PathBuf,
-    /// Whether `spill_dir` is ours to remove.
-    own_spill_dir: bool,
     table: Mutex<Table>,
     shut: AtomicBool,
 }
@@ -192,22 +196,19 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// An empty registry. Touches no file until a session spills.
     pub fn new(config: RegistryConfig) -> Registry {
-        let (spill_dir, own_spill_dir) = match &config.spill_dir {
-            Some(dir) => (dir.clone(), false),
-            None => {
-                let base = std::env::var_os("XDG_RUNTIME_DIR")
-                    .map(PathBuf::from)
-                    .filter(|d| d.is_dir())
-                    .unwrap_or_else(std::env::temp_dir);
-                let name = format!("tether-{}-{}", std::process::id(), SessionId::generate());
-                (base.join(name), true)
-            }
-        };
+        // No directory of our own: a named one outlived every SIGKILLed
+        // owner (805 MB after three 400 MB commands, issue 8), and its
+        // name was predictable. Nameless files need none.
+        let spill_dir = config.spill_dir.clone().unwrap_or_else(|| {
+            std::env::var_os("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .filter(|d| d.is_absolute() && d.is_dir())
+                .unwrap_or_else(std::env::temp_dir)
+        });
         Registry {
             inner: Arc::new(Inner {
                 config,
                 spill_dir,
-                own_spill_dir,
                 table: Mutex::new(Table::default()),
                 shut: AtomicBool::new(false),
             }),
@@ -237,18 +238,14 @@ impl Registry {
             output,
             stderr,
             stdin,
-            keeper,
             buffers,
             idle,
             grace,
         } = started;
-        let readable = |fd| register(fd, Interest::READABLE);
-        let keeper = readable(keeper)?;
-        let output = readable(output)?;
-        let stderr = stderr.map(readable).transpose()?;
-        let stdin = stdin
-            .map(|fd| register(fd, Interest::WRITABLE))
-            .transpose()?;
+        let keeper = child.watcher()?;
+        let output = AsyncReader::new(output)?;
+        let stderr = stderr.map(AsyncReader::new).transpose()?;
+        let stdin = stdin.map(AsyncWriter::from_file).transpose()?;
         let (session, control) = Session::new(id.clone(), meta, buffers.0, buffers.1, child, stdin);
         let owner: Weak<dyn Owner> = Arc::downgrade(&self.inner) as Weak<dyn Owner>;
         let driver = Driver::new(
@@ -345,7 +342,7 @@ impl Registry {
     /// [`Error::StdinClosed`] instead — hosts that restore it must not.
     ///
     /// # Errors
-    /// [`Error::NoStdin`] without [`StdinMode::Piped`](crate::StdinMode::Piped);
+    /// [`Error::NoStdin`] without [`StdinMode::Piped`](crate::registry::StdinMode::Piped);
     /// [`Error::StdinClosed`] after `close_stdin` or the main process's exit.
     pub async fn write(&self, id: &str, bytes: &[u8]) -> Result<()> {
         let session = self.inner.find(id)?;
@@ -592,11 +589,6 @@ impl Drop for Registry {
             }
         }
         drop(sessions);
-        if self.inner.own_spill_dir {
-            // Fails harmlessly while a session's buffer is still referenced
-            // elsewhere (its spill file goes with it).
-            let _ = std::fs::remove_dir(&self.inner.spill_dir);
-        }
     }
 }
 

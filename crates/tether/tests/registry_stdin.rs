@@ -4,7 +4,8 @@
 mod registry_support;
 
 use registry_support::{BOUND, read_all, registry, settled, shell};
-use tether::{Error, StdinMode, WaitOptions, WaitOutcome};
+use tether::Error;
+use tether::registry::{StdinMode, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,9 +87,9 @@ async fn writes_without_a_reader_are_clear_errors() {
 async fn queued_writes_never_block_keep_order_and_are_bounded() {
     use std::time::Duration;
     let guard = TagGuard::new("registry-stdin-queue");
-    let registry = tether::Registry::new(tether::RegistryConfig {
+    let registry = tether::registry::Registry::new(tether::registry::RegistryConfig {
         stdin_queue_limit: 2 << 20,
-        ..tether::RegistryConfig::default()
+        ..tether::registry::RegistryConfig::default()
     });
     // A reader that does not read until told: opening the fifo blocks
     // until the test opens its other end.

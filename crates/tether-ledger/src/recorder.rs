@@ -1,43 +1,58 @@
-//! Recording a [`tether::Registry`]'s sessions: the ledger as a
-//! [`tether::SessionObserver`].
+//! Recording an owner and its sessions in the ledger — one recorder for
+//! every front-end: `tether run` records its one [`tether::Child`], and a
+//! [`tether::registry::Registry`] records every session through the
+//! recorder as its [`SessionObserver`].
 
 use std::sync::Mutex;
 
-use tether::{Install, SessionInfo, SessionObserver, SessionState};
+use tether::Install;
+use tether::registry::{SessionInfo, SessionObserver, SessionState};
 
 use crate::clock::now_ms;
 use crate::{Ledger, LedgerError, Outcome, OwnerId, OwnerRecord, Result, SessionStart};
 
-/// Registers this process as an owner and records every session of the
-/// registry it is attached to (`RegistryConfig::observer`): one row at
-/// start, its outcome once it settled.
+/// Registers this process as an owner and records its sessions: one row
+/// at start, its outcome once it ended. Attach it to a registry as its
+/// observer (`RegistryConfig::observer`), or call
+/// [`record_start`](Recorder::record_start) and
+/// [`record_end`](Recorder::record_end) yourself.
 ///
 /// Best effort by design: a write that fails is reported once on stderr
 /// and the session runs on — its processes still carry spawn tags, which
 /// is what `tether ps` and `tether reap` rely on most.
-pub struct LedgerObserver {
+pub struct Recorder {
     state: Mutex<(Ledger, OwnerId, bool)>,
 }
 
-impl std::fmt::Debug for LedgerObserver {
+impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LedgerObserver")
+        f.write_str("Recorder")
     }
 }
 
-impl LedgerObserver {
+impl Recorder {
     /// Opens the install's ledger and registers this process as an owner
     /// with `purpose` (`mcp`, …).
-    pub fn register(install: &Install, purpose: &str) -> Result<LedgerObserver> {
+    pub fn register(install: &Install, purpose: &str) -> Result<Recorder> {
         let mut ledger = Ledger::open(install)?;
         let owner = OwnerRecord::current(install, purpose).map_err(|source| LedgerError::Io {
-            path: "/proc/self".into(),
+            path: "(this process)".into(),
             source,
         })?;
         let owner = ledger.register_owner(&owner)?;
-        Ok(LedgerObserver {
+        Ok(Recorder {
             state: Mutex::new((ledger, owner, false)),
         })
+    }
+
+    /// Records a session that started (best effort).
+    pub fn record_start(&self, session: &SessionStart) {
+        self.with_ledger(|ledger, owner| ledger.record_session_start(owner, session));
+    }
+
+    /// Records how a session ended (best effort).
+    pub fn record_end(&self, id: &tether::SessionId, outcome: Outcome) {
+        self.with_ledger(|ledger, _| ledger.record_session_end(id, outcome).map(|_| ()));
     }
 
     /// Records that this owner is done (call at a clean shutdown).
@@ -74,7 +89,7 @@ fn outcome(info: &SessionInfo) -> Outcome {
     }
 }
 
-impl SessionObserver for LedgerObserver {
+impl SessionObserver for Recorder {
     fn started(&self, info: &SessionInfo) {
         let session = SessionStart {
             id: info.id.clone(),
@@ -86,11 +101,10 @@ impl SessionObserver for LedgerObserver {
             keeper: None,
             started_at_ms: now_ms(),
         };
-        self.with_ledger(|ledger, owner| ledger.record_session_start(owner, &session));
+        self.record_start(&session);
     }
 
     fn settled(&self, info: &SessionInfo) {
-        let outcome = outcome(info);
-        self.with_ledger(|ledger, _| ledger.record_session_end(&info.id, outcome).map(|_| ()));
+        self.record_end(&info.id, outcome(info));
     }
 }

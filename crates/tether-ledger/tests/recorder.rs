@@ -1,16 +1,17 @@
-//! A registry with a `LedgerObserver` records its owner and every session,
+//! A registry with a `Recorder` records its owner and every session,
 //! start and outcome, in the install's ledger.
 
 use std::time::Duration;
 
-use tether::{Install, Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
-use tether_ledger::{Ledger, LedgerObserver, Outcome};
+use tether::Install;
+use tether::registry::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
+use tether_ledger::{Ledger, Outcome, Recorder};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registry_sessions_are_recorded() {
     let home = tempfile::tempdir().unwrap();
     let install = Install::at(home.path());
-    let observer = std::sync::Arc::new(LedgerObserver::register(&install, "mcp").unwrap());
+    let observer = std::sync::Arc::new(Recorder::register(&install, "mcp").unwrap());
     let registry = Registry::new(RegistryConfig {
         observer: Some(observer.clone()),
         ..RegistryConfig::default()
