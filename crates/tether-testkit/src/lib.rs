@@ -313,3 +313,72 @@ os.wait()
         }
     }
 }
+
+/// Environment variable that makes root-only tests fail instead of skip:
+/// CI sets it (it runs as root), so a test that cannot run there is a
+/// failure, never a silent pass.
+pub const REQUIRE_ROOT_VAR: &str = "TETHER_REQUIRE_ROOT";
+
+/// Whether a root-only test can run. As root: `true`. Otherwise: prints
+/// `skipped: <what> needs root` and returns `false` — unless
+/// `TETHER_REQUIRE_ROOT=1`, where it panics, so the test fails.
+pub fn require_root(what: &str) -> bool {
+    require(is_root(), &format!("{what} needs root"))
+}
+
+/// Like [`require_root`], for any precondition: `ok`, or skip with
+/// `why` — or fail when `TETHER_REQUIRE_ROOT=1` (CI has every
+/// precondition a root-only test needs).
+pub fn require(ok: bool, why: &str) -> bool {
+    if ok {
+        return true;
+    }
+    if std::env::var_os(REQUIRE_ROOT_VAR).is_some_and(|v| v == "1") {
+        panic!("cannot run: {why} ({REQUIRE_ROOT_VAR}=1 says it must run here)");
+    }
+    eprintln!("skipped: {why}");
+    false
+}
+
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Set in a test process started by [`alone`].
+const ALONE_VAR: &str = "TETHER_TEST_ALONE";
+
+/// Runs the calling test alone, in a fresh process of the same test binary
+/// with one test thread: for tests whose baselines (descriptor, zombie and
+/// memory counts of the test process) other tests of the binary would
+/// disturb by running at the same time.
+///
+/// Call it first: `if !alone(module_path!(), "my_test") { return; }`. In
+/// the fresh process it returns `true` (run the body); in the original one
+/// it runs the fresh process, asserts that the test passed there, and
+/// returns `false`.
+pub fn alone(module_path: &str, test: &str) -> bool {
+    if std::env::var_os(ALONE_VAR).is_some() {
+        return true;
+    }
+    // `module_path!()` starts with the crate (the test binary's) name; the
+    // harness names tests without it.
+    let name = match module_path.split_once("::") {
+        Some((_, rest)) => format!("{rest}::{test}"),
+        None => test.to_owned(),
+    };
+    let exe = std::env::current_exe().expect("current test binary");
+    let out = std::process::Command::new(exe)
+        .args([name.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+        .env(ALONE_VAR, "1")
+        .output()
+        .expect("run the test alone");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name} failed when run alone:\n{stdout}\n{stderr}"
+    );
+    false
+}

@@ -16,8 +16,7 @@ const INNER: &str = "TETHER_PID_REUSE_INNER";
 
 #[test]
 fn forced_pid_reuse_in_a_private_namespace() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: forcing pid reuse needs root (CI runs as root)");
+    if !tether_testkit::require_root("forcing pid reuse") {
         return;
     }
     let status = std::process::Command::new("unshare")

@@ -115,8 +115,7 @@ fn containment_is_reported_and_never_silently_degraded() {
     let mut child = Command::new("true").spawn().unwrap();
     assert_eq!(child.containment(), Containment::Subreaper);
     child.wait().unwrap();
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped pid namespace checks: not root");
+    if !tether_testkit::require_root("the pid namespace checks") {
         return;
     }
     let child = Command::new("sh")

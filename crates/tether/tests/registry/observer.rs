@@ -1,11 +1,9 @@
 //! A `SessionObserver` hears every session start and settle — the hook a
 //! front-end uses to record sessions in the ledger.
 
-mod registry_support;
-
 use std::sync::{Arc, Mutex};
 
-use registry_support::{settled, shell};
+use crate::support::{settled, shell};
 use tether::registry::{Registry, RegistryConfig, SessionInfo, SessionObserver, SessionState};
 use tether_testkit::TagGuard;
 

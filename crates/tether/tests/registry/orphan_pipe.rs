@@ -3,14 +3,19 @@
 //! waiting for it; the late bytes are still captured; the descendant is
 //! never SIGPIPEd; the read end is closed exactly when it exits.
 
-mod registry_support;
-
-use registry_support::{BOUND, read_all, registry, settled, shell};
+use crate::support::{BOUND, read_all, registry, settled, shell};
 use tether::registry::{SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, fd_count, tagged_pids, zombie_children};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_writer_is_captured_and_the_fd_closes_at_its_exit() {
+    // Counts of this process's descriptors, zombies and memory: alone.
+    if !tether_testkit::alone(
+        module_path!(),
+        "late_writer_is_captured_and_the_fd_closes_at_its_exit",
+    ) {
+        return;
+    }
     let guard = TagGuard::new("registry-orphan-pipe");
     let dir = tempfile::tempdir().unwrap();
     let status = dir.path().join("status");

@@ -1,9 +1,7 @@
 //! Stdin: `write` delivers bytes, `close_stdin` is a real EOF, and writing
 //! where nobody can read is a clear error.
 
-mod registry_support;
-
-use registry_support::{BOUND, read_all, registry, settled, shell};
+use crate::support::{BOUND, read_all, registry, settled, shell};
 use tether::Error;
 use tether::registry::{StdinMode, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};

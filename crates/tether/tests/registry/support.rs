@@ -1,6 +1,6 @@
-//! Helpers shared by the `registry_*` tests: tagged specs, settled waits,
+//! Helpers shared by the registry tests: tagged specs, settled waits,
 //! memory readings. Process-table checks come from `tether-testkit`.
-#![allow(dead_code)] // each test binary uses a different subset
+#![allow(dead_code)] // not every helper is used by every module
 
 use std::time::Duration;
 

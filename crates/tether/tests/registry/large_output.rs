@@ -2,9 +2,7 @@
 //! small constant, the spill file holds the evicted head byte-exact up to
 //! its cap, the rest is reported as dropped, and offsets never shift.
 
-mod registry_support;
-
-use registry_support::{BOUND, reset_peak_rss, settled, shell, status_kib};
+use crate::support::{BOUND, reset_peak_rss, settled, shell, status_kib};
 use tether::registry::{Registry, RegistryConfig, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};
 
@@ -55,6 +53,13 @@ fn open_file_sizes_under(dir: &std::path::Path) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_gib_without_newlines_is_bounded_and_byte_exact() {
+    // Counts of this process's descriptors, zombies and memory: alone.
+    if !tether_testkit::alone(
+        module_path!(),
+        "one_gib_without_newlines_is_bounded_and_byte_exact",
+    ) {
+        return;
+    }
     let guard = TagGuard::new("registry-1gib");
     let dir = tempfile::tempdir().unwrap();
     let spill_dir = dir.path().join("spill");

@@ -2,9 +2,7 @@
 //! exactly; merged stdout/stderr keep their arrival order; separate
 //! streams keep their own offsets.
 
-mod registry_support;
-
-use registry_support::{read_all, registry, settled, shell};
+use crate::support::{read_all, registry, settled, shell};
 use tether::Error;
 use tether::registry::{OutputMode, Stream};
 use tether_testkit::{TagGuard, tagged_pids};

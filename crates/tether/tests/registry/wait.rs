@@ -2,11 +2,9 @@
 //! boundaries), or with "still running" at the timeout — not an error.
 //! `run_and_wait` returns finished results or the id and output so far.
 
-mod registry_support;
-
 use std::time::Duration;
 
-use registry_support::{BOUND, registry, settled, shell};
+use crate::support::{BOUND, registry, settled, shell};
 use tether::Error;
 use tether::registry::{SessionState, StdinMode, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};

@@ -2,15 +2,13 @@
 //! session's tree — escapes included — and verifies it empty before
 //! returning.
 
-mod registry_support;
-
-use registry_support::{registry, shell};
+use crate::support::{registry, shell};
 use tether::registry::{SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, Tree, tagged_pids, wait_for_count};
 
 use std::time::Duration;
 
-const BOUND: Duration = registry_support::BOUND;
+const BOUND: Duration = crate::support::BOUND;
 
 /// Starts every adversarial tree that keeps running, each in a session,
 /// and waits until each printed `ready`.

@@ -3,11 +3,9 @@
 //! count (oldest first) and by TTL from their exit; ids resolve by unique
 //! prefix.
 
-mod registry_support;
-
 use std::time::{Duration, Instant};
 
-use registry_support::{registry, settled, shell};
+use crate::support::{registry, settled, shell};
 use tether::Error;
 use tether::registry::{Registry, RegistryConfig, SessionState};
 use tether_testkit::{TagGuard, tagged_pids, wait_for_count};
@@ -41,7 +39,7 @@ async fn live_limit_refuses_clearly_and_kills_nothing() {
     }
     // Both still running (a process caught inside execve can be missing
     // from one scan of /proc, so count until both show, bounded).
-    assert_eq!(wait_for_count(guard.tag(), 2, registry_support::BOUND), 2);
+    assert_eq!(wait_for_count(guard.tag(), 2, crate::support::BOUND), 2);
     // A slot frees when a session settles.
     registry.kill(a.as_str(), Duration::ZERO).await.unwrap();
     let c = registry.run(shell(guard.tag(), "true")).await.unwrap();

@@ -3,12 +3,10 @@
 //! exit; timeouts end sessions as `timed_out`; a kill after the exit ends
 //! the descendants left behind without rewriting the exit.
 
-mod registry_support;
-
 use std::time::Duration;
 use tether::unix::ExitStatusExt;
 
-use registry_support::{BOUND, read_all, registry, settled, shell};
+use crate::support::{BOUND, read_all, registry, settled, shell};
 use tether::registry::{KillReason, SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};
 

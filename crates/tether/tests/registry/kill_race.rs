@@ -1,11 +1,9 @@
 //! A kill racing an active writer never loses bytes written before it: the
 //! kill answers only after the tree is verified empty and the pipe drained.
 
-mod registry_support;
-
 use std::time::Duration;
 
-use registry_support::{BOUND, read_all, registry, shell};
+use crate::support::{BOUND, read_all, registry, shell};
 use tether::registry::{KillReason, SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};
 

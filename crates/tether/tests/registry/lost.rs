@@ -2,13 +2,11 @@
 //! are found by spawn tag and killed, nothing of it survives, and the
 //! registry keeps serving other sessions.
 
-mod registry_support;
-
-use registry_support::{registry, settled, shell};
+use crate::support::{registry, settled, shell};
 use tether::registry::{SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, Tree, wait_all_dead, wait_for_count};
 
-const BOUND: std::time::Duration = registry_support::BOUND;
+const BOUND: std::time::Duration = crate::support::BOUND;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_keeper_makes_the_session_lost_and_its_orphans_die() {
