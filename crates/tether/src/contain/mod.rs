@@ -13,6 +13,10 @@
 //! - [`sys`] is the process table (public as `tether::sys`).
 //! - Pipes for the registry: [`output_pipe`], [`input_pipe`], and their
 //!   reactor-registered ends [`AsyncReader`] / [`AsyncWriter`].
+//! - Terminals: [`Pty`] (the owner's end of a session's PTY, which
+//!   [`spawn`] opens when the plan asks for one), [`Console`] (this
+//!   process's own terminal: raw mode, size, pass-through) and
+//!   [`WinchWatcher`] (its window-size changes).
 //!
 //! Backends: `unix/` — the keeper (client and program), shared by Linux and
 //! macOS; `linux/` — pidfds, `/proc`, subreaper, PID namespaces, signalfd;
@@ -52,6 +56,7 @@ pub(crate) use imp::{
     AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,
     become_subreaper, output_pipe, owner_identity, read_both, set_warm_keepers, spawn,
 };
+pub(crate) use imp::{Console, Pty, WinchWatcher};
 pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};
 
 /// The keeper program (Unix); on Windows there is none and these do nothing.
@@ -66,6 +71,8 @@ pub(crate) struct Spawned {
     pub stdin: Option<std::fs::File>,
     pub stdout: Option<std::fs::File>,
     pub stderr: Option<std::fs::File>,
+    /// The master of the command's PTY, when the plan asked for one.
+    pub pty: Option<Pty>,
 }
 
 /// How a program is searched for and checked before spawning.

@@ -4,6 +4,7 @@
 //! primitives in `contain::os`.
 
 mod channel;
+mod console;
 mod discovery;
 mod foreground;
 mod forward;
@@ -13,13 +14,16 @@ mod link;
 mod orphans;
 mod pool;
 pub(crate) mod protocol;
+mod pty;
 mod spawn;
 pub(crate) mod spill;
 mod stdio;
 mod tree;
 mod watcher;
 
+pub(crate) use console::{Console, WinchWatcher};
 pub(crate) use forward::Forwarder;
+pub(crate) use pty::Pty;
 pub(crate) use orphans::become_subreaper;
 pub(crate) use pool::set_warm_keepers;
 pub(crate) use spawn::{resolve, spawn};

@@ -48,7 +48,7 @@ use crate::contain::Termination;
 use crate::contain::os::keeper::{self as os, Change, InitLink, TreeScope, Waiter};
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
-pub(crate) use exec::Exec;
+pub(crate) use exec::{Exec, fork_exec};
 use exec::posix_spawn;
 use ladder::{Delivery, Ladder, VERIFY_WINDOW};
 
@@ -259,7 +259,11 @@ impl Keeper {
                 )
             }
             _ => {
-                let pid = posix_spawn(&exec, stdio)?;
+                let pid = if exec.controlling_tty {
+                    fork_exec(&exec, stdio, None, |_| {})?
+                } else {
+                    posix_spawn(&exec, stdio)?
+                };
                 // Our own unreaped child: its pid stays valid even if it
                 // has already exited.
                 let identity = os::identify(pid).map_err(|e| (SpawnStage::Setup, errno_of(&e)))?;
