@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::command::DEFAULT_GRACE;
 use crate::output::{DEFAULT_MAX_MEMORY, DEFAULT_SPILL_CAP};
+use crate::terminal::PtySize;
 
 /// The shell that runs [`RunSpec::shell`] commands (`sh -c <script>`).
 pub const SHELL: &str = "/bin/sh";
@@ -84,6 +85,7 @@ pub struct RunSpec {
     pub(crate) max_memory: usize,
     pub(crate) spill_cap: u64,
     pub(crate) purpose: String,
+    pub(crate) pty: Option<PtySize>,
 }
 
 impl RunSpec {
@@ -119,6 +121,7 @@ impl RunSpec {
             max_memory: DEFAULT_MAX_MEMORY,
             spill_cap: DEFAULT_SPILL_CAP,
             purpose: "session".to_owned(),
+            pty: None,
         }
     }
 
@@ -196,6 +199,30 @@ impl RunSpec {
     /// (default `session`; 1–64 of `[A-Za-z0-9._-]`).
     pub fn purpose(mut self, purpose: impl Into<String>) -> RunSpec {
         self.purpose = purpose.into();
+        self
+    }
+
+    /// Run on a pseudo-terminal of `size` (default: pipes): for prompts,
+    /// REPLs, full-screen programs and anything that checks for a terminal.
+    /// The command leads a session with the PTY as its controlling terminal
+    /// and as stdin, stdout and stderr, contained like any other. Then:
+    ///
+    /// - one output stream (what the terminal shows: output and echo,
+    ///   `\n` as `\r\n`), and a [`Screen`](crate::terminal::Screen) from
+    ///   [`Registry::screen`](crate::registry::Registry::screen);
+    /// - stdin is always writable (`stdin` is ignored);
+    ///   [`Registry::close_stdin`](crate::registry::Registry::close_stdin)
+    ///   sends the terminal's end-of-file character instead of closing;
+    ///   [`Registry::keys`](crate::registry::Registry::keys) encodes named
+    ///   keys; [`Registry::resize`](crate::registry::Registry::resize)
+    ///   changes the size;
+    /// - `TERM=xterm-256color`, `PAGER=cat` and `GIT_PAGER=cat` unless
+    ///   [`env`](Self::env) sets them ([`AGENT_ENV`](crate::terminal::AGENT_ENV));
+    /// - kills climb `SIGHUP` → `SIGTERM` → `SIGKILL`, each rung waiting for
+    ///   the whole tree;
+    /// - [`OutputMode::Separate`] is refused (a terminal has one stream).
+    pub fn pty(mut self, size: PtySize) -> RunSpec {
+        self.pty = Some(size);
         self
     }
 

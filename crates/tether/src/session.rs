@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::child::Child;
-use crate::contain::{AsyncWriter, Descendant};
+use crate::contain::{AsyncWriter, Descendant, Pty};
 use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::exit::ExitStatus;
@@ -36,6 +36,7 @@ use crate::identity::ProcessIdentity;
 use crate::output::OutputBuffer;
 use crate::run_spec::CommandLine;
 use crate::session_id::SessionId;
+use crate::terminal::{Emulator, PtySize, Screen, encode_keys};
 
 pub(crate) use driver::{Driver, Owner};
 pub(crate) use stdin::StdinQueue;
@@ -165,6 +166,8 @@ pub struct SessionInfo {
     /// Why bytes stopped going to the spill file, if they did (they are
     /// then counted as dropped).
     pub spill_error: Option<String>,
+    /// The terminal's size now, for a PTY session (`None`: pipes).
+    pub pty: Option<PtySize>,
 }
 
 impl SessionInfo {
@@ -216,6 +219,8 @@ pub(crate) struct Meta {
     pub stdin_piped: bool,
     /// Grace for kills the registry starts on its own (teardown).
     pub grace: Duration,
+    /// The size the session's PTY started with (`None`: pipes).
+    pub pty: Option<PtySize>,
 }
 
 /// What the driver updates and callers read, under one lock.
@@ -235,6 +240,8 @@ pub(crate) struct Shared {
     pub settled: bool,
     pub descendants_killed: u32,
     pub spill_error: Option<String>,
+    /// A PTY session's screen, fed with every byte of its output.
+    pub screen: Option<Emulator>,
 }
 
 impl Shared {
@@ -273,6 +280,9 @@ pub(crate) struct Session {
     pub stdin_writer: tokio::sync::Mutex<()>,
     /// Writes queued for stdin (see [`Registry::queue_write`](crate::Registry::queue_write)).
     pub stdin_queue: StdinQueue,
+    /// A PTY session's master, for resizes and its termios, until the
+    /// output reaches EOF (the driver drops it there with the reader).
+    pub terminal: Mutex<Option<Pty>>,
     pub driver: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -293,7 +303,9 @@ impl Session {
         stderr: Option<OutputBuffer>,
         child: Child,
         stdin: Option<AsyncWriter>,
+        terminal: Option<Pty>,
     ) -> (Arc<Session>, mpsc::UnboundedReceiver<Control>) {
+        let screen = meta.pty.map(Emulator::new);
         let (control, requests) = mpsc::unbounded_channel();
         let session = Arc::new(Session {
             id,
@@ -312,6 +324,7 @@ impl Session {
                 settled: false,
                 descendants_killed: 0,
                 spill_error: None,
+                screen,
             }),
             changed: watch::Sender::new(0),
             control,
@@ -319,6 +332,7 @@ impl Session {
             stdin: Mutex::new(stdin.map(Arc::new)),
             stdin_writer: tokio::sync::Mutex::new(()),
             stdin_queue: StdinQueue::default(),
+            terminal: Mutex::new(terminal),
             driver: Mutex::new(None),
         });
         (session, requests)
@@ -368,6 +382,7 @@ impl Session {
             stdin_open,
             settled,
             spill_error: s.spill_error.clone(),
+            pty: s.screen.as_ref().map(|e| e.screen().size),
         };
         drop(s);
         if !settled {
@@ -383,6 +398,61 @@ impl Session {
             .as_ref()
             .map(Child::descendants)
             .unwrap_or_default()
+    }
+
+    /// Whether the session runs on a PTY.
+    pub(crate) fn is_terminal(&self) -> bool {
+        self.meta.pty.is_some()
+    }
+
+    pub(crate) fn not_a_terminal(&self) -> Error {
+        Error::NotATerminal {
+            id: self.id.to_string(),
+        }
+    }
+
+    /// The PTY session's screen now.
+    pub(crate) fn screen(&self) -> Result<Screen> {
+        self.shared()
+            .screen
+            .as_ref()
+            .map(Emulator::screen)
+            .ok_or_else(|| self.not_a_terminal())
+    }
+
+    /// Resizes the PTY (the foreground group gets `SIGWINCH`) and its
+    /// screen.
+    pub(crate) fn resize(&self, size: PtySize) -> Result<()> {
+        if !self.is_terminal() {
+            return Err(self.not_a_terminal());
+        }
+        let terminal = lock(&self.terminal);
+        let Some(pty) = terminal.as_ref() else {
+            return Err(Error::StdinClosed {
+                id: self.id.to_string(),
+                why: "nobody holds its terminal any more",
+            });
+        };
+        pty.resize(size)?;
+        if let Some(screen) = self.shared().screen.as_mut() {
+            screen.resize(size);
+        }
+        Ok(())
+    }
+
+    /// The bytes of named keys for this PTY session, in the cursor-key
+    /// mode its screen is in now.
+    pub(crate) fn keys<S: AsRef<str>>(&self, keys: &[S]) -> Result<Vec<u8>> {
+        let application = match self.shared().screen.as_ref() {
+            Some(screen) => screen.application_cursor(),
+            None => return Err(self.not_a_terminal()),
+        };
+        encode_keys(keys, application)
+    }
+
+    /// The PTY's end-of-file character, while the terminal is held.
+    pub(crate) fn eof_char(&self) -> Option<u8> {
+        lock(&self.terminal).as_ref().map(Pty::eof_char)
     }
 
     /// Closes our end of stdin (a real EOF for the command once no write is

@@ -297,7 +297,8 @@ impl Driver {
                 continue;
             };
             let capacity = pipe.fd.capacity();
-            let read = read_now(&self.session, pipe, capacity.div_ceil(READ_CHUNK) + 1);
+            let per_read = pipe.fd.read_size().min(READ_CHUNK);
+            let read = read_now(&self.session, pipe, capacity.div_ceil(per_read) + 1);
             self.on_read(slot, read);
         }
     }
@@ -312,6 +313,12 @@ impl Driver {
                     let stream = self.pipes[slot].as_ref().map(|p| p.stream);
                     // Closing the read end here, at EOF: no writer is left.
                     self.pipes[slot] = None;
+                    // A PTY's master goes with it, all of its copies: nobody
+                    // holds the terminal, so nothing could read input.
+                    lock(&self.session.terminal).take();
+                    if self.session.is_terminal() {
+                        lock(&self.session.stdin).take();
+                    }
                     let mut shared = self.session.shared();
                     match stream {
                         Some(Stream::Output) => shared.output_eof = true,
@@ -458,7 +465,7 @@ struct ReadStatus {
 }
 
 /// Waits until the pipe is readable, then reads what it holds (bounded).
-async fn read_ready(session: &Session, pipe: Option<&Pipe>) -> io::Result<ReadStatus> {
+async fn read_ready(session: &Arc<Session>, pipe: Option<&Pipe>) -> io::Result<ReadStatus> {
     let Some(pipe) = pipe else {
         return std::future::pending().await;
     };
@@ -476,8 +483,10 @@ async fn read_ready(session: &Session, pipe: Option<&Pipe>) -> io::Result<ReadSt
     status
 }
 
-/// Up to `max_reads` non-blocking reads into the session's buffer.
-fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<ReadStatus> {
+/// Up to `max_reads` non-blocking reads into the session's buffer (and a
+/// PTY session's screen, whose answers to terminal queries go back to the
+/// command through its stdin).
+fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result<ReadStatus> {
     thread_local! {
         // One read buffer per worker thread, not per session: an idle
         // session must not cost a read buffer.
@@ -511,6 +520,12 @@ fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<Read
                     if let Err(e) = buffer.append(&buf[..n]) {
                         shared.spill_error.get_or_insert_with(|| e.to_string());
                     }
+                    if let Some(screen) = shared.screen.as_mut() {
+                        screen.feed(&buf[..n]);
+                        let replies = screen.take_replies();
+                        drop(guard);
+                        answer(session, replies);
+                    }
                 }
                 None => {
                     status.drained = true;
@@ -520,6 +535,20 @@ fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<Read
         }
         Ok(status)
     })
+}
+
+/// Writes a PTY program the answers to its terminal queries (cursor
+/// position, device attributes): a program that asked waits for them, and
+/// nobody else is attached to answer. In order with other input (the
+/// session's writes are serialised); lost only if the terminal is gone.
+fn answer(session: &Arc<Session>, replies: Vec<u8>) {
+    if replies.is_empty() {
+        return;
+    }
+    let session = Arc::clone(session);
+    tokio::spawn(async move {
+        let _ = session.write_stdin(&replies).await;
+    });
 }
 
 /// Newlines in `bytes`, for the line counts progress reports show. Summed

@@ -10,6 +10,7 @@ mod limits;
 mod lost;
 mod observer;
 mod orphan_pipe;
+mod pty;
 mod stdin;
 mod support;
 mod teardown;

@@ -24,7 +24,6 @@
 //! a process wrote to the slave before exiting is readable when it is
 //! reaped.
 
-use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
@@ -149,10 +148,6 @@ impl Pty {
 
     pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {
         self.master.as_fd()
-    }
-
-    pub(crate) fn into_file(self) -> File {
-        File::from(self.master)
     }
 }
 
