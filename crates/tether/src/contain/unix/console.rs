@@ -28,7 +28,7 @@ impl WinchWatcher {
         let mut set = SigSet::empty();
         set.add(Signal::SIGWINCH);
         set.thread_block()?;
-        let (changes, tell) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let (changes, tell) = super::stdio::pipe()?;
         super::stdio::set_nonblocking(&changes)?;
         super::stdio::set_nonblocking(&tell)?;
         std::thread::Builder::new()

@@ -55,7 +55,8 @@ pub(crate) fn open(io: &ChildIo, n: i32) -> io::Result<(OwnedFd, Option<File>)> 
     })
 }
 
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+/// A pipe, both ends close-on-exec from the start.
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
 }
 

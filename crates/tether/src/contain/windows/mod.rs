@@ -14,8 +14,11 @@ use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
 
+mod pty;
 pub(crate) mod spill;
 pub(crate) mod sys;
+
+pub(crate) use pty::{Console, Pty, WinchWatcher};
 
 const OS: &str = "Windows";
 
