@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use tether::terminal::Passthrough;
 use tether::{Command, ContainmentPolicy, Error, ExitStatus, SignalForwarder};
 use tether_ledger::{Outcome, Recorder, SessionStart};
 
@@ -23,10 +24,16 @@ after --grace) before tether returns. SIGINT, SIGTERM and SIGHUP sent to tether 
 forwarded to the program's process group; the whole tree is killed after --grace. \
 If tether itself is killed, even with SIGKILL, the tree dies with it.
 
+With --pty the program runs on a pseudo-terminal of its own, sized like tether's terminal \
+and resized with it; tether's terminal is put in raw mode (every key, Ctrl-C included, goes \
+to the program's terminal) and restored however tether ends: exit, signal, timeout or error. \
+Kills of a PTY program start with SIGHUP, as when a terminal closes.
+
 Examples:
   tether run -- make -j8
   tether run --timeout 30s --shell 'npm test | tee log'
-  tether run --json -- sh -c 'echo out; echo err >&2; exit 3'")]
+  tether run --json -- sh -c 'echo out; echo err >&2; exit 3'
+  tether run --pty --timeout 10m -- ssh host")]
 pub struct RunArgs {
     /// Kill the whole tree when the program runs longer than this (e.g. 30, 1.5s, 500ms, 2m).
     #[arg(long, value_parser = crate::duration::parse, value_name = "DUR")]
@@ -53,6 +60,10 @@ pub struct RunArgs {
     /// With --json: keep at most this many bytes of each stream (the last ones).
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     max_output: usize,
+    /// Run the program on a pseudo-terminal of its own, attached to this terminal (for
+    /// programs that need a terminal of their own: REPLs, TUIs, ssh).
+    #[arg(long, conflicts_with = "json")]
+    pty: bool,
     /// Purpose written into the spawn tag of every process.
     #[arg(long, default_value = "run")]
     purpose: String,
@@ -124,8 +135,14 @@ fn exit_code_for_error(err: &Error) -> u8 {
 fn run(args: RunArgs) -> Result<u8, Error> {
     // Orphans of a SIGKILLed keeper come back to us, and we kill them.
     tether::become_subreaper()?;
-    // Before any thread exists: only the forwarder may see these signals.
+    // Before any thread exists: only the forwarder may see these signals
+    // (and with --pty, only the pass-through's thread SIGWINCH).
     let forwarder = SignalForwarder::install()?;
+    let passthrough = if args.pty {
+        Some(Passthrough::install()?)
+    } else {
+        None
+    };
 
     let mut command = if args.shell {
         let script = args
@@ -162,6 +179,8 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             .stdin(tether::Stdio::Null)
             .stdout(tether::Stdio::Piped)
             .stderr(tether::Stdio::Piped);
+    } else if args.pty {
+        command.pty(Passthrough::size().unwrap_or_default());
     } else {
         // On a terminal the command is the foreground job, as under a
         // shell: it can read the terminal, Ctrl-Z stops it (and us).
@@ -172,6 +191,17 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     let recorder = record_start(&child, &args);
     forwarder.forward_to(&child)?;
 
+    if let Some(passthrough) = &passthrough {
+        let pty = child.pty.take().expect("a PTY child has a master");
+        // Until nobody holds the terminal: the program and whatever it
+        // left are gone (exited, timed out, killed by a forwarded signal).
+        // The terminal's mode is restored before this returns, either way.
+        passthrough.attach(&pty)?;
+        drop(pty);
+        let status = child.wait()?;
+        record_end(recorder, &child, &status);
+        return Ok(exit_code(&status));
+    }
     if !args.json {
         let status = child.wait()?;
         record_end(recorder, &child, &status);

@@ -551,7 +551,22 @@ mod tests {
         assert!(read(&map(json!({"id": "abcd", "max_bytes": 0}))).is_err());
         assert!(read(&map(json!({"id": "abcd", "max_bytes": 2_000_000}))).is_err());
         let w = write(&map(json!({"id": "abcd", "data": "1+1", "submit": true}))).unwrap();
-        assert_eq!((w.data.as_str(), w.eof), ("1+1\n", false));
+        assert_eq!((w.data.as_str(), w.submit, w.eof), ("1+1", true, false));
+        let w = write(&map(json!({"id": "abcd", "keys": ["Ctrl-C"]}))).unwrap();
+        assert_eq!((w.data.as_str(), w.keys.as_slice()), ("", &["Ctrl-C".to_owned()][..]));
+        let err = write(&map(json!({"id": "abcd", "keys": ["Enter", "Hyper-Q"]})))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("Hyper-Q"), "{err}");
+        assert!(write(&map(json!({"id": "abcd", "eof": true}))).is_ok());
+        let s = screen(&map(json!({"id": "abcd", "rows": 10, "cols": 20}))).unwrap();
+        assert_eq!(s.resize, Some(PtySize::new(10, 20).unwrap()));
+        assert!(screen(&map(json!({"id": "abcd", "rows": 10}))).is_err());
+        assert!(screen(&map(json!({"id": "abcd", "rows": 501, "cols": 20}))).is_err());
+        let r = run(&map(json!({"command": "vim", "pty": true}))).unwrap();
+        assert_eq!(r.pty, Some(PtySize::default()));
+        assert!(r.keep_stdin_open);
+        assert!(run(&map(json!({"command": "vim", "cols": 80}))).is_err());
         assert_eq!(w.quiet, Some(Duration::from_millis(200)));
         let w = write(&map(json!({"id": "abcd", "data": "x", "until": ">>> "}))).unwrap();
         assert_eq!(w.quiet, None, "until names what to wait for");
