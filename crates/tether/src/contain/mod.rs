@@ -40,6 +40,13 @@ mod os;
 
 #[cfg(unix)]
 mod unix;
+
+// The decoders of macOS's sysctl records are platform-free, so that their
+// tests run on every platform.
+#[cfg(any(target_os = "macos", test))]
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+#[path = "macos/records.rs"]
+mod records;
 #[cfg(windows)]
 use os as imp;
 #[cfg(unix)]
