@@ -54,14 +54,14 @@ pub(crate) fn received(_fd: &OwnedFd) {}
 pub(crate) fn prepare_socket(_sock: &UnixStream) {}
 
 /// Marks the calling process as a child subreaper: orphans below it
-/// reparent to it instead of init.
-pub(crate) fn set_child_subreaper() -> io::Result<()> {
+/// reparent to it instead of init. `Ok(true)`: it is one now.
+pub(crate) fn set_child_subreaper() -> io::Result<bool> {
     // SAFETY: prctl with integer arguments only.
     let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -21,7 +21,7 @@ use std::os::fd::RawFd;
 use std::time::Instant;
 
 use nix::errno::Errno;
-use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 
 use super::kqueue::{self, Kevent, Kqueue};
 use super::records::Kinfo;
@@ -39,8 +39,14 @@ pub(crate) const STANDARD: Containment = Containment::ProcessGroupAndTag;
 /// does not export it for Apple targets).
 pub(crate) const POSIX_SPAWN_SETSID: libc::c_int = 0x0400;
 
-/// Prepares the keeper process. There is no subreaper to become, and the
-/// keeper stays attachable on purpose: `ptrace(PT_DENY_ATTACH)` — the
+/// Prepares the keeper process: `SIGCHLD` back to its default disposition
+/// (no `SA_NOCLDWAIT`, no `SA_NOCLDSTOP`) — an exec keeps `SIG_IGN` from
+/// whoever started the keeper, and with it the kernel hands the main
+/// process's zombie to launchd (XNU `proc_exit`, `P_NOCLDWAIT`): no exit
+/// status, no held zombie.
+///
+/// There is no subreaper to become, and the keeper stays attachable on
+/// purpose: `ptrace(PT_DENY_ATTACH)` — the
 /// closest macOS has to Linux's non-dumpable — also stops the kernel from
 /// reporting a `SIGSEGV` of the keeper's *children* to Crash Reporter (XNU
 /// `proc_prepareexit`: "Workaround for processes checking up on
@@ -51,13 +57,19 @@ pub(crate) const POSIX_SPAWN_SETSID: libc::c_int = 0x0400;
 /// can still signal the keeper, as on Linux; `KeeperLink` resumes a
 /// stopped one.
 pub(crate) fn prepare() -> io::Result<()> {
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    // SAFETY: SIG_DFL installs no handler code.
+    unsafe { sigaction(Signal::SIGCHLD, &default) }?;
     Ok(())
 }
 
 /// The bounds of one session's tree: the session id of the spawn tag, and
 /// the command's process group id (its pid).
 pub(crate) struct TreeScope<'a> {
+    /// The session id in the command's spawn tag.
     pub session: &'a str,
+    /// The command's process group id (the main process's pid), valid
+    /// after its exit too: the keeper holds the zombie.
     pub main_pgrp: u32,
 }
 
@@ -97,7 +109,12 @@ fn scan(scope: &TreeScope<'_>) -> io::Result<(Vec<Kinfo>, Vec<u32>)> {
             t.session = Some(key);
             t.memo = Memo::default();
         }
-        let found = tree::members(&procs, &bounds, &mut t.memo);
+        let found = tree::members(
+            &procs,
+            &bounds,
+            &mut t.memo,
+            &mut sysctl::LiveProbe::default(),
+        );
         t.watch = found
             .iter()
             .filter(|p| p.ppid != me)

@@ -11,10 +11,10 @@ mod kqueue;
 pub(crate) mod pidns;
 pub(crate) mod sys;
 mod sysctl;
-mod tree;
 
-// Platform-free, so its tests run everywhere: declared in `contain/mod.rs`.
-use super::records;
+// Platform-free, so that their tests run everywhere: declared in
+// `contain/mod.rs`.
+use super::{macos_records as records, macos_tree as tree};
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -91,9 +91,10 @@ pub(crate) fn prepare_socket(sock: &UnixStream) {
 }
 
 /// No subreaper on macOS: orphans reparent to launchd and are found by
-/// process group, session and spawn tag instead.
-pub(crate) fn set_child_subreaper() -> io::Result<()> {
-    Ok(())
+/// process group, session and spawn tag instead. `Ok(false)`: this
+/// process is no subreaper, so its children are not orphans of a tree.
+pub(crate) fn set_child_subreaper() -> io::Result<bool> {
+    Ok(false)
 }
 
 /// Live processes of a keeper's tree other than `main`, by the rules the
@@ -112,14 +113,16 @@ pub(crate) fn descendants(
         group: main.pid,
         session,
     };
-    let mut out: Vec<Descendant> = tree::members(&procs, &bounds, &mut tree::Memo::default())
-        .into_iter()
-        .filter(|p| p.pid != main.pid)
-        .map(|p| Descendant {
-            pid: p.pid,
-            command: crate::contain::sys::describe(p.pid),
-        })
-        .collect();
+    let mut probe = sysctl::LiveProbe::default();
+    let mut out: Vec<Descendant> =
+        tree::members(&procs, &bounds, &mut tree::Memo::default(), &mut probe)
+            .into_iter()
+            .filter(|p| p.pid != main.pid)
+            .map(|p| Descendant {
+                pid: p.pid,
+                command: crate::contain::sys::describe(p.pid),
+            })
+            .collect();
     out.sort_by_key(|d| d.pid);
     out
 }

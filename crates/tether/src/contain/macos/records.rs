@@ -107,6 +107,21 @@ impl Kinfo {
     }
 }
 
+/// A live process (`SRUN`) for tests: pid, parent, group, start time (µs).
+#[cfg(test)]
+pub(crate) fn test_kinfo(pid: u32, ppid: u32, pgrp: u32, start_us: u64) -> Kinfo {
+    Kinfo {
+        pid,
+        ppid,
+        pgrp,
+        ruid: 501,
+        stat: SRUN,
+        flag: 0,
+        start_us,
+        comm: [0; offset::COMM_LEN],
+    }
+}
+
 fn i32_at(record: &[u8], at: usize) -> i32 {
     i32::from_ne_bytes(record[at..at + 4].try_into().expect("4 bytes"))
 }

@@ -2,7 +2,8 @@
 //! and `kern.proc.pid.<pid>` (one `kinfo_proc` per process, zombies
 //! included), `kern.procargs2.<pid>` (argv and environment), `kern.argmax`
 //! and `kern.bootsessionuuid`; and `getsid(2)`, since `kinfo_proc` carries
-//! no session id. The records are decoded in `records.rs`.
+//! no session id. The records are decoded in `records.rs`; [`LiveProbe`]
+//! answers the tree rules' questions (`tree.rs`).
 
 use std::ffi::CStr;
 use std::io;
@@ -10,7 +11,8 @@ use std::sync::OnceLock;
 
 use nix::errno::Errno;
 
-use super::records::{KINFO_PROC_SIZE, Kinfo, decode_kinfo};
+use super::records::{Environment, KINFO_PROC_SIZE, Kinfo, decode_kinfo, parse_procargs, tag_in};
+use super::tree::Probe;
 
 /// `sysctl(mib)` into `buf`; returns how many bytes the kernel wrote.
 fn sysctl(mib: &[libc::c_int], buf: &mut [u8]) -> Result<usize, Errno> {
@@ -122,7 +124,8 @@ pub(crate) fn procargs(pid: u32, buf: &mut Vec<u8>) -> Result<&[u8], ArgsError> 
     let raw = libc::c_int::try_from(pid).map_err(|_| ArgsError::Refused)?;
     let max = argmax();
     if buf.len() != max {
-        buf.resize(max, 0);
+        // Zeroed by the allocator (fresh pages), not by a 1 MiB memset.
+        *buf = vec![0u8; max];
     }
     let len = sysctl(&[libc::CTL_KERN, libc::KERN_PROCARGS2, raw], buf)
         .map_err(|_| ArgsError::Refused)?;
@@ -154,4 +157,33 @@ pub(crate) fn boot_session_uuid() -> Option<String> {
     let text = CStr::from_bytes_until_nul(&buf[..len.min(buf.len())]).ok()?;
     let uuid = text.to_str().ok()?.trim();
     (!uuid.is_empty()).then(|| uuid.to_owned())
+}
+
+/// The tree rules' questions (`tree.rs`), answered by the kernel now.
+#[derive(Default)]
+pub(crate) struct LiveProbe {
+    /// Scratch for `kern.procargs2`, reused across reads.
+    buf: Vec<u8>,
+}
+
+impl Probe for LiveProbe {
+    fn session_of(&mut self, pid: u32) -> Option<u32> {
+        session_of(pid)
+    }
+
+    fn tag_names(&mut self, p: &Kinfo, session: &str) -> Option<bool> {
+        // Only our own processes' arguments can be read (root reads all).
+        let me = nix::unistd::getuid().as_raw();
+        if p.ruid != me && me != 0 {
+            return None;
+        }
+        let tagged = match parse_procargs(procargs(p.pid, &mut self.buf).ok()?)?.env {
+            Environment::Strings(env) => tag_in(&env).is_some_and(|t| t.session == session),
+            Environment::Withheld => return None,
+        };
+        // The read was of whatever had the pid then: the answer is `p`'s
+        // only if the pid still names it (same start time) now.
+        let same = proc_of(p.pid).ok()??.start_us == p.start_us;
+        same.then_some(tagged)
+    }
 }
