@@ -283,15 +283,12 @@ impl Pin {
     }
 }
 
-/// Longest sleep between two looks at the pins while waiting: the exit
-/// events wake the wait at once; this only bounds the case where a process
-/// was already past its exit notification when it was registered, so that
-/// no event is left to come.
-const RECHECK: Duration = Duration::from_millis(100);
-
 /// Waits until every pin has exited or `bound` passes, woken by
 /// `EVFILT_PROC`/`NOTE_EXIT` on each pinned pid (allowed for any process).
-/// A process already gone cannot be registered, and counts as exited.
+/// No exit is missed between the check and the registration: XNU hides an
+/// exiting process from lookups (`proc_prepareexit`) before it posts
+/// `NOTE_EXIT` (`proc_exit`), so registering either fails (`ESRCH`: the
+/// process counts as exited) or sees the exit.
 pub(crate) fn wait_exited(pins: &[&Pin], bound: Duration) {
     let deadline = Instant::now() + bound;
     let kq = Kqueue::new().ok();
@@ -313,12 +310,12 @@ pub(crate) fn wait_exited(pins: &[&Pin], bound: Duration) {
         if pins.iter().all(|p| p.has_exited()) || left.is_zero() {
             return;
         }
-        let nap = left.min(RECHECK);
         match &kq {
             Some(kq) => {
-                let _ = kq.wait(&[], &mut events, Some(nap));
+                let _ = kq.wait(&[], &mut events, Some(left));
             }
-            None => std::thread::sleep(nap),
+            // No kqueue (descriptor limit): look again every 10 ms.
+            None => std::thread::sleep(left.min(Duration::from_millis(10))),
         }
     }
 }
