@@ -291,8 +291,7 @@ pub(crate) struct Wake {
 /// The signals the keeper handles. They are blocked, so none ever runs its
 /// default action or interrupts anything; `EVFILT_SIGNAL` sees them anyway
 /// (XNU notes a signal to kqueues before looking at masks and
-/// dispositions). SIGCHLD keeps its default disposition: set to `SIG_IGN`
-/// it would make the kernel reap children itself.
+/// dispositions). SIGCHLD keeps its default disposition (see [`prepare`]).
 const SIGNALS: [Signal; 5] = [
     Signal::SIGCHLD,
     Signal::SIGTERM,

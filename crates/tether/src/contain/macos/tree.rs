@@ -11,10 +11,11 @@
 //! 3. it is in the command's process group, or in its session when the
 //!    command leads one (`new_session`) — the group's and session's id is
 //!    the main process's pid, which the keeper does not free (it holds the
-//!    main process's zombie, see `keeper.rs`) until the tree is empty: the
-//!    kernel hands out no pid that is a live group's or session's id, and
-//!    none that a zombie holds, so no other process can form a group or
-//!    session with that id meanwhile;
+//!    main process's zombie, see `keeper.rs`) until the tree is empty. A
+//!    zombie stays in the pid hash and in its group until it is reaped
+//!    (XNU `reap_child_locked`), and the kernel hands out no pid that is
+//!    in use as a pid, group or session id (`forkproc`), so meanwhile no
+//!    other process can get that pid or form a group or session with it;
 //! 4. its spawn tag (`TETHER_SPAWN`, read through `kern.procargs2`) names
 //!    the session — reparented daemons that left the group still carry it.
 //!
