@@ -46,7 +46,7 @@ pub(crate) struct TreeScope<'a> {
     #[allow(dead_code)]
     pub session: &'a str,
     #[allow(dead_code)]
-    pub main_pgrp: Option<u32>,
+    pub main_pgrp: u32,
 }
 
 /// A live process of the tree, pinned by a pidfd.
