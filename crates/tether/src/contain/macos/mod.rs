@@ -22,9 +22,9 @@ use std::os::unix::net::UnixStream;
 
 use nix::sys::socket::MsgFlags;
 
+use crate::contain::Descendant;
 use crate::containment::Containment;
 use crate::identity::ProcessIdentity;
-use crate::session::Descendant;
 
 /// A macOS pipe holds at most 64 KiB: its buffer starts at 16 KiB and grows
 /// under large writes up to `PIPE_SIZE * 4` (XNU `sys_pipe.c`,
