@@ -3,6 +3,10 @@
 //! The owner here is a real `tether run`; each test SIGKILLs it mid-run and
 //! checks the process table for anything carrying the test's tag.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::time::Duration;

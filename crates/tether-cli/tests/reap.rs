@@ -4,6 +4,10 @@
 //! session's orphans, and (as root, in a private pid namespace) not a
 //! process that took a dead owner's or orphan's pid.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod orphans;
 mod support;
 

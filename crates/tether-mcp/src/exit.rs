@@ -1,7 +1,8 @@
 //! How a command ended, said for a model: the status word, the exit code
 //! or the signal's name, and a sentence when the ending needs explaining
 //! (a signal nobody here sent, a timeout, a kill, a shell that could not
-//! find the program).
+//! find the program). Signal numbers differ between Unix kernels, so their
+//! names come from `libc` on Unix (`cfg(unix)`); Windows has no signals.
 
 use std::time::Duration;
 
@@ -75,6 +76,19 @@ pub fn ending(info: &SessionInfo) -> Ending {
 }
 
 /// Explains a death by signal `sig` that nobody here asked for.
+#[cfg(not(unix))]
+fn signal_note(sig: i32) -> String {
+    format!("terminated by {}", signal_name(sig))
+}
+
+/// `SIG<n>`: there are no signal names where there are no signals.
+#[cfg(not(unix))]
+pub fn signal_name(sig: i32) -> String {
+    format!("SIG{sig}")
+}
+
+/// Explains a death by signal `sig` that nobody here asked for.
+#[cfg(unix)]
 fn signal_note(sig: i32) -> String {
     let name = signal_name(sig);
     let what = match sig {
@@ -106,6 +120,7 @@ fn signal_note(sig: i32) -> String {
 }
 
 /// `SIGKILL` for 9, and so on; `SIG<n>` for a number without a name.
+#[cfg(unix)]
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {
         libc::SIGHUP => "SIGHUP",
@@ -152,7 +167,7 @@ pub fn seconds(d: Duration) -> String {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -88,6 +88,8 @@ impl KeeperLink {
     /// EOF and kills the tree. A session of its own would lose that.
     pub(crate) fn start(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
+        crate::contain::os::prepare_socket(&ours);
+        crate::contain::os::prepare_socket(&theirs);
         let debug = std::env::var_os("TETHER_KEEPER_DEBUG").is_some();
         let process = std::process::Command::new(keeper)
             .arg(KEEPER_ARG)
