@@ -156,7 +156,10 @@ fn the_terminal_mode_is_restored_after_a_normal_exit_and_a_failed_start() {
         let mut screen = Screen::new(child.pty.take().unwrap());
         let (before, after, rc) = modes_and_code(screen.finish());
         assert_eq!(rc, code, "{}", screen.text);
-        assert_eq!(after, before, "{program}: the terminal's mode was not restored");
+        assert_eq!(
+            after, before,
+            "{program}: the terminal's mode was not restored"
+        );
     }
 }
 

@@ -553,7 +553,10 @@ mod tests {
         let w = write(&map(json!({"id": "abcd", "data": "1+1", "submit": true}))).unwrap();
         assert_eq!((w.data.as_str(), w.submit, w.eof), ("1+1", true, false));
         let w = write(&map(json!({"id": "abcd", "keys": ["Ctrl-C"]}))).unwrap();
-        assert_eq!((w.data.as_str(), w.keys.as_slice()), ("", &["Ctrl-C".to_owned()][..]));
+        assert_eq!(
+            (w.data.as_str(), w.keys.as_slice()),
+            ("", &["Ctrl-C".to_owned()][..])
+        );
         let err = write(&map(json!({"id": "abcd", "keys": ["Enter", "Hyper-Q"]})))
             .unwrap_err()
             .to_string();

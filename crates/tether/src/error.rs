@@ -166,7 +166,9 @@ pub enum Error {
     },
     /// The session runs on pipes, not a terminal: it has no screen and
     /// cannot be resized or sent keys.
-    #[error("session {id} has no terminal: start it with RunSpec::pty to use screens, sizes and keys")]
+    #[error(
+        "session {id} has no terminal: start it with RunSpec::pty to use screens, sizes and keys"
+    )]
     NotATerminal {
         /// The session.
         id: String,

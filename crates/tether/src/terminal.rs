@@ -40,8 +40,7 @@ mod pty;
 
 use crate::error::{Error, Result};
 
-pub(crate) use emulator::Emulator;
-pub use emulator::Screen;
+pub use emulator::{Emulator, Screen};
 pub use keys::{Key, encode_keys};
 pub use passthrough::Passthrough;
 pub use pty::Pty;
@@ -91,10 +90,7 @@ impl PtySize {
             reason,
         };
         if rows == 0 || rows > u32::from(Self::MAX_ROWS) {
-            return Err(bad(format!(
-                "{rows} rows: must be 1 to {}",
-                Self::MAX_ROWS
-            )));
+            return Err(bad(format!("{rows} rows: must be 1 to {}", Self::MAX_ROWS)));
         }
         if cols == 0 || cols > u32::from(Self::MAX_COLS) {
             return Err(bad(format!(

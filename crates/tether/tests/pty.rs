@@ -33,7 +33,11 @@ fn the_command_has_a_real_terminal() {
     let mut lines = text.lines();
     let tty = lines.next().unwrap_or_default().trim_end();
     assert!(tty.starts_with("/dev/pts/"), "tty printed {tty:?}");
-    assert_eq!(lines.next().map(str::trim_end), Some("all-terminals"), "{text:?}");
+    assert_eq!(
+        lines.next().map(str::trim_end),
+        Some("all-terminals"),
+        "{text:?}"
+    );
 }
 
 #[test]
@@ -50,7 +54,10 @@ fn the_command_leads_a_session_with_the_terminal_as_controlling_tty() {
         .collect();
     assert_eq!(fields.len(), 3, "{text:?}");
     assert_eq!(fields[0], fields[1], "not a session leader: {text:?}");
-    assert_eq!(fields[2], fields[0], "not the terminal's foreground group: {text:?}");
+    assert_eq!(
+        fields[2], fields[0],
+        "not the terminal's foreground group: {text:?}"
+    );
 }
 
 #[test]
@@ -82,7 +89,10 @@ fn a_failed_spawn_on_a_pty_says_why() {
         .pty(PtySize::default())
         .spawn()
         .unwrap_err();
-    assert!(matches!(err, tether::Error::ProgramNotFound { .. }), "{err}");
+    assert!(
+        matches!(err, tether::Error::ProgramNotFound { .. }),
+        "{err}"
+    );
 }
 
 fn spawn_tree(tree: Tree, tag: &str) -> (Child, Pty) {
@@ -103,7 +113,10 @@ fn spawn_tree(tree: Tree, tag: &str) -> (Child, Pty) {
         seen.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
     let built = wait_for_count(tag, tree.min_processes(), Duration::from_secs(20));
-    assert!(built >= tree.min_processes(), "{tree:?}: only {built} processes built");
+    assert!(
+        built >= tree.min_processes(),
+        "{tree:?}: only {built} processes built"
+    );
     (child, pty)
 }
 
@@ -120,7 +133,11 @@ fn kill_returns_only_when_the_tree_is_empty() {
         let guard = TagGuard::new(&format!("pty-kill-{tree:?}"));
         let (mut child, mut pty) = spawn_tree(tree, guard.tag());
         child.kill().unwrap_or_else(|e| panic!("{tree:?}: {e}"));
-        assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new(), "{tree:?}: kill returned early");
+        assert_eq!(
+            tagged_pids(guard.tag()),
+            Vec::<u32>::new(),
+            "{tree:?}: kill returned early"
+        );
         let status = child.wait().unwrap();
         assert!(status.code().is_some() || status.signal().is_some());
         // Nobody holds the terminal any more: the master reads EOF.
@@ -130,11 +147,19 @@ fn kill_returns_only_when_the_tree_is_empty() {
 
 #[test]
 fn dropping_the_child_kills_the_tree() {
-    for tree in [Tree::SetsidDoubleFork, Tree::Nohup, Tree::Daemon, Tree::TrapIgnore] {
+    for tree in [
+        Tree::SetsidDoubleFork,
+        Tree::Nohup,
+        Tree::Daemon,
+        Tree::TrapIgnore,
+    ] {
         let guard = TagGuard::new(&format!("pty-drop-{tree:?}"));
         let (child, pty) = spawn_tree(tree, guard.tag());
         drop(child);
-        assert!(wait_all_dead(guard.tag(), Duration::from_secs(10)).is_empty(), "{tree:?}");
+        assert!(
+            wait_all_dead(guard.tag(), Duration::from_secs(10)).is_empty(),
+            "{tree:?}"
+        );
         drop(pty);
     }
 }
@@ -167,7 +192,11 @@ fn hangup_then_term_then_kill_each_wait_for_the_whole_tree() {
     child.kill().unwrap();
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
     let status = child.wait().unwrap();
-    assert_eq!(status.signal(), Some(libc::SIGHUP), "the leader died of the first rung");
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGHUP),
+        "the leader died of the first rung"
+    );
     // The two trap subshells, and the loop's current `sleep 1` if any.
     assert!(status.descendants_killed() >= 2, "{status:?}");
 }

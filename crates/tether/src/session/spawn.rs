@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::output::{OutputBuffer, OutputConfig};
 use crate::run_spec::{OutputMode, RunSpec, StdinMode};
 use crate::session_id::SessionId;
-use crate::terminal::AGENT_ENV;
 use crate::stdio::{OsStdio, Stdio};
+use crate::terminal::AGENT_ENV;
 
 /// The owner's ends of the command's streams.
 pub(crate) enum Ends {
@@ -123,7 +123,13 @@ fn started(
         },
         None => Ends::Terminal(child.pty.take().expect("a PTY child has a master").0),
     };
-    let separate = matches!(&ends, Ends::Pipes { stderr: Some(_), .. });
+    let separate = matches!(
+        &ends,
+        Ends::Pipes {
+            stderr: Some(_),
+            ..
+        }
+    );
     let config = OutputConfig {
         max_memory: spec.max_memory,
         spill_cap: spec.spill_cap,

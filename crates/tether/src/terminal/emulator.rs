@@ -105,9 +105,20 @@ impl vt100::Callbacks for Answers {
     }
 }
 
-/// A terminal emulator for one session. Its memory is one grid of
-/// `rows × cols` cells (no scrollback: the byte stream is the history).
-pub(crate) struct Emulator {
+/// A terminal emulator: what a registry PTY session keeps to render its
+/// [`Screen`] and answer the program's queries (see the module docs for
+/// which). Feed it every byte the program prints, in order. Its memory is
+/// one grid of `rows × cols` cells (no scrollback: the byte stream is the
+/// history).
+///
+/// ```
+/// use tether::terminal::{Emulator, PtySize};
+/// let mut e = Emulator::new(PtySize::default());
+/// e.feed(b"\x1b[2J\x1b[5;10Hhello\x1b[6n");
+/// assert_eq!(e.screen().lines[4], "         hello");
+/// assert_eq!(e.take_replies(), b"\x1b[5;15R"); // what to write back to it
+/// ```
+pub struct Emulator {
     parser: vt100::Parser<Answers>,
 }
 
@@ -124,7 +135,8 @@ fn nonzero(n: u16) -> NonZeroU16 {
 }
 
 impl Emulator {
-    pub(crate) fn new(size: PtySize) -> Emulator {
+    /// An empty screen of `size`.
+    pub fn new(size: PtySize) -> Emulator {
         Emulator {
             parser: vt100::Parser::new_with_callbacks(
                 nonzero(size.rows()),
@@ -137,25 +149,28 @@ impl Emulator {
 
     /// Parses output; answers to queries in it wait in
     /// [`take_replies`](Self::take_replies).
-    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+    pub fn feed(&mut self, bytes: &[u8]) {
         self.parser.process(bytes);
     }
 
     /// The answers owed to the program, in the order it asked.
-    pub(crate) fn take_replies(&mut self) -> Vec<u8> {
+    pub fn take_replies(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.parser.callbacks_mut().replies)
     }
 
-    pub(crate) fn resize(&mut self, size: PtySize) {
+    /// Changes the size (as the terminal's window did).
+    pub fn resize(&mut self, size: PtySize) {
         self.parser
             .set_size(nonzero(size.rows()), nonzero(size.cols()));
     }
 
-    pub(crate) fn application_cursor(&self) -> bool {
+    /// Whether cursor keys are in application mode (DECCKM).
+    pub fn application_cursor(&self) -> bool {
         self.parser.screen().application_cursor()
     }
 
-    pub(crate) fn screen(&self) -> Screen {
+    /// What the screen shows now.
+    pub fn screen(&self) -> Screen {
         let s = self.parser.screen();
         let (rows, cols) = s.size();
         let (cursor_row, cursor_col) = s.cursor_position();

@@ -242,7 +242,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_errors() {
-        for name in ["", "F0", "F13", "Ctrl-", "Ctrl-AB", "Hyper-x", "Enterr", "Ctrl-1"] {
+        for name in [
+            "", "F0", "F13", "Ctrl-", "Ctrl-AB", "Hyper-x", "Enterr", "Ctrl-1",
+        ] {
             assert!(name.parse::<Key>().is_err(), "{name:?} parsed");
         }
         assert!(encode_keys(&["Enter", "nope"], false).is_err());

@@ -97,7 +97,10 @@ async fn stty_size_follows_resize() {
     // Bad sizes never reach the session: they are errors at construction.
     assert!(PtySize::new(0, 10).is_err());
     assert!(PtySize::new(10, 100_000).is_err());
-    registry.kill(id.as_str(), Duration::from_secs(2)).await.unwrap();
+    registry
+        .kill(id.as_str(), Duration::from_secs(2))
+        .await
+        .unwrap();
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
 
@@ -137,7 +140,10 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_keeps_serving() {
         .await
         .unwrap();
     // The sleep runs (tagged, in the terminal's foreground group).
-    assert!(wait_for_count(guard.tag(), 2, BOUND) >= 2, "sleep never started");
+    assert!(
+        wait_for_count(guard.tag(), 2, BOUND) >= 2,
+        "sleep never started"
+    );
     let ctrl_c = registry.keys(id.as_str(), &["Ctrl-C"]).unwrap();
     assert_eq!(ctrl_c, [3]);
     registry.write(id.as_str(), &ctrl_c).await.unwrap();
@@ -153,7 +159,11 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_keeps_serving() {
         .await
         .unwrap();
     until(&registry, id.as_str(), at, "still-42").await;
-    assert_eq!(tagged_pids(guard.tag()).len(), 1, "the sleep survived Ctrl-C");
+    assert_eq!(
+        tagged_pids(guard.tag()).len(),
+        1,
+        "the sleep survived Ctrl-C"
+    );
     registry.write(id.as_str(), b"exit 3\r").await.unwrap();
     let info = settled(&registry, id.as_str()).await;
     assert_eq!(info.exit.unwrap().code(), Some(3));
@@ -219,7 +229,10 @@ async fn the_screen_shows_what_was_drawn_where() {
     assert!(screen.alternate_screen && screen.application_cursor);
     assert_eq!(screen.lines[0], "full");
     assert_eq!(registry.keys(tui.as_str(), &["Up"]).unwrap(), b"\x1bOA");
-    registry.kill(tui.as_str(), Duration::from_secs(2)).await.unwrap();
+    registry
+        .kill(tui.as_str(), Duration::from_secs(2))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,7 +243,9 @@ async fn terminal_calls_on_a_pipe_session_and_bad_keys_are_errors() {
     for err in [
         registry.screen(id.as_str()).unwrap_err(),
         registry.keys(id.as_str(), &["Enter"]).unwrap_err(),
-        registry.resize(id.as_str(), PtySize::default()).unwrap_err(),
+        registry
+            .resize(id.as_str(), PtySize::default())
+            .unwrap_err(),
     ] {
         assert!(matches!(err, Error::NotATerminal { .. }), "{err}");
     }
@@ -238,7 +253,9 @@ async fn terminal_calls_on_a_pipe_session_and_bad_keys_are_errors() {
         .run(RunSpec::shell("sleep 1000").pty(PtySize::default()))
         .await
         .unwrap();
-    let err = registry.keys(pty.as_str(), &["Enter", "Hyper-Q"]).unwrap_err();
+    let err = registry
+        .keys(pty.as_str(), &["Enter", "Hyper-Q"])
+        .unwrap_err();
     assert!(err.to_string().contains("Hyper-Q"), "{err}");
     // A terminal has one stream.
     let err = registry
@@ -252,7 +269,10 @@ async fn terminal_calls_on_a_pipe_session_and_bad_keys_are_errors() {
     assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
     // The session that failed to start left nothing behind; the other runs.
     assert_eq!(registry.live_count(), 1);
-    registry.kill(pty.as_str(), Duration::from_secs(2)).await.unwrap();
+    registry
+        .kill(pty.as_str(), Duration::from_secs(2))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -295,7 +315,9 @@ async fn a_hundred_megabytes_are_captured_byte_exact_in_bounded_memory() {
     const RING: usize = 1 << 20;
     let dir = tempfile::tempdir().unwrap();
     // Every byte value, in a period (4093, prime) no buffer size divides.
-    let data: Vec<u8> = (0..SIZE).map(|i| ((i % 4093) * 31 + i / 4093) as u8).collect();
+    let data: Vec<u8> = (0..SIZE)
+        .map(|i| ((i % 4093) * 31 + i / 4093) as u8)
+        .collect();
     let file = dir.path().join("data");
     std::fs::write(&file, &data).unwrap();
     let registry = Registry::new(RegistryConfig {
@@ -304,18 +326,27 @@ async fn a_hundred_megabytes_are_captured_byte_exact_in_bounded_memory() {
     });
     // Raw mode: no CR LF translation, no control characters acted on, so
     // the terminal passes the bytes through unchanged.
-    let spec = RunSpec::shell(format!(
-        "stty raw -echo && cat '{}'",
-        file.display()
-    ))
-    .pty(PtySize::default())
-    .max_memory(RING)
-    .spill_cap(SIZE as u64);
+    let spec = RunSpec::shell(format!("stty raw -echo && cat '{}'", file.display()))
+        .pty(PtySize::default())
+        .max_memory(RING)
+        .spill_cap(SIZE as u64);
     reset_peak_rss();
     let base = status_kib("VmRSS");
+    let started = std::time::Instant::now();
     let id = registry.run(spec).await.unwrap();
     drop(data);
-    let info = settled(&registry, id.as_str()).await;
+    // Not `settled`'s 30 s: a debug build pushes 100 MB through the
+    // terminal and its emulator at a few MB/s on a loaded 2-core machine.
+    let waited = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(Duration::from_secs(300)).settled(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(waited.outcome, WaitOutcome::Exited, "never settled");
+    let info = waited.info;
+    eprintln!("100 MB through the PTY in {:?}", started.elapsed());
     let peak = status_kib("VmHWM").saturating_sub(base);
     assert_eq!(info.exit.unwrap().code(), Some(0));
     assert_eq!(info.output_bytes, SIZE as u64);

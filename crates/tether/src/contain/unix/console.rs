@@ -145,11 +145,12 @@ impl Console {
             };
             let (master_ready, winch_ready, stdin_ready) = (ready(0), ready(1), ready(2));
             drop(fds);
-            if winch_ready && winch.take() {
-                if let Some(size) = Console::size() {
-                    // The terminal may be gone already: nothing to resize.
-                    let _ = master.resize(size);
-                }
+            // The terminal may be gone already: then nothing is resized.
+            if winch_ready
+                && winch.take()
+                && let Some(size) = Console::size()
+            {
+                let _ = master.resize(size);
             }
             if master_ready {
                 match nix::unistd::read(master.as_fd(), &mut buf) {

@@ -64,7 +64,10 @@ const TERMINAL_CAPACITY: usize = 128 << 10;
 impl AsyncReader {
     /// Registers the read end (must be called inside a tokio runtime).
     pub(crate) fn new(end: PipeEnd) -> io::Result<AsyncReader> {
-        Ok(AsyncReader(register(end, Interest::READABLE)?, Source::Pipe))
+        Ok(AsyncReader(
+            register(end, Interest::READABLE)?,
+            Source::Pipe,
+        ))
     }
 
     /// Registers a PTY master for reading (made non-blocking).

@@ -137,8 +137,8 @@ pub(crate) fn fork_exec(
     gate: Option<RawFd>,
     forked: impl FnOnce(u32),
 ) -> Result<u32, (SpawnStage, Errno)> {
-    let (err_r, err_w) = crate::contain::unix::stdio::pipe()
-        .map_err(|e| (SpawnStage::Fork, super::errno_of(&e)))?;
+    let (err_r, err_w) =
+        crate::contain::unix::stdio::pipe().map_err(|e| (SpawnStage::Fork, super::errno_of(&e)))?;
     let argv = exec.argv_ptrs();
     let envp = exec.envp_ptrs();
     // SAFETY: the init is single-threaded; the child only makes

@@ -48,8 +48,8 @@ use crate::contain::Termination;
 use crate::contain::os::keeper::{self as os, Change, InitLink, TreeScope, Waiter};
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
-pub(crate) use exec::{Exec, fork_exec};
 use exec::posix_spawn;
+pub(crate) use exec::{Exec, fork_exec};
 use ladder::{Delivery, Ladder, VERIFY_WINDOW};
 
 /// Serves sessions one after the other until the owner goes away: a keeper
