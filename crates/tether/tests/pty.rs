@@ -1,6 +1,8 @@
 //! PTY children of the library (`Command::pty`): a real terminal, held and
 //! killed like any other tree. The PTY twins of `kill.rs` and `spawn.rs`.
 
+#![cfg(target_os = "linux")]
+
 use std::io::Read;
 use std::time::Duration;
 

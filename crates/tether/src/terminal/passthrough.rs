@@ -61,9 +61,12 @@ impl Passthrough {
     /// [`Error::Io`](crate::Error::Io) from the terminal or the PTY (the
     /// mode is restored first).
     pub fn attach(&self, pty: &Pty) -> Result<()> {
-        let console = Console::raw()?;
-        let copied = console.pass_through(&pty.0, &self.winch);
-        drop(console);
+        // The console's mode is restored at the end of this block, before
+        // an error of the copy is returned.
+        let copied = {
+            let console = Console::raw()?;
+            console.pass_through(&pty.0, &self.winch)
+        };
         Ok(copied?)
     }
 }
