@@ -50,6 +50,9 @@ const KILL_MARGIN: Duration = Duration::from_secs(10);
 /// `resetTimeoutOnProgress`) then never time out a call that is alive.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
+/// The editor variables the server points at a failing stand-in.
+const EDITOR_VARS: [&str; 4] = ["GIT_EDITOR", "EDITOR", "VISUAL", "GIT_SEQUENCE_EDITOR"];
+
 /// Longest a `screen` call with a resize waits for the program's redraw.
 const RESIZE_REDRAW: Duration = Duration::from_secs(2);
 
@@ -193,10 +196,15 @@ impl Terminal {
         .timeout(a.timeout)
         .grace(self.config.grace)
         .purpose(PURPOSE);
+        let stand_in = crate::prompt::no_editor_command();
         for (key, value) in &self.config.env {
             // A terminal gets the terminal type that goes with it
-            // (xterm-256color) unless the call names one; `dumb` is for pipes.
-            if a.pty.is_some() && key == "TERM" {
+            // (xterm-256color) unless the call names one, and a real
+            // editor (it can be driven with keys and read with `screen`):
+            // `dumb` and the failing stand-in editor are for pipes.
+            let for_pipes = key == "TERM"
+                || (EDITOR_VARS.iter().any(|v| key == v) && value.to_str() == Some(&stand_in));
+            if a.pty.is_some() && for_pipes {
                 continue;
             }
             spec = spec.env(key, value);

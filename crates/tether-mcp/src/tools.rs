@@ -339,8 +339,9 @@ pub const WRITE: &[Param] = &[
         doc: "PTY sessions: keys pressed after `data`, in order, by name: Enter, Tab, \
               Shift-Tab, Esc, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, \
               PageDown, Insert, Delete, F1-F12, Ctrl-A..Ctrl-Z (Ctrl-C interrupts, Ctrl-D is \
-              end of input, Ctrl-Z suspends), Alt-<char>. E.g. [\"Down\", \"Down\", \"Enter\"] \
-              or [\"Esc\", \":\", ...] — never write escape sequences yourself.",
+              end of input, Ctrl-Z suspends), Alt-<char>, or one character as itself. E.g. \
+              [\"Down\", \"Down\", \"Enter\"] or [\"Esc\", \":\", \"q\", \"Enter\"] — never \
+              write escape sequences yourself.",
     },
     Param {
         name: "submit",

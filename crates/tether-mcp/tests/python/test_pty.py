@@ -41,6 +41,12 @@ async def test_a_pty_command_has_a_terminal_and_agent_defaults(tag):
         assert re.fullmatch(r"/dev/pts/\d+", lines[0]), body["output"]
         assert lines[1:] == ["both", "xterm-256color cat"]
 
+        # A terminal gets a real editor (the failing stand-in is for pipes).
+        body = await call(s, "run", {"command": "echo ${EDITOR:-none}", "pty": True})
+        assert body["output"] == "none\n", body
+        body = await call(s, "run", {"command": "echo $EDITOR"})
+        assert "tether-no-editor" in body["output"]
+
         body = await call(s, "run", {"command": "stty size", "pty": True, "rows": 40, "cols": 100})
         assert body["output"] == "40 100\n"
         # Without pty the same command has no terminal.

@@ -13,7 +13,8 @@ use crate::error::{Error, Result};
 /// (`Escape`), `Backspace`, `Space`, `Up`, `Down`, `Left`, `Right`, `Home`,
 /// `End`, `PageUp` (`PgUp`), `PageDown` (`PgDn`), `Insert`, `Delete`
 /// (`Del`), `F1`–`F12`, `Ctrl-A`…`Ctrl-Z` and `Ctrl-@ [ \ ] ^ _` (plus
-/// `Ctrl-Space`), and `Alt-<char>` (Escape, then the character).
+/// `Ctrl-Space`), `Alt-<char>` (Escape, then the character), and any single
+/// character as itself (`q`, `y`, `:`, `/`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Key {
     /// Carriage return, what the Enter key sends (the terminal's `ICRNL`
@@ -56,6 +57,8 @@ pub enum Key {
     Ctrl(u8),
     /// Alt (Meta) with a character: Escape, then the character.
     Alt(char),
+    /// A character typed as itself (UTF-8).
+    Char(char),
 }
 
 impl Key {
@@ -112,6 +115,10 @@ impl Key {
                 b.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
                 b
             }
+            Key::Char(c) => {
+                let mut utf8 = [0u8; 4];
+                c.encode_utf8(&mut utf8).as_bytes().to_vec()
+            }
         }
     }
 }
@@ -125,9 +132,15 @@ impl FromStr for Key {
             reason: format!(
                 "unknown key {name:?}: use Enter, Tab, Shift-Tab, Esc, Backspace, Space, \
                  Up, Down, Left, Right, Home, End, PageUp, PageDown, Insert, Delete, \
-                 F1-F12, Ctrl-<letter> or Alt-<char>"
+                 F1-F12, Ctrl-<letter>, Alt-<char> or one character"
             ),
         };
+        let mut chars = name.chars();
+        if let (Some(c), None) = (chars.next(), chars.next())
+            && !c.is_control()
+        {
+            return Ok(Key::Char(c));
+        }
         let trimmed = name.trim();
         if let Some((modifier, rest)) = split_modifier(trimmed) {
             return match modifier.as_str() {
@@ -237,6 +250,9 @@ mod tests {
         assert_eq!(b("F5"), b"\x1b[15~");
         assert_eq!(b("F12"), b"\x1b[24~");
         assert_eq!(b("Alt-x"), b"\x1bx");
+        assert_eq!(b("q"), b"q");
+        assert_eq!(b("é"), "é".as_bytes());
+        assert_eq!(b("-"), b"-");
         assert_eq!("Up".parse::<Key>().unwrap().bytes(true), b"\x1bOA");
     }
 
