@@ -377,7 +377,9 @@ impl Registry {
     /// waiting for the command to read: one background task per session
     /// writes queued writes in order, each whole (interleaving with nothing
     /// else). With `close`, stdin is closed after these bytes (the command
-    /// then reads EOF). Await the returned [`QueuedWrite`] to learn when
+    /// then reads EOF; on a PTY session the terminal's EOF character follows
+    /// them instead, as with [`close_stdin`](Registry::close_stdin)). Await
+    /// the returned [`QueuedWrite`] to learn when
     /// the bytes are in the pipe; dropping it does not cancel the write.
     ///
     /// # Errors
@@ -385,13 +387,21 @@ impl Registry {
     /// is pending), [`Error::StdinQueueFull`] when the bytes queued and not
     /// yet read would exceed [`RegistryConfig::stdin_queue_limit`] — nothing
     /// is queued then.
-    pub fn queue_write(&self, id: &str, bytes: Vec<u8>, close: bool) -> Result<QueuedWrite> {
+    pub fn queue_write(&self, id: &str, mut bytes: Vec<u8>, close: bool) -> Result<QueuedWrite> {
         let session = self.inner.find(id)?;
         if !session.meta.stdin_piped {
             return Err(Error::NoStdin {
                 id: session.id.to_string(),
             });
         }
+        // A terminal is not closed (see `close_stdin`): its EOF character
+        // follows the bytes instead.
+        let close = if close && session.is_terminal() {
+            bytes.push(session.eof_char().ok_or_else(|| session.stdin_error())?);
+            false
+        } else {
+            close
+        };
         session
             .stdin_queue
             .push(&session, bytes, close, self.inner.config.stdin_queue_limit)

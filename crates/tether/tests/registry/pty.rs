@@ -11,7 +11,9 @@ use tether::registry::{
     OutputMode, Registry, RegistryConfig, RunSpec, SessionState, WaitOptions, WaitOutcome,
 };
 use tether::terminal::PtySize;
-use tether_testkit::{TAG_VAR, TagGuard, fd_count, tagged_pids, wait_for_count, zombie_children};
+use tether_testkit::{
+    TAG_VAR, TagGuard, Tree, fd_count, tagged_pids, wait_all_dead, wait_for_count, zombie_children,
+};
 
 /// `sh -c script` on a PTY of the default size, tagged.
 fn pty_shell(tag: &str, script: &str) -> RunSpec {
@@ -118,7 +120,21 @@ async fn python_repl_answers_one_plus_one() {
     registry.write(id.as_str(), &input).await.unwrap();
     // The echo of the input, then the answer on a line of its own.
     until(&registry, id.as_str(), at, r"1\+1\r\n2\r\n>>> ").await;
-    // Ctrl-D at the prompt: close_stdin sends the terminal's EOF character.
+    // A queued write with close: the terminal's EOF character follows it
+    // (stdin stays open), so `cat` ends at the start of a line...
+    let cat = registry
+        .run(RunSpec::argv(["cat"]).pty(PtySize::default()))
+        .await
+        .unwrap();
+    registry
+        .queue_write(cat.as_str(), b"typed\r".to_vec(), true)
+        .unwrap()
+        .await
+        .unwrap();
+    let info = settled(&registry, cat.as_str()).await;
+    assert_eq!(info.exit.unwrap().code(), Some(0));
+    assert_eq!(text(&registry, cat.as_str()), "typed\r\ntyped\r\n");
+    // ...and Ctrl-D at the prompt (close_stdin) ends the REPL.
     registry.close_stdin(id.as_str()).unwrap();
     let info = settled(&registry, id.as_str()).await;
     assert_eq!(info.exit.unwrap().code(), Some(0));
@@ -399,4 +415,33 @@ async fn a_thousand_pty_sessions_return_to_baseline() {
     assert_eq!(zombie_children(), 0, "zombies left");
     assert_eq!(registry.live_count(), 0);
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_and_drop_kill_pty_trees() {
+    for shutdown in [true, false] {
+        let guard = TagGuard::new(&format!("registry-pty-teardown-{shutdown}"));
+        let registry = registry();
+        for tree in [
+            Tree::SetsidDoubleFork,
+            Tree::Nohup,
+            Tree::Daemon,
+            Tree::TrapIgnore,
+        ] {
+            let id = registry
+                .run(pty_shell(guard.tag(), tree.script()))
+                .await
+                .unwrap();
+            until(&registry, id.as_str(), 0, "ready").await;
+        }
+        assert!(wait_for_count(guard.tag(), 14, BOUND) >= 14);
+        if shutdown {
+            registry.shutdown().await.unwrap();
+            // Verified before it returned.
+            assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+        } else {
+            drop(registry);
+            assert!(wait_all_dead(guard.tag(), BOUND).is_empty());
+        }
+    }
 }
