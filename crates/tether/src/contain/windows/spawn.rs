@@ -1,0 +1,307 @@
+//! Starting a process inside a job, from its first instruction.
+//!
+//! `std::process::Command` cannot do this: a child spawned normally and
+//! assigned to the job afterwards may already have started children of its
+//! own, which stay outside (the seed agent's fast native pipelines raced it
+//! exactly so). Here the child is created by our own `CreateProcessW` with
+//! `STARTUPINFOEXW`:
+//!
+//! - **`PROC_THREAD_ATTRIBUTE_JOB_LIST`** (Windows 10+): the kernel puts the
+//!   process into the job as it creates it. [`Membership::Atomic`].
+//! - Fallback where the attribute is not supported: **`CREATE_SUSPENDED`**,
+//!   `AssignProcessToJobObject`, then `ResumeThread` on the primary thread,
+//!   whose previous suspend count must be 1 (ours). The child runs no
+//!   instruction before it is in the job. [`Membership::SuspendedThenAssigned`].
+//!   If any step fails, the child is terminated and both its handles closed
+//!   before the error (with its Windows code) is returned.
+//! - **`PROC_THREAD_ATTRIBUTE_HANDLE_LIST`**: the child inherits exactly its
+//!   three stdio handles — never another inheritable handle of the owner
+//!   (another session's pipe end would hold that session's output open).
+//! - Either way the result is checked with `IsProcessInJob` before it is
+//!   returned: a process outside its job is never handed back as contained.
+//!
+//! Both ways of joining the job were measured to work under Wine 8
+//! (cross-platform.md, tests a1 and b).
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::windows::io::{AsRawHandle, BorrowedHandle, OwnedHandle};
+
+use windows_sys::Win32::Foundation::HANDLE;
+use windows_sys::Win32::System::Console::HPCON;
+use windows_sys::Win32::System::Threading::{
+    CREATE_NEW_PROCESS_GROUP, CREATE_SUSPENDED, CREATE_UNICODE_ENVIRONMENT, CreateProcessW,
+    EXTENDED_STARTUPINFO_PRESENT, PROC_THREAD_ATTRIBUTE_HANDLE_LIST,
+    PROC_THREAD_ATTRIBUTE_JOB_LIST, PROCESS_INFORMATION, ResumeThread, STARTF_USESTDHANDLES,
+    STARTUPINFOEXW, TerminateProcess,
+};
+
+use super::attribute_list::AttributeList;
+use super::handle::{duplicate, owned};
+use super::job::Job;
+use super::wide::to_wide;
+use super::win_error::WinError;
+
+/// Exit code given to a child killed because it could not be contained.
+pub const UNCONTAINED_EXIT_CODE: u32 = 0xC000_0022; // STATUS_ACCESS_DENIED
+
+/// How the child joined its job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Membership {
+    /// Created inside the job by `PROC_THREAD_ATTRIBUTE_JOB_LIST`.
+    Atomic,
+    /// Created suspended, assigned, then resumed.
+    SuspendedThenAssigned,
+}
+
+/// Which way to try first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MembershipPolicy {
+    /// The job-list attribute, falling back to suspend–assign–resume where
+    /// the attribute is not supported (before Windows 10).
+    #[default]
+    Atomic,
+    /// Always suspend–assign–resume (tests both paths).
+    SuspendedThenAssigned,
+}
+
+/// What the child's console streams are.
+#[derive(Clone, Copy, Debug)]
+pub enum Console<'a> {
+    /// Standard handles: each is duplicated as inheritable for the call and
+    /// is the only thing the child inherits. `None`: the child gets none.
+    Std {
+        /// The child's stdin.
+        stdin: Option<BorrowedHandle<'a>>,
+        /// The child's stdout.
+        stdout: Option<BorrowedHandle<'a>>,
+        /// The child's stderr.
+        stderr: Option<BorrowedHandle<'a>>,
+    },
+    /// Attached to this pseudoconsole. The child inherits nothing, and its
+    /// std handles are explicitly NULL (`STARTF_USESTDHANDLES`): without that,
+    /// a child of an owner whose own stdio is redirected writes to the
+    /// owner's handles instead of the pseudoconsole (microsoft/terminal
+    /// #11276, and seen under Wine).
+    Pseudo(HPCON),
+}
+
+/// Everything `CreateProcessW` needs.
+#[derive(Debug)]
+pub struct Spawn<'a> {
+    /// Full path of the executable (resolved by the caller: `CreateProcessW`'s
+    /// own search looks in the owner's directory and current directory
+    /// first).
+    pub application: &'a OsStr,
+    /// The NUL-terminated command line (see `quote`); `CreateProcessW` may
+    /// write to it.
+    pub command_line: Vec<u16>,
+    /// The environment block (see `environment`); always given, because the
+    /// spawn tag must be in it.
+    pub environment: &'a [u16],
+    /// Working directory; `None`: the owner's.
+    pub cwd: Option<&'a OsStr>,
+    /// The console streams.
+    pub console: Console<'a>,
+    /// The job the child is created in.
+    pub job: &'a Job,
+    /// Start the child as the leader of a new console process group, so a
+    /// `CTRL_BREAK_EVENT` can be aimed at it (the graceful kill step). Such
+    /// a group ignores CTRL_C; CTRL_BREAK is what reaches it.
+    pub new_process_group: bool,
+    /// How to join the job.
+    pub membership: MembershipPolicy,
+    /// Further creation flags (`CREATE_NO_WINDOW`, …); never
+    /// `CREATE_BREAKAWAY_FROM_JOB` (refused by the job anyway).
+    pub extra_flags: u32,
+}
+
+/// A process that has been created inside its job and resumed.
+#[derive(Debug)]
+pub struct Spawned {
+    /// Full-access handle to the process: held while the session lives, it
+    /// pins the pid and is what identity checks and waits go through.
+    pub process: OwnedHandle,
+    /// The process id.
+    pub pid: u32,
+    /// How it joined the job.
+    pub membership: Membership,
+}
+
+/// Creates the process described by `spec` inside `spec.job`.
+pub fn spawn(mut spec: Spawn<'_>) -> io::Result<Spawned> {
+    let application = to_wide(spec.application)?;
+    let cwd = spec.cwd.map(to_wide).transpose()?;
+    if spec.environment.len() < 2 || spec.environment[spec.environment.len() - 2..] != [0, 0] {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "environment block is not double-NUL terminated",
+        ));
+    }
+    if spec.command_line.last() != Some(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "command line is not NUL terminated",
+        ));
+    }
+
+    // Inheritable duplicates of the stdio handles, alive until after the
+    // call; the originals stay non-inheritable. (A concurrent std::process
+    // spawn in this process, which inherits every inheritable handle, could
+    // catch these duplicates during the call: std's own lock does not cover
+    // us. Its child would then hold a copy of a stdio pipe end.)
+    let mut std_dups: [Option<OwnedHandle>; 3] = [None, None, None];
+    if let Console::Std {
+        stdin,
+        stdout,
+        stderr,
+    } = spec.console
+    {
+        for (slot, handle) in std_dups.iter_mut().zip([stdin, stdout, stderr]) {
+            if let Some(h) = handle {
+                *slot = Some(duplicate(h, true)?);
+            }
+        }
+    }
+    let raw_of = |h: &Option<OwnedHandle>| {
+        h.as_ref()
+            .map_or(std::ptr::null_mut(), |h| h.as_raw_handle())
+    };
+    let std_raw: [HANDLE; 3] = [
+        raw_of(&std_dups[0]),
+        raw_of(&std_dups[1]),
+        raw_of(&std_dups[2]),
+    ];
+    let inherit: Vec<HANDLE> = std_raw.iter().copied().filter(|h| !h.is_null()).collect();
+    let jobs = [spec.job.raw()];
+
+    let mut attributes = AttributeList::new(3)?;
+    let mut membership = match spec.membership {
+        MembershipPolicy::Atomic => Membership::Atomic,
+        MembershipPolicy::SuspendedThenAssigned => Membership::SuspendedThenAssigned,
+    };
+    if membership == Membership::Atomic
+        && attributes
+            .set_handles(
+                PROC_THREAD_ATTRIBUTE_JOB_LIST,
+                &jobs,
+                "UpdateProcThreadAttribute(PROC_THREAD_ATTRIBUTE_JOB_LIST)",
+            )
+            .is_err()
+    {
+        // Before Windows 10 the attribute is unknown; nothing was created
+        // yet, so falling back costs nothing.
+        membership = Membership::SuspendedThenAssigned;
+    }
+    if !inherit.is_empty() {
+        attributes.set_handles(
+            PROC_THREAD_ATTRIBUTE_HANDLE_LIST,
+            &inherit,
+            "UpdateProcThreadAttribute(PROC_THREAD_ATTRIBUTE_HANDLE_LIST)",
+        )?;
+    }
+    if let Console::Pseudo(console) = spec.console {
+        attributes.set_pseudoconsole(console)?;
+    }
+
+    let mut startup = STARTUPINFOEXW::default();
+    startup.StartupInfo.cb = size_of::<STARTUPINFOEXW>() as u32;
+    startup.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
+    startup.StartupInfo.hStdInput = std_raw[0];
+    startup.StartupInfo.hStdOutput = std_raw[1];
+    startup.StartupInfo.hStdError = std_raw[2];
+    startup.lpAttributeList = attributes.as_ptr();
+
+    let mut flags = CREATE_UNICODE_ENVIRONMENT | EXTENDED_STARTUPINFO_PRESENT | spec.extra_flags;
+    if spec.new_process_group {
+        flags |= CREATE_NEW_PROCESS_GROUP;
+    }
+    if membership == Membership::SuspendedThenAssigned {
+        flags |= CREATE_SUSPENDED;
+    }
+
+    let mut info = PROCESS_INFORMATION::default();
+    // SAFETY: every pointer is valid for the call: NUL-terminated wide
+    // strings, a mutable NUL-terminated command line, a double-NUL
+    // terminated environment block, an initialized attribute list whose
+    // values (`jobs`, `inherit`) outlive it, and a valid out pointer.
+    let ok = unsafe {
+        CreateProcessW(
+            application.as_ptr(),
+            spec.command_line.as_mut_ptr(),
+            std::ptr::null(),
+            std::ptr::null(),
+            (!inherit.is_empty()).into(),
+            flags,
+            spec.environment.as_ptr().cast(),
+            cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            &startup.StartupInfo,
+            &mut info,
+        )
+    };
+    if ok == 0 {
+        return Err(WinError::last("CreateProcessW"));
+    }
+    drop(attributes);
+    drop(std_dups);
+    // SAFETY: CreateProcessW succeeded, so both handles are valid and ours
+    // alone.
+    let (process, thread) = unsafe {
+        (
+            owned(info.hProcess, "CreateProcessW(hProcess)")?,
+            owned(info.hThread, "CreateProcessW(hThread)")?,
+        )
+    };
+
+    if membership == Membership::SuspendedThenAssigned {
+        if let Err(err) = spec.job.assign(process.as_handle()) {
+            kill_uncontained(&process);
+            return Err(err);
+        }
+        // SAFETY: valid thread handle with THREAD_SUSPEND_RESUME (full
+        // access from CreateProcessW).
+        let previous = unsafe { ResumeThread(thread.as_raw_handle()) };
+        if previous != 1 {
+            let err = if previous == u32::MAX {
+                WinError::last("ResumeThread")
+            } else {
+                io::Error::other(format!(
+                    "ResumeThread: the new process's thread had suspend count {previous}, expected 1"
+                ))
+            };
+            kill_uncontained(&process);
+            return Err(err);
+        }
+    }
+    drop(thread);
+
+    // Belt and braces: never return a process outside its job.
+    match spec.job.contains(process.as_handle()) {
+        Ok(true) => {}
+        Ok(false) => {
+            kill_uncontained(&process);
+            return Err(io::Error::other(
+                "CreateProcessW: the new process is not in its job",
+            ));
+        }
+        Err(err) => {
+            kill_uncontained(&process);
+            return Err(err);
+        }
+    }
+    Ok(Spawned {
+        process,
+        pid: info.dwProcessId,
+        membership,
+    })
+}
+
+use std::os::windows::io::AsHandle;
+
+/// Ends a child that could not be contained (it has not run, or must not
+/// keep running). Its handles close when the caller drops them.
+fn kill_uncontained(process: &OwnedHandle) {
+    // SAFETY: valid process handle with PROCESS_TERMINATE. A failure leaves
+    // nothing better to do: the error being returned already says why.
+    unsafe { TerminateProcess(process.as_raw_handle(), UNCONTAINED_EXIT_CODE) };
+}
