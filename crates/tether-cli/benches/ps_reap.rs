@@ -173,7 +173,7 @@ fn time(cmd: &mut Command) -> Duration {
 /// (pid, start time) of a process that has exited and been reaped.
 fn dead_process() -> (u32, u64) {
     let mut child = Command::new("sleep").arg("1000").spawn().unwrap();
-    let start = tether::procs::read_stat(child.id()).unwrap().start_time;
+    let start = tether::sys::process(child.id()).unwrap().start_time;
     child.kill().unwrap();
     child.wait().unwrap();
     (child.id(), start)

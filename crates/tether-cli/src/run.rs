@@ -6,10 +6,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use nix::sys::signal::{SigSet, Signal};
 use serde::Serialize;
-use tether::unix::ChildExt;
-use tether::{Command, ContainmentPolicy, Error, ExitStatus};
+use tether::{Command, ContainmentPolicy, Error, ExitStatus, SignalForwarder};
 
 use crate::EXIT_TETHER_ERROR;
 
@@ -46,7 +44,7 @@ pub struct RunArgs {
     shell: bool,
     /// How to hold the tree: a subreaper keeper, a PID namespace (airtight even if the keeper is
     /// SIGKILLed; needs root or user namespaces), or auto (pidns when possible).
-    #[arg(long, value_enum, default_value = "subreaper")]
+    #[arg(long, value_enum, default_value = "standard")]
     containment: ContainmentArg,
     /// Capture stdout and stderr and print one JSON object with the result.
     #[arg(long)]
@@ -69,8 +67,13 @@ pub struct RunArgs {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum ContainmentArg {
+    /// The platform's standard holder (Linux: a subreaper keeper).
+    Standard,
+    /// The strongest the kernel allows here (Linux: pidns when possible).
     Auto,
+    /// Linux: a subreaper keeper (the same as `standard` there).
     Subreaper,
+    /// Linux: a PID namespace, or an error.
     Pidns,
 }
 
@@ -120,13 +123,8 @@ fn exit_code_for_error(err: &Error) -> u8 {
 fn run(args: RunArgs) -> Result<u8, Error> {
     // Orphans of a SIGKILLed keeper come back to us, and we kill them.
     tether::become_subreaper()?;
-    // Signals to forward: blocked here, before any thread exists, so every
-    // thread inherits the mask and only the forwarder's sigwait sees them.
-    let mut forwarded = SigSet::empty();
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        forwarded.add(sig);
-    }
-    forwarded.thread_block().map_err(std::io::Error::from)?;
+    // Before any thread exists: only the forwarder may see these signals.
+    let forwarder = SignalForwarder::install()?;
 
     let mut command = if args.shell {
         let script = args
@@ -149,7 +147,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         .envs(args.env.iter().map(|(k, v)| (k, v)));
     command.containment(match args.containment {
         ContainmentArg::Auto => ContainmentPolicy::Auto,
-        ContainmentArg::Subreaper => ContainmentPolicy::Subreaper,
+        ContainmentArg::Standard | ContainmentArg::Subreaper => ContainmentPolicy::Standard,
         ContainmentArg::Pidns => ContainmentPolicy::PidNamespace,
     });
     if let Some(cwd) = &args.cwd {
@@ -163,20 +161,16 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             .stdin(tether::Stdio::Null)
             .stdout(tether::Stdio::Piped)
             .stderr(tether::Stdio::Piped);
+    } else {
+        // On a terminal the command is the foreground job, as under a
+        // shell: it can read the terminal, Ctrl-Z stops it (and us).
+        command.foreground(true);
     }
     let started = Instant::now();
     let mut child = command.spawn()?;
     let record =
         crate::record::RunRecord::start(&child, &args.purpose, &args.command, args.cwd.as_deref());
-    let handle = child.handle();
-    std::thread::Builder::new()
-        .name("tether-signals".into())
-        .spawn(move || {
-            while let Ok(sig) = forwarded.wait() {
-                let _ = handle.interrupt(sig as i32);
-            }
-        })
-        .map_err(Error::Io)?;
+    forwarder.forward_to(&child)?;
 
     if !args.json {
         let status = child.wait()?;
@@ -191,7 +185,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     record.finish(&status);
     let result = JsonResult {
         exit_code: status.code(),
-        signal: status.signal(),
+        signal: status.code().is_none().then(|| status.shell_code() - 128),
         timed_out: status.timed_out(),
         duration_ms: started.elapsed().as_millis() as u64,
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -214,9 +208,5 @@ fn exit_code(status: &ExitStatus) -> u8 {
     if status.timed_out() {
         return 124;
     }
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code as u8,
-        (None, Some(sig)) => 128 + sig as u8,
-        (None, None) => EXIT_TETHER_ERROR,
-    }
+    status.shell_code() as u8
 }

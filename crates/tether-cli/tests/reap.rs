@@ -276,7 +276,7 @@ fn spawn_at(pid: u32, cmd: &mut Command) -> std::process::Child {
 /// 1, so we reap it) and not a process group or session leader (a group or
 /// session id keeps its pid allocated while any member lives).
 fn freeable(pid: u32) -> bool {
-    tether::procs::read_stat(pid).is_ok_and(|s| s.ppid == 1 && s.pgrp != pid)
+    tether::sys::process(pid).is_ok_and(|s| s.ppid == 1 && s.pgrp != pid)
 }
 
 /// As pid 1 we are the orphans' init: reap `pid` once it has exited so its
@@ -327,7 +327,7 @@ fn pid_reuse_never_redirects_reap_cli_inside() {
         .position(|o| freeable(o.pid))
         .expect("an orphan whose pid we can free");
     let victim = orphans.remove(at);
-    let pin = tether::procs::PinnedProcess::pin(&victim).unwrap().unwrap();
+    let pin = tether::sys::Pinned::pin(&victim).unwrap().unwrap();
     pin.signal(libc::SIGKILL).unwrap();
     reap_pid(victim.pid);
     let mut twin = spawn_at(victim.pid, &mut {
@@ -413,10 +413,8 @@ fn a_stale_plan_never_signals_a_pid_reused_since_inside() {
         start_time: victim.start_time,
         pidfs_inode: victim.pidfs_inode,
     };
-    let tag = tether::procs::spawn_tag_of(victim.pid).unwrap().to_string();
-    let pin = tether::procs::PinnedProcess::pin(&victim_id)
-        .unwrap()
-        .unwrap();
+    let tag = tether::sys::spawn_tag(victim.pid).unwrap().to_string();
+    let pin = tether::sys::Pinned::pin(&victim_id).unwrap().unwrap();
     pin.signal(libc::SIGKILL).unwrap();
     reap_pid(victim.pid);
     let mut impostor = spawn_at(victim.pid, &mut {

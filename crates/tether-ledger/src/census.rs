@@ -259,7 +259,7 @@ impl Census {
                         ppid: p.ppid,
                         start_time: p.start_time,
                         age_ms: scan.clock.age_ms(p.start_time),
-                        state: state_word(p.state),
+                        state: p.state.word(),
                         role: role_of(p, row),
                         purpose: p.tag.purpose.clone(),
                         command: argv_of(p.pid).join(" "),
@@ -394,19 +394,5 @@ fn role_of(p: &TaggedProcess, row: Option<&SessionRow>) -> Role {
         Some(r) if is(&r.keeper) => Role::Keeper,
         _ if p.is_keeper() => Role::Keeper,
         _ => Role::Descendant,
-    }
-}
-
-/// `/proc` state letters in words.
-fn state_word(letter: u8) -> &'static str {
-    match letter {
-        b'R' => "running",
-        b'S' => "sleeping",
-        b'D' => "disk-sleep",
-        b'T' => "stopped",
-        b't' => "traced",
-        b'I' => "idle",
-        b'P' => "parked",
-        _ => "other",
     }
 }

@@ -3,56 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The kernel's clocks, read once per scan.
-#[derive(Clone, Copy, Debug)]
-pub struct Clock {
-    /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`, 100 almost always).
-    pub ticks_per_sec: u64,
-    /// Time since boot when this clock was read, in ticks.
-    pub uptime_ticks: u64,
-    /// Wall clock at boot, Unix milliseconds (now minus uptime).
-    pub boot_time_ms: u64,
-}
-
-impl Clock {
-    /// Reads the clocks now.
-    pub fn now() -> Clock {
-        // SAFETY: sysconf only reads a constant.
-        let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let ticks_per_sec = if tck > 0 { tck as u64 } else { 100 };
-        let uptime_ms = uptime_ms();
-        Clock {
-            ticks_per_sec,
-            uptime_ticks: uptime_ms * ticks_per_sec / 1000,
-            boot_time_ms: now_ms().saturating_sub(uptime_ms),
-        }
-    }
-
-    /// Age in milliseconds of a process that started at `start_ticks`.
-    pub fn age_ms(&self, start_ticks: u64) -> u64 {
-        self.uptime_ticks.saturating_sub(start_ticks) * 1000 / self.ticks_per_sec
-    }
-
-    /// Wall clock (Unix ms) of `start_ticks`.
-    pub fn wall_ms(&self, start_ticks: u64) -> u64 {
-        self.boot_time_ms + start_ticks * 1000 / self.ticks_per_sec
-    }
-}
-
-/// Milliseconds since boot, from `CLOCK_BOOTTIME` (the clock start times
-/// are counted on, suspend included).
-fn uptime_ms() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
-}
+pub use tether::sys::Clock;
 
 /// Wall clock now, Unix milliseconds.
 pub fn now_ms() -> u64 {

@@ -1,9 +1,10 @@
-//! Recording a [`tether::Registry`]'s sessions: the ledger as a
-//! [`tether::SessionObserver`].
+//! Recording a [`tether::registry::Registry`]'s sessions: the ledger as a
+//! [`tether::registry::SessionObserver`].
 
 use std::sync::Mutex;
 
-use tether::{Install, SessionInfo, SessionObserver, SessionState};
+use tether::Install;
+use tether::registry::{SessionInfo, SessionObserver, SessionState};
 
 use crate::clock::now_ms;
 use crate::{Ledger, LedgerError, Outcome, OwnerId, OwnerRecord, Result, SessionStart};
@@ -31,7 +32,7 @@ impl LedgerObserver {
     pub fn register(install: &Install, purpose: &str) -> Result<LedgerObserver> {
         let mut ledger = Ledger::open(install)?;
         let owner = OwnerRecord::current(install, purpose).map_err(|source| LedgerError::Io {
-            path: "/proc/self".into(),
+            path: "(this process)".into(),
             source,
         })?;
         let owner = ledger.register_owner(&owner)?;

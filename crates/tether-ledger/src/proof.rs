@@ -23,7 +23,6 @@
 //! orphans are kept.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -132,14 +131,15 @@ pub struct Prover {
     recorded: HashMap<OwnerKey, (Option<u64>, u32)>,
     uid: u32,
     hidepid: bool,
-    /// Our pid namespace, if `/proc` shows it; `None` = it shows another.
-    own_pidns: Option<PathBuf>,
+    /// The process table shows tether's own pid namespace.
+    own_pidns: bool,
     cache: HashMap<OwnerKey, OwnerStatus>,
 }
 
 impl Prover {
     /// A prover using what the ledger knows about owners (may be empty).
     pub fn new(owners: &[OwnerRow]) -> Prover {
+        let visibility = tether::sys::visibility();
         let boot_id = tether::ProcessIdentity::current()
             .map(|me| me.boot_id)
             .unwrap_or_default();
@@ -159,10 +159,9 @@ impl Prover {
         Prover {
             boot_id,
             recorded,
-            // SAFETY: getuid cannot fail and touches no memory.
-            uid: unsafe { libc::getuid() },
-            hidepid: proc_has_hidepid(),
-            own_pidns: own_pidns(),
+            uid: tether::sys::current_uid(),
+            hidepid: visibility.hides_other_users,
+            own_pidns: visibility.own_namespace,
             cache: HashMap::new(),
         }
     }
@@ -186,14 +185,14 @@ impl Prover {
         let unknown = |reason: &str| OwnerStatus::Unknown {
             reason: reason.to_owned(),
         };
-        if self.own_pidns.is_none() {
+        if !self.own_pidns {
             return unknown("/proc shows another pid namespace than tether's");
         }
         if key.start_time == 0 {
             return unknown("the spawn tag has no owner start time");
         }
         let recorded = self.recorded.get(&key);
-        match tether::procs::read_stat(key.pid) {
+        match tether::sys::process(key.pid) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let recorded_as_ours = recorded.is_some_and(|&(_, uid)| uid == self.uid);
                 if self.hidepid && self.uid != 0 && !recorded_as_ours {
@@ -212,7 +211,7 @@ impl Prover {
                     now_start_time: stat.start_time,
                 },
             },
-            Ok(stat) if matches!(stat.state, b'Z' | b'X') => OwnerStatus::Dead {
+            Ok(stat) if stat.has_exited() => OwnerStatus::Dead {
                 proof: DeathProof::Exited,
             },
             Ok(_) => match recorded.and_then(|&(inode, _)| inode) {
@@ -248,53 +247,11 @@ impl Prover {
     }
 
     /// Whether `pid` lives in the pid namespace the tags' pids are read in
-    /// (ours, which `/proc` shows). `false` for a process in a nested
-    /// namespace, or when that cannot be read.
+    /// (ours). `false` for a process in a nested namespace, or when that
+    /// cannot be read.
     pub fn in_own_pidns(&self, pid: u32) -> bool {
-        let Some(own) = &self.own_pidns else {
-            return false;
-        };
-        std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|ns| &ns == own)
+        self.own_pidns && tether::sys::in_own_pid_namespace(pid)
     }
-}
-
-/// Our pid namespace (`pid:[inode]`), if `/proc` is mounted for it: the
-/// pid `/proc/self` names must be the pid we have.
-fn own_pidns() -> Option<PathBuf> {
-    let shown: u32 = std::fs::read_link("/proc/self")
-        .ok()?
-        .to_str()?
-        .parse()
-        .ok()?;
-    if shown != std::process::id() {
-        return None;
-    }
-    std::fs::read_link("/proc/self/ns/pid").ok()
-}
-
-/// Whether the `/proc` mount hides other users' processes (`hidepid=` other
-/// than 0/off).
-fn proc_has_hidepid() -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    info.lines().any(|line| {
-        let mut fields = line.split(' ');
-        let mount_point = fields.nth(4);
-        let Some((_, after)) = line.split_once(" - ") else {
-            return false;
-        };
-        let mut post = after.split(' ');
-        let (fstype, super_opts) = (post.next(), post.nth(1));
-        mount_point == Some("/proc")
-            && fstype == Some("proc")
-            && super_opts.is_some_and(|opts| {
-                opts.split(',').any(|o| {
-                    o.strip_prefix("hidepid=")
-                        .is_some_and(|v| v != "0" && v != "off")
-                })
-            })
-    })
 }
 
 #[cfg(test)]
@@ -353,7 +310,7 @@ mod tests {
     fn a_reaped_child_is_gone() {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
-        let start = tether::procs::read_stat(pid).map(|s| s.start_time);
+        let start = tether::sys::process(pid).map(|s| s.start_time);
         child.wait().unwrap();
         let Ok(start) = start else {
             return; // it exited before we could read it: nothing to test

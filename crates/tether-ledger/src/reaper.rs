@@ -25,11 +25,10 @@
 //! rounds. Untagged children of targets are reported, never signalled.
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsFd, AsRawFd};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
-use tether::procs::PinnedProcess;
+use tether::sys::{self, Pinned};
 use tether::{ProcessIdentity, SpawnTag};
 
 use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover, is_interactive};
@@ -260,12 +259,11 @@ pub fn reap(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions) -> ReapRe
 /// re-checking each one immediately before every signal. Sets each
 /// target's outcome.
 pub fn execute(targets: &mut [Target], grace: Duration) {
-    let pins: Vec<Option<PinnedProcess>> = targets.iter_mut().map(repin).collect();
+    let pins: Vec<Option<Pinned>> = targets.iter_mut().map(repin).collect();
     if !grace.is_zero() {
         for (t, pin) in targets.iter_mut().zip(&pins) {
             if let Some(pin) = pin {
-                signal_checked(t, pin, libc::SIGTERM);
-                let _ = pin.signal(libc::SIGCONT);
+                signal_checked(t, pin, Stop::Terminate);
             }
         }
         wait_exited(&pins, grace);
@@ -279,7 +277,7 @@ pub fn execute(targets: &mut [Target], grace: Duration) {
         if let Some(pin) = pin
             && t.outcome == TargetOutcome::Planned
         {
-            signal_checked(t, pin, libc::SIGKILL);
+            signal_checked(t, pin, Stop::Kill);
         }
     }
     wait_exited(&pins, KILL_WAIT);
@@ -295,8 +293,8 @@ pub fn execute(targets: &mut [Target], grace: Duration) {
 }
 
 /// Pins a target by its planned identity; sets its outcome if it cannot be.
-fn repin(t: &mut Target) -> Option<PinnedProcess> {
-    match PinnedProcess::pin(&t.identity) {
+fn repin(t: &mut Target) -> Option<Pinned> {
+    match Pinned::pin(&t.identity) {
         Ok(Some(pin)) => Some(pin),
         Ok(None) => {
             // Gone, or its pid now names another process: either way the
@@ -316,13 +314,16 @@ fn repin(t: &mut Target) -> Option<PinnedProcess> {
 /// Re-reads the tag through the pin and signals only if it is the planned
 /// one; records why not otherwise. A process that exited since is left to
 /// the outcome bookkeeping.
-fn signal_checked(t: &mut Target, pin: &PinnedProcess, sig: i32) {
+fn signal_checked(t: &mut Target, pin: &Pinned, how: Stop) {
     if t.outcome != TargetOutcome::Planned || pin.has_exited() {
         return;
     }
     match pin.spawn_tag() {
         Some(tag) if tag == t.tag => {
-            let _ = pin.signal(sig);
+            let _ = match how {
+                Stop::Terminate => pin.terminate(),
+                Stop::Kill => pin.kill(),
+            };
         }
         Some(_) => {
             t.outcome = TargetOutcome::Changed {
@@ -338,29 +339,19 @@ fn signal_checked(t: &mut Target, pin: &PinnedProcess, sig: i32) {
     }
 }
 
-/// Waits on the pidfds until every pinned process has exited or `bound`
-/// passes.
-fn wait_exited(pins: &[Option<PinnedProcess>], bound: Duration) {
-    let deadline = Instant::now() + bound;
-    loop {
-        let mut fds: Vec<libc::pollfd> = pins
-            .iter()
-            .flatten()
-            .filter(|p| !p.has_exited())
-            .map(|p| libc::pollfd {
-                fd: p.as_fd().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        let left = deadline.saturating_duration_since(Instant::now());
-        if fds.is_empty() || left.is_zero() {
-            return;
-        }
-        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-        // SAFETY: a valid array of pollfds we own, for its length.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-    }
+/// How a target is asked to end.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// The polite request (`SIGTERM` + `SIGCONT`).
+    Terminate,
+    /// The forced end (`SIGKILL`).
+    Kill,
+}
+
+/// Waits until every pinned process has exited or `bound` passes.
+fn wait_exited(pins: &[Option<Pinned>], bound: Duration) {
+    let pins: Vec<&Pinned> = pins.iter().flatten().collect();
+    sys::wait_exited(&pins, bound)
 }
 
 /// One scan: targets (not in `exclude`) and what was skipped.
@@ -458,8 +449,8 @@ fn plan_round(
         }
     }
     for t in &targets {
-        for child in tether::procs::children_of(t.pid) {
-            let zombie = tether::procs::read_stat(child).map_or(true, |s| s.state == b'Z');
+        for child in sys::children(t.pid) {
+            let zombie = sys::process(child).map_or(true, |s| s.has_exited());
             if scan.get(child).is_none() && !zombie {
                 skipped.push(Skipped {
                     pid: child,
@@ -480,7 +471,7 @@ fn reaper_ancestry() -> HashSet<u32> {
     let mut out = HashSet::new();
     let mut pid = std::process::id();
     while pid > 1 && out.insert(pid) {
-        match tether::procs::read_stat(pid) {
+        match sys::process(pid) {
             Ok(stat) => pid = stat.ppid,
             Err(_) => break,
         }

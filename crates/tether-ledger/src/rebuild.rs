@@ -26,8 +26,7 @@ pub(crate) fn rebuild(tx: &Transaction<'_>, install: &str) -> rusqlite::Result<(
     let scan = Scan::take();
     let mut prover = Prover::new(&[]);
     let boot = prover.boot_id().to_owned();
-    // SAFETY: getuid cannot fail and touches no memory.
-    let uid = unsafe { libc::getuid() };
+    let uid = tether::sys::current_uid();
     let (mut owners, mut sessions) = (0, 0);
     for (key, by_session) in scan.by_owner(install) {
         let alive = prover.owner_status(key) == OwnerStatus::Alive;

@@ -46,8 +46,7 @@ impl OwnerRecord {
             identity,
             install: install.id().to_owned(),
             purpose: purpose.to_owned(),
-            // SAFETY: getuid cannot fail and touches no memory.
-            uid: unsafe { libc::getuid() },
+            uid: tether::sys::current_uid(),
         })
     }
 }
@@ -150,10 +149,12 @@ impl Outcome {
             Outcome::TimedOut
         } else if let Some(code) = status.code() {
             Outcome::Exited { code }
-        } else if let Some(signal) = status.signal() {
-            Outcome::Signaled { signal }
         } else {
-            Outcome::Killed
+            // No exit code: a signal ended it (Unix), and the shell code
+            // is 128 + its number.
+            Outcome::Signaled {
+                signal: status.shell_code() - 128,
+            }
         }
     }
 

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use tether::{Install, Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
+use tether::Install;
+use tether::registry::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
 use tether_ledger::{Ledger, LedgerObserver, Outcome};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

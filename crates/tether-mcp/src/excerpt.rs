@@ -5,7 +5,7 @@
 //! that shows them. Offsets are the registry's absolute byte offsets, so
 //! the marker's call stays right however much output follows.
 
-use tether::ReadResult;
+use tether::registry::ReadResult;
 
 use crate::screen::{complete_len, continuation_prefix, incomplete_utf8_tail, render};
 
@@ -21,7 +21,7 @@ const HEAD_SHARE: f64 = 0.4;
 
 /// Where output bytes come from (the registry, or a buffer in tests).
 pub trait Source {
-    /// Up to `max` bytes from `offset`, as [`tether::Registry::read`].
+    /// Up to `max` bytes from `offset`, as [`tether::registry::Registry::read`].
     fn read(&self, offset: u64, max: usize) -> Result<ReadResult, tether::Error>;
 }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tether::{KillReason, SessionInfo, SessionState};
+use tether::registry::{KillReason, SessionInfo, SessionState};
 
 /// The ending of a session's main process as results report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +26,10 @@ pub struct Ending {
 pub fn ending(info: &SessionInfo, timeout: Option<Duration>, shell: bool) -> Ending {
     let exit = info.exit;
     let exit_code = exit.and_then(|e| e.code());
-    let signo = exit.and_then(|e| e.signal());
+    // No exit code: a signal ended it, and the shell code is 128 + its number.
+    let signo = exit
+        .filter(|e| e.code().is_none())
+        .map(|e| e.shell_code() - 128);
     let signal = signo.map(signal_name);
     let note = match info.state {
         SessionState::Running => None,

@@ -2,7 +2,7 @@
 //!
 //! An agent registers `tether mcp` as a stdio MCP server and gets six
 //! tools — `run`, `read`, `write`, `wait`, `kill`, `list` — backed by a
-//! [`tether::Registry`]. A command returns as soon as it finishes, or
+//! [`tether::registry::Registry`]. A command returns as soon as it finishes, or
 //! after a yield window with a session id and the output so far; `cmd &`
 //! returns at once and reports what it left running; nothing an agent
 //! does can hang the server; every process any command started dies with
@@ -125,12 +125,12 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
         env,
         budget: options.output_budget,
         grace: SERVER_GRACE,
-        registry: tether::RegistryConfig {
+        registry: tether::registry::RegistryConfig {
             max_live: options.max_sessions,
             observer: observer
                 .clone()
-                .map(|o| o as Arc<dyn tether::SessionObserver>),
-            ..tether::RegistryConfig::default()
+                .map(|o| o as Arc<dyn tether::registry::SessionObserver>),
+            ..tether::registry::RegistryConfig::default()
         },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -36,7 +36,7 @@ pub struct Options {
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_BUDGET, value_parser = budget)]
     pub output_budget: usize,
     /// Most live sessions at once; a `run` beyond that is refused.
-    #[arg(long, value_name = "N", default_value_t = tether::DEFAULT_MAX_LIVE)]
+    #[arg(long, value_name = "N", default_value_t = tether::registry::DEFAULT_MAX_LIVE)]
     pub max_sessions: usize,
     /// Longest request line accepted; longer requests get an error.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_REQUEST)]

@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use tether::{
-    Error, ReadResult, Registry, RegistryConfig, RunSpec, SessionId, SessionInfo, StdinMode,
-    WaitOptions, WaitOutcome,
+use tether::registry::{
+    ReadResult, Registry, RegistryConfig, RunSpec, SessionInfo, StdinMode, WaitOptions, WaitOutcome,
 };
+use tether::{Error, SessionId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::arguments::{self, CommandArg, KillArgs, ReadArgs, RunArgs, WaitArgs, WriteArgs};
@@ -280,7 +280,7 @@ impl Terminal {
             } else {
                 format!(
                     "{id} has {} (status {}); nothing reads its stdin any more",
-                    if info.state == tether::SessionState::Exited {
+                    if info.state == tether::registry::SessionState::Exited {
                         "exited"
                     } else {
                         "ended"

@@ -14,7 +14,7 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use tether::{Registry, RegistryConfig, RunSpec, WaitOptions};
+use tether::registry::{Registry, RegistryConfig, RunSpec, WaitOptions};
 
 const GIB: u64 = 1 << 30;
 
@@ -182,7 +182,7 @@ fn idle_memory(rt: &tokio::runtime::Runtime) {
             .list()
             .iter()
             .filter(|i| i.is_running())
-            .filter_map(|i| tether::procs::read_stat(i.pid()).ok().map(|s| s.ppid))
+            .filter_map(|i| tether::sys::process(i.pid()).ok().map(|s| s.ppid))
             .collect();
         let rss: u64 = keepers.iter().map(|&k| status_kib(k, "VmRSS")).sum();
         let pss: u64 = keepers.iter().map(|&k| pss_kib(k)).sum();

@@ -123,7 +123,7 @@ pub enum Error {
         limit: usize,
     },
     /// The session was started without a stdin pipe
-    /// ([`StdinMode::Piped`](crate::StdinMode::Piped)).
+    /// ([`StdinMode::Piped`](crate::registry::StdinMode::Piped)).
     #[error("session {id} has no stdin pipe: start it with StdinMode::Piped to write to it")]
     NoStdin {
         /// The session.
@@ -144,6 +144,14 @@ pub enum Error {
     NoSeparateStderr {
         /// The session.
         id: String,
+    },
+    /// This platform cannot do what was asked (yet): nothing was started.
+    #[error("{what} is not supported on {os}")]
+    Unsupported {
+        /// What was asked for.
+        what: &'static str,
+        /// The operating system.
+        os: &'static str,
     },
     /// The registry has been shut down and starts nothing new.
     #[error("the session registry is shut down")]

@@ -46,7 +46,7 @@ impl ProcessIdentity {
     /// Fails with `NotFound` if no such process exists (or it is a zombie
     /// that can no longer be opened).
     pub fn of_pid(pid: u32) -> std::io::Result<ProcessIdentity> {
-        crate::contain::identity_of(pid)
+        crate::contain::sys::identity_of(pid)
     }
 
     /// The identity of the calling process.
@@ -59,7 +59,13 @@ impl ProcessIdentity {
     /// `false` also when its pid now belongs to another process. A zombie
     /// counts as dead.
     pub fn is_alive(&self) -> bool {
-        crate::contain::identity_alive(self)
+        if self.boot_id != crate::contain::sys::boot_id() {
+            return false;
+        }
+        match crate::contain::sys::identity_of(self.pid) {
+            Ok(now) => now.matches(self),
+            Err(_) => false,
+        }
     }
 }
 

@@ -55,7 +55,10 @@ fn default_state_dir() -> PathBuf {
     if let Some(home) = var("HOME") {
         return home.join(".local/state/tether");
     }
-    PathBuf::from(format!("/tmp/tether-{}", crate::contain::current_uid()))
+    PathBuf::from(format!(
+        "/tmp/tether-{}",
+        crate::contain::sys::current_uid()
+    ))
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {

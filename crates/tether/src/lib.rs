@@ -17,20 +17,29 @@
 //! }
 //! ```
 //!
+//! Two levels of API: the one-shot level here ([`Command`], [`Child`],
+//! [`ExitStatus`], …), mirroring `std::process`; and [`registry`], the async
+//! multi-session API that `tether mcp` is built on. [`sys`] is the process
+//! table; [`unix`] holds what only Unix has (signals, raw descriptors).
+//!
 //! # How it works
 //!
-//! The owner never forks (a fork costs ~17 ms at 1 GiB of owner memory and
-//! ~87 ms at 4 GiB). It starts a small single-threaded *keeper* with
-//! `posix_spawn`, handing it one end of a Unix socket as stdin: the control
-//! channel and the *lifeline*. The keeper is a child subreaper, so every
-//! process of the command — `setsid`, double-fork and daemonizing escapes
-//! included — stays its descendant. It forks the command into its own
-//! process group, reaps everything, reports the exit, and kills the whole
-//! tree when asked, at the timeout, or the moment the lifeline reads EOF
-//! because the owner is gone, by whatever cause. With
-//! [`ContainmentPolicy::PidNamespace`] the command runs under a pid-1 init
-//! that the kernel kills together with the keeper, so even a `SIGKILL`ed
-//! keeper takes the tree with it.
+//! On Linux and macOS the owner never forks (a fork costs ~17 ms at 1 GiB
+//! of owner memory and ~87 ms at 4 GiB). It starts a small single-threaded
+//! *keeper* with `posix_spawn`, handing it one end of a Unix socket as
+//! stdin: the control channel and the *lifeline*. On Linux the keeper is a
+//! child subreaper, so every process of the command — `setsid`,
+//! double-fork and daemonizing escapes included — stays its descendant. It
+//! starts the command in its own process group, reaps everything, reports
+//! the exit, and kills the whole tree when asked, at the timeout, or the
+//! moment the lifeline reads EOF because the owner is gone, by whatever
+//! cause. With [`ContainmentPolicy::PidNamespace`] the command runs under a
+//! pid-1 init that the kernel kills together with the keeper, so even a
+//! `SIGKILL`ed keeper takes the tree with it. macOS has no subreaper: its
+//! keeper holds the command's process group and session and finds escaped
+//! descendants by their spawn tag ([`Containment::ProcessGroupAndTag`]).
+//! On Windows there is no keeper: each session is a kill-on-close job
+//! object that only the owner holds.
 //!
 //! Processes are named by [`ProcessIdentity`] (boot id, pid, start time,
 //! pidfs inode) and signalled through pidfds, never by a bare pid. Every
@@ -48,54 +57,66 @@
 mod child;
 mod command;
 mod contain;
+mod containment;
 mod error;
+mod exit;
+mod forward;
 mod identity;
 mod install;
 pub mod output;
-mod pool;
-mod registry;
+pub mod registry;
+mod resolve;
 mod run_spec;
 mod session;
 mod session_id;
+mod spawn;
 mod spawn_tag;
-#[cfg(unix)]
-pub mod unix;
+mod stdio;
 
-pub use child::{Child, ChildHandle, ChildStderr, ChildStdin, ChildStdout, ExitStatus, Output};
-pub use command::{Command, Containment, ContainmentPolicy, DEFAULT_GRACE, Stdio};
+pub use child::{Child, ChildHandle};
+pub use command::{Command, DEFAULT_GRACE};
+pub use contain::ext::*;
+pub use contain::sys;
+pub use containment::{Containment, ContainmentPolicy};
 pub use error::{Error, Result, Survivor, TagError};
+pub use exit::{ExitStatus, Output};
+pub use forward::SignalForwarder;
 pub use identity::ProcessIdentity;
 pub use install::Install;
-pub use pool::set_warm_keepers;
-pub use registry::{
-    DEFAULT_FINISHED_TTL, DEFAULT_MAX_FINISHED, DEFAULT_MAX_LIVE, MIN_ID_PREFIX, ReadResult,
-    Registry, RegistryConfig, RunOutcome, SessionObserver, WaitOptions, WaitOutcome, WaitResult,
-    YIELD_OUTPUT_BYTES,
-};
-pub use run_spec::{CommandLine, OutputMode, RunSpec, SHELL, StdinMode};
-pub use session::pattern::MAX_MATCH_LEN;
-pub use session::{Descendant, KillOutcome, KillReason, SessionInfo, SessionState, Stream};
 pub use session_id::SessionId;
 pub use spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
+pub use stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};
 
-/// The keeper: run it, or let this program be one.
+/// The keeper: run it, or let this program be one. (On Windows there is no
+/// keeper: [`run_if_requested`](keeper::run_if_requested) returns at once.)
 pub mod keeper {
     pub use crate::contain::keeper::{KEEPER_ARG, main, run_if_requested};
 }
 
-/// Becomes a child subreaper: orphans of this process's descendants (for
-/// instance the tree of a keeper that was `SIGKILL`ed) reparent to it
-/// instead of init, where [`Child`] finds and kills them. For programs that
-/// own their process (the `tether` CLI does this); a library should not
-/// change this for its host program unasked.
-pub fn become_subreaper() -> std::io::Result<()> {
-    contain::set_child_subreaper()
+/// Keeps `n` keepers started ahead of need (0, the default, turns the pool
+/// off and lets idle keepers exit), which takes the keeper's own exec off
+/// the spawn path. Takes effect from the next spawn on. Does nothing on
+/// Windows (no keepers).
+///
+/// Each command still gets the owner's environment, working directory and
+/// stdio as of its own spawn; what it inherits from the keeper process
+/// itself — umask and resource limits — is the owner's as of when that
+/// keeper started.
+pub fn set_warm_keepers(n: usize) {
+    contain::set_warm_keepers(n)
 }
 
-/// Process-table helpers shared by the front-ends (`ps`, `reap`, tests).
-pub mod procs {
-    pub use crate::contain::{
-        PinnedProcess, Stat, all_pids, children_of, command_line, read_stat, signal_if_identity,
-        spawn_tag_of,
-    };
+/// Makes this process a child subreaper (Linux; elsewhere it does nothing):
+/// orphans of this process's descendants — for instance the tree of a
+/// keeper that was `SIGKILL`ed — reparent to it instead of init, where
+/// tether finds and kills them.
+///
+/// For programs that own their process and start processes **only through
+/// tether** (the `tether` CLI and `tether mcp` do this): once a keeper is
+/// lost, every child of this process that is not a keeper is treated as an
+/// orphan of its tree and killed, tagged or not (a process that cleared its
+/// environment has no tag). A library should not change this for its host
+/// program unasked.
+pub fn become_subreaper() -> std::io::Result<()> {
+    contain::become_subreaper()
 }

@@ -5,7 +5,7 @@
 //! ```no_run
 //! # async fn demo() -> tether::Result<()> {
 //! use std::time::Duration;
-//! use tether::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
+//! use tether::registry::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
 //!
 //! let registry = Registry::new(RegistryConfig::default());
 //! let id = registry.run(RunSpec::shell("python3 -m http.server 8000")).await?;
@@ -41,21 +41,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::io::Interest;
 use tokio::sync::oneshot;
 
-use crate::contain::reactor::register;
+use crate::contain::{AsyncReader, AsyncWriter};
 use crate::error::{Error, Result};
-use crate::run_spec::RunSpec;
 use crate::session::pattern::{compile, scan};
 use crate::session::spawn::{Started, start};
-use crate::session::{
-    Control, Driver, KillOutcome, KillReason, Owner, Session, SessionInfo, SessionState, Stream,
-    lock,
-};
+use crate::session::{Control, Driver, Owner, Session, lock};
 use crate::session_id::SessionId;
 
 mod wait;
+pub use crate::run_spec::{CommandLine, OutputMode, RunSpec, SHELL, StdinMode};
+pub use crate::session::pattern::MAX_MATCH_LEN;
+pub use crate::session::{Descendant, KillOutcome, KillReason, SessionInfo, SessionState, Stream};
 pub use wait::{WaitOptions, WaitOutcome, WaitResult};
 
 /// Default [`RegistryConfig::max_live`].
@@ -231,18 +229,14 @@ impl Registry {
             output,
             stderr,
             stdin,
-            keeper,
             buffers,
             idle,
             grace,
         } = started;
-        let readable = |fd| register(fd, Interest::READABLE);
-        let keeper = readable(keeper)?;
-        let output = readable(output)?;
-        let stderr = stderr.map(readable).transpose()?;
-        let stdin = stdin
-            .map(|fd| register(fd, Interest::WRITABLE))
-            .transpose()?;
+        let keeper = child.watcher()?;
+        let output = AsyncReader::new(output)?;
+        let stderr = stderr.map(AsyncReader::new).transpose()?;
+        let stdin = stdin.map(AsyncWriter::from_file).transpose()?;
         let (session, control) = Session::new(id.clone(), meta, buffers.0, buffers.1, child, stdin);
         let owner: Weak<dyn Owner> = Arc::downgrade(&self.inner) as Weak<dyn Owner>;
         let driver = Driver::new(
@@ -339,7 +333,7 @@ impl Registry {
     /// [`Error::StdinClosed`] instead — hosts that restore it must not.
     ///
     /// # Errors
-    /// [`Error::NoStdin`] without [`StdinMode::Piped`](crate::StdinMode::Piped);
+    /// [`Error::NoStdin`] without [`StdinMode::Piped`](crate::registry::StdinMode::Piped);
     /// [`Error::StdinClosed`] after `close_stdin` or the main process's exit.
     pub async fn write(&self, id: &str, bytes: &[u8]) -> Result<()> {
         let session = self.inner.find(id)?;

@@ -1,4 +1,4 @@
-//! What a [`Registry`](crate::Registry) session runs: the command, its
+//! What a [`Registry`](crate::registry::Registry) session runs: the command, its
 //! environment and the limits it runs under.
 
 use std::ffi::OsString;
@@ -49,8 +49,8 @@ pub enum StdinMode {
     /// once instead of hanging on input nobody will send.
     #[default]
     Null,
-    /// A pipe the caller writes with [`Registry::write`](crate::Registry::write)
-    /// and ends with [`Registry::close_stdin`](crate::Registry::close_stdin).
+    /// A pipe the caller writes with [`Registry::write`](crate::registry::Registry::write)
+    /// and ends with [`Registry::close_stdin`](crate::registry::Registry::close_stdin).
     Piped,
 }
 
@@ -67,7 +67,7 @@ pub enum OutputMode {
     Separate,
 }
 
-/// Everything [`Registry::run`](crate::Registry::run) needs to start a
+/// Everything [`Registry::run`](crate::registry::Registry::run) needs to start a
 /// session. Built with [`RunSpec::argv`] or [`RunSpec::shell`] and the
 /// chained setters; every setter documents its default.
 #[derive(Clone, Debug)]
@@ -88,7 +88,7 @@ pub struct RunSpec {
 
 impl RunSpec {
     /// Runs `argv[0]` (searched on `PATH`) with the rest as arguments.
-    /// An empty argv fails at [`run`](crate::Registry::run) with
+    /// An empty argv fails at [`run`](crate::registry::Registry::run) with
     /// [`Error::InvalidInput`](crate::Error::InvalidInput).
     pub fn argv<I, S>(argv: I) -> RunSpec
     where

@@ -1,4 +1,4 @@
-//! One session of a [`Registry`](crate::Registry): what callers see of it
+//! One session of a [`Registry`](crate::registry::Registry): what callers see of it
 //! (the snapshot types) and the state its driver task shares with them.
 //!
 //! A session's life, as the registry reports it:
@@ -19,18 +19,18 @@ mod driver;
 pub(crate) mod pattern;
 pub(crate) mod spawn;
 
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::child::{Child, ExitStatus};
-use crate::command::Containment;
+use crate::child::Child;
+use crate::contain::AsyncWriter;
+use crate::containment::Containment;
 use crate::error::{Error, Result};
+use crate::exit::ExitStatus;
 use crate::identity::ProcessIdentity;
 use crate::output::OutputBuffer;
 use crate::session_id::SessionId;
@@ -47,7 +47,7 @@ pub enum SessionState {
     /// The main process ended after a kill was asked for ([`Registry::kill`]
     /// or the registry's shutdown), whatever its exit status says.
     ///
-    /// [`Registry::kill`]: crate::Registry::kill
+    /// [`Registry::kill`]: crate::registry::Registry::kill
     Killed,
     /// The tree was killed because the hard or the idle-output timeout
     /// passed ([`SessionInfo::kill_reason`] says which).
@@ -80,11 +80,11 @@ impl std::fmt::Display for SessionState {
 /// Why a session's tree was killed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KillReason {
-    /// [`Registry::kill`](crate::Registry::kill) was called.
+    /// [`Registry::kill`](crate::registry::Registry::kill) was called.
     Requested,
-    /// The hard timeout ([`RunSpec::timeout`](crate::RunSpec::timeout)) passed.
+    /// The hard timeout ([`RunSpec::timeout`](crate::registry::RunSpec::timeout)) passed.
     Timeout,
-    /// No output for [`RunSpec::idle_timeout`](crate::RunSpec::idle_timeout).
+    /// No output for [`RunSpec::idle_timeout`](crate::registry::RunSpec::idle_timeout).
     IdleTimeout,
     /// The registry was shut down or dropped.
     Shutdown,
@@ -106,11 +106,11 @@ pub enum Stream {
     #[default]
     Output,
     /// Stderr, when the session was started with
-    /// [`OutputMode::Separate`](crate::OutputMode::Separate).
+    /// [`OutputMode::Separate`](crate::registry::OutputMode::Separate).
     Stderr,
 }
 
-/// A snapshot of one session, as [`Registry::list`](crate::Registry::list)
+/// A snapshot of one session, as [`Registry::list`](crate::registry::Registry::list)
 /// and the other calls report it.
 #[derive(Clone, Debug)]
 pub struct SessionInfo {
@@ -150,7 +150,7 @@ pub struct SessionInfo {
     /// Whether every output pipe reached EOF (all writers gone; the read
     /// ends are closed).
     pub output_eof: bool,
-    /// Whether stdin is piped and still open for [`Registry::write`](crate::Registry::write).
+    /// Whether stdin is piped and still open for [`Registry::write`](crate::registry::Registry::write).
     pub stdin_open: bool,
     /// Main process ended, tree empty, output at EOF: nothing of the
     /// session holds a process or a descriptor any more.
@@ -172,7 +172,7 @@ impl SessionInfo {
     }
 }
 
-/// What a successful [`Registry::kill`](crate::Registry::kill) did.
+/// What a successful [`Registry::kill`](crate::registry::Registry::kill) did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KillOutcome {
     /// The session's state afterwards (`killed`, or the earlier natural
@@ -204,7 +204,6 @@ pub(crate) struct Meta {
     pub started: Instant,
     pub identity: ProcessIdentity,
     pub containment: Containment,
-    pub keeper_pid: Option<u32>,
     pub stdin_piped: bool,
     /// Grace for kills the registry starts on its own (teardown).
     pub grace: Duration,
@@ -257,7 +256,7 @@ pub(crate) struct Session {
     /// Our end of the stdin pipe, while open. Writers clone the `Arc`, so
     /// closing here (by `close_stdin` or at main exit) releases the fd as
     /// soon as no write is in flight.
-    pub stdin: Mutex<Option<Arc<AsyncFd<OwnedFd>>>>,
+    pub stdin: Mutex<Option<Arc<AsyncWriter>>>,
     /// Serialises writers, so two writes never interleave their bytes.
     pub stdin_writer: tokio::sync::Mutex<()>,
     pub driver: Mutex<Option<JoinHandle<()>>>,
@@ -279,7 +278,7 @@ impl Session {
         output: OutputBuffer,
         stderr: Option<OutputBuffer>,
         child: Child,
-        stdin: Option<AsyncFd<OwnedFd>>,
+        stdin: Option<AsyncWriter>,
     ) -> (Arc<Session>, mpsc::UnboundedReceiver<Control>) {
         let (control, requests) = mpsc::unbounded_channel();
         let session = Arc::new(Session {
@@ -358,27 +357,10 @@ impl Session {
     /// Live processes of the tree other than the main process (and the
     /// PID-namespace init, which is tether's, not the command's).
     pub(crate) fn descendants(&self) -> Vec<Descendant> {
-        let Some(keeper) = self.meta.keeper_pid else {
-            return Vec::new();
-        };
-        let main = self.meta.identity.pid;
-        let mut out = Vec::new();
-        let mut frontier = vec![(keeper, 0u32)];
-        while let Some((pid, depth)) = frontier.pop() {
-            for child in crate::contain::children_of(pid) {
-                frontier.push((child, depth + 1));
-                let is_init = depth == 0 && self.meta.containment == Containment::PidNamespace;
-                let zombie = crate::contain::read_stat(child).is_ok_and(|s| s.state == b'Z');
-                if child != main && !is_init && !zombie {
-                    out.push(Descendant {
-                        pid: child,
-                        command: describe(child),
-                    });
-                }
-            }
-        }
-        out.sort_by_key(|d| d.pid);
-        out
+        lock(&self.child)
+            .as_ref()
+            .map(Child::descendants)
+            .unwrap_or_default()
     }
 
     /// Closes our end of stdin (a real EOF for the command once no write is
@@ -403,20 +385,16 @@ impl Session {
                 return Err(self.stdin_error());
             };
             tokio::select! {
-                guard = fd.writable() => {
-                    let mut guard = guard?;
-                    match guard.try_io(|fd| write_fd(fd.get_ref(), &bytes[written..])) {
-                        Ok(Ok(n)) => written += n,
-                        Ok(Err(e)) if e.raw_os_error() == Some(libc::EPIPE) => {
-                            return Err(Error::StdinClosed {
-                                id: self.id.to_string(),
-                                why: "the command closed its end of stdin",
-                            });
-                        }
-                        Ok(Err(e)) => return Err(e.into()),
-                        Err(_would_block) => {}
+                wrote = fd.write_some(&bytes[written..]) => match wrote {
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                        return Err(Error::StdinClosed {
+                            id: self.id.to_string(),
+                            why: "the command closed its end of stdin",
+                        });
                     }
-                }
+                    Err(e) => return Err(e.into()),
+                },
                 // Stdin closed meanwhile (main exit, close_stdin): the loop
                 // head reports it.
                 _ = changes.changed() => {}
@@ -444,21 +422,6 @@ impl Session {
             task.abort();
         }
     }
-}
-
-/// A process's command line, or `[comm]` while it has none to show (a
-/// process caught inside `execve` reads as empty for an instant).
-fn describe(pid: u32) -> String {
-    let line = crate::contain::command_line(pid);
-    if !line.is_empty() {
-        return line;
-    }
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-    format!("[{}]", comm.trim_end())
-}
-
-fn write_fd(fd: &OwnedFd, bytes: &[u8]) -> std::io::Result<usize> {
-    nix::unistd::write(fd, bytes).map_err(std::io::Error::from)
 }
 
 /// Locks, ignoring poisoning: every critical section leaves the data

@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
+use tether::unix::ExitStatusExt;
 
 use tether::{Child, Command, Error, Stdio};
 use tether_testkit::{TAG_VAR, TagGuard, Tree, tagged_pids, wait_for_count};

@@ -8,9 +8,9 @@ use tether::Command;
 
 /// Our children that are keepers (the pool's idle ones, here).
 fn keeper_children() -> Vec<u32> {
-    tether::procs::children_of(std::process::id())
+    tether::sys::children(std::process::id())
         .into_iter()
-        .filter(|&pid| tether::procs::command_line(pid).contains("__tether-keeper"))
+        .filter(|&pid| tether::sys::describe(pid).contains("__tether-keeper"))
         .collect()
 }
 

@@ -5,7 +5,8 @@
 mod registry_support;
 
 use registry_support::{read_all, registry, settled, shell};
-use tether::{Error, OutputMode, Stream};
+use tether::Error;
+use tether::registry::{OutputMode, Stream};
 use tether_testkit::{TagGuard, tagged_pids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,9 +6,10 @@
 mod registry_support;
 
 use std::time::Duration;
+use tether::unix::ExitStatusExt;
 
 use registry_support::{BOUND, read_all, registry, settled, shell};
-use tether::{KillReason, SessionState, WaitOptions, WaitOutcome};
+use tether::registry::{KillReason, SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

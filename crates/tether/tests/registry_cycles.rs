@@ -5,7 +5,7 @@
 mod registry_support;
 
 use registry_support::{registry, settled, status_kib};
-use tether::RunSpec;
+use tether::registry::RunSpec;
 use tether_testkit::{TAG_VAR, TagGuard, fd_count, tagged_pids, zombie_children};
 
 const SESSIONS: usize = 10_000;
@@ -49,7 +49,7 @@ async fn ten_thousand_sessions_return_to_baseline() {
     assert_eq!(fd_count(), fds, "descriptors leaked");
     assert_eq!(zombie_children(), 0, "zombies left");
     assert_eq!(registry.live_count(), 0);
-    assert!(registry.list().len() <= tether::DEFAULT_MAX_FINISHED);
+    assert!(registry.list().len() <= tether::registry::DEFAULT_MAX_FINISHED);
     let grown = status_kib("VmRSS").saturating_sub(rss);
     // A leak of even 1 KiB per session would be 10 MiB here.
     assert!(

@@ -6,7 +6,7 @@ mod registry_support;
 use std::time::Duration;
 
 use registry_support::{BOUND, read_all, registry, shell};
-use tether::{KillReason, SessionState, WaitOptions, WaitOutcome};
+use tether::registry::{KillReason, SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};
 
 /// Line `i` of the writer's stream.

@@ -5,7 +5,7 @@
 mod registry_support;
 
 use registry_support::{BOUND, reset_peak_rss, settled, shell, status_kib};
-use tether::{Registry, RegistryConfig, WaitOptions, WaitOutcome};
+use tether::registry::{Registry, RegistryConfig, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};
 
 const GIB: u64 = 1 << 30;

@@ -8,7 +8,8 @@ mod registry_support;
 use std::time::{Duration, Instant};
 
 use registry_support::{registry, settled, shell};
-use tether::{Error, Registry, RegistryConfig, SessionState};
+use tether::Error;
+use tether::registry::{Registry, RegistryConfig, SessionState};
 use tether_testkit::{TagGuard, tagged_pids, wait_for_count};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

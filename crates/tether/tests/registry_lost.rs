@@ -5,7 +5,7 @@
 mod registry_support;
 
 use registry_support::{registry, settled, shell};
-use tether::{SessionState, WaitOptions, WaitOutcome};
+use tether::registry::{SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, Tree, wait_all_dead, wait_for_count};
 
 const BOUND: std::time::Duration = registry_support::BOUND;
@@ -27,7 +27,7 @@ async fn killed_keeper_makes_the_session_lost_and_its_orphans_die() {
 
     // The keeper is the main process's parent (subreaper containment).
     let main = registry.info(id.as_str()).unwrap().identity.pid;
-    let keeper = tether::procs::read_stat(main).unwrap().ppid;
+    let keeper = tether::sys::process(main).unwrap().ppid;
     // SAFETY: kill(2) of the keeper, our own unreaped child: its pid
     // cannot have been reused.
     unsafe { libc::kill(keeper as i32, libc::SIGKILL) };

@@ -6,7 +6,7 @@ mod registry_support;
 use std::sync::{Arc, Mutex};
 
 use registry_support::{settled, shell};
-use tether::{Registry, RegistryConfig, SessionInfo, SessionObserver, SessionState};
+use tether::registry::{Registry, RegistryConfig, SessionInfo, SessionObserver, SessionState};
 use tether_testkit::TagGuard;
 
 #[derive(Debug, Default)]

@@ -6,7 +6,7 @@
 mod registry_support;
 
 use registry_support::{BOUND, read_all, registry, settled, shell};
-use tether::{SessionState, WaitOptions, WaitOutcome};
+use tether::registry::{SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, fd_count, tagged_pids, zombie_children};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,7 +4,8 @@
 mod registry_support;
 
 use registry_support::{BOUND, read_all, registry, settled, shell};
-use tether::{Error, StdinMode, WaitOptions, WaitOutcome};
+use tether::Error;
+use tether::registry::{StdinMode, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@
 mod registry_support;
 
 use registry_support::{registry, shell};
-use tether::{SessionState, WaitOptions, WaitOutcome};
+use tether::registry::{SessionState, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, Tree, tagged_pids, wait_for_count};
 
 use std::time::Duration;
@@ -14,7 +14,7 @@ const BOUND: Duration = registry_support::BOUND;
 
 /// Starts every adversarial tree that keeps running, each in a session,
 /// and waits until each printed `ready`.
-async fn start_trees(registry: &tether::Registry, tag: &str) -> Vec<tether::SessionId> {
+async fn start_trees(registry: &tether::registry::Registry, tag: &str) -> Vec<tether::SessionId> {
     let mut ids = Vec::new();
     for tree in [
         Tree::SetsidDoubleFork,

@@ -7,7 +7,8 @@ mod registry_support;
 use std::time::Duration;
 
 use registry_support::{BOUND, registry, settled, shell};
-use tether::{Error, SessionState, StdinMode, WaitOptions, WaitOutcome};
+use tether::Error;
+use tether::registry::{SessionState, StdinMode, WaitOptions, WaitOutcome};
 use tether_testkit::{TagGuard, tagged_pids};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

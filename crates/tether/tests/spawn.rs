@@ -2,6 +2,7 @@
 //! reporting, output capture that cannot hang.
 
 use std::time::Duration;
+use tether::unix::ExitStatusExt;
 
 use tether::{Command, Containment, ContainmentPolicy, Error, SpawnTag, Stdio};
 use tether_testkit::{TAG_VAR, TagGuard, tagged_pids};

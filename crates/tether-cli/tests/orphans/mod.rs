@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tether::Install;
-use tether::procs::PinnedProcess;
+use tether::sys::Pinned;
 use tether_testkit::{TAG_VAR, TagGuard, kill_tagged, wait_for_count};
 
 use crate::support::{read_line_bounded, tether, wait_pid_exit};
@@ -138,7 +138,7 @@ impl Home {
             Duration::from_secs(30),
         );
         assert_eq!(line.as_deref(), Some("ready"), "fixture did not get ready");
-        let owner = tether::procs::children_of(leader.id())
+        let owner = tether::sys::children(leader.id())
             .into_iter()
             .next()
             .expect("tether run");
@@ -214,39 +214,35 @@ pub struct Run {
 
 impl Run {
     /// SIGKILLs owner and keeper so that neither can kill the tree: the
-    /// keeper is stopped first (so it cannot act on its lifeline's EOF),
-    /// then the owner dies (so it cannot catch the keeper's orphans as a
-    /// subreaper), then the stopped keeper is killed.
+    /// owner is stopped first (so it cannot kill the orphans it adopts as a
+    /// subreaper), then the keeper dies (its orphans go to the stopped
+    /// owner), then the owner dies (they go to init). A stopped *keeper*
+    /// would not do: the kernel resumes a stopped keeper whose owner dies
+    /// (orphaned process group), and it would kill the tree.
     pub fn orphan(&mut self) {
-        let keeper = PinnedProcess::pin(&self.keeper)
-            .unwrap()
-            .expect("keeper alive");
-        assert!(keeper.signal(libc::SIGSTOP).unwrap());
-        // A stop raises no event we can wait on from here (the keeper is
+        let owner = Pinned::pin(&self.owner_id).unwrap().expect("owner alive");
+        assert!(owner.signal(libc::SIGSTOP).unwrap());
+        // A stop raises no event we can wait on from here (the owner is
         // not our child): poll its state, bounded.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while tether::procs::read_stat(self.keeper.pid)
-            .map(|s| s.state)
-            .ok()
-            != Some(b'T')
+        while tether::sys::process(self.owner).map(|s| s.state).ok()
+            != Some(tether::sys::ProcessState::Stopped)
         {
-            assert!(std::time::Instant::now() < deadline, "keeper did not stop");
+            assert!(std::time::Instant::now() < deadline, "owner did not stop");
             std::thread::sleep(Duration::from_millis(1));
         }
-        let owner = PinnedProcess::pin(&self.owner_id)
-            .unwrap()
-            .expect("owner alive");
+        let keeper = Pinned::pin(&self.keeper).unwrap().expect("keeper alive");
+        assert!(keeper.signal(libc::SIGKILL).unwrap());
+        assert!(wait_pid_exit(self.keeper.pid, Duration::from_secs(10)));
         assert!(owner.signal(libc::SIGKILL).unwrap());
         // The leader `sh` reaps the owner and exits with it.
         let mut leader = self.leader.take().unwrap();
         leader.wait().unwrap();
-        assert!(keeper.signal(libc::SIGKILL).unwrap());
-        assert!(wait_pid_exit(self.keeper.pid, Duration::from_secs(10)));
     }
 
     /// Kills a live run's owner (its keeper then kills the tree).
     pub fn kill_owner(&mut self) {
-        if let Ok(Some(owner)) = PinnedProcess::pin(&self.owner_id) {
+        if let Ok(Some(owner)) = Pinned::pin(&self.owner_id) {
             let _ = owner.signal(libc::SIGKILL);
         }
         if let Some(mut leader) = self.leader.take() {
@@ -271,7 +267,7 @@ pub fn kill_install(install: &str) {
             let Ok(id) = tether::ProcessIdentity::of_pid(p.pid) else {
                 continue;
             };
-            if let Ok(Some(pin)) = PinnedProcess::pin(&id)
+            if let Ok(Some(pin)) = Pinned::pin(&id)
                 && pin.spawn_tag().is_some_and(|t| t.install == install)
             {
                 let _ = pin.signal(libc::SIGKILL);

@@ -82,7 +82,7 @@ pub fn kill_install(install: &str) {
         let mut pins = Vec::new();
         for p in scan.of_install(install) {
             if let Ok(id) = tether::ProcessIdentity::of_pid(p.pid)
-                && let Ok(Some(pin)) = tether::procs::PinnedProcess::pin(&id)
+                && let Ok(Some(pin)) = tether::sys::Pinned::pin(&id)
                 && pin.spawn_tag().is_some_and(|t| t.install == install)
             {
                 let _ = pin.signal(libc::SIGKILL);
@@ -99,15 +99,8 @@ pub fn kill_install(install: &str) {
 }
 
 /// Waits (on the pidfd) for a pinned process to exit, at most `bound`.
-pub fn wait_exit(pin: &tether::procs::PinnedProcess, bound: Duration) -> bool {
-    use std::os::fd::{AsFd, AsRawFd};
-    let mut pfd = libc::pollfd {
-        fd: pin.as_fd().as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut pfd, 1, bound.as_millis() as i32) };
+pub fn wait_exit(pin: &tether::sys::Pinned, bound: Duration) -> bool {
+    tether::sys::wait_exited(&[pin], bound);
     pin.has_exited()
 }
 
@@ -115,7 +108,7 @@ pub fn wait_exit(pin: &tether::procs::PinnedProcess, bound: Duration) -> bool {
 /// ran `true` and was reaped.
 pub fn dead_owner() -> (u32, u64) {
     let mut child = Command::new("sleep").arg("1000").spawn().unwrap();
-    let start = tether::procs::read_stat(child.id()).unwrap().start_time;
+    let start = tether::sys::process(child.id()).unwrap().start_time;
     let pid = child.id();
     child.kill().unwrap();
     child.wait().unwrap();

@@ -1,23 +1,70 @@
-//! How a process tree is held. Everything platform-specific lives below this
-//! module; the rest of the crate calls the functions re-exported here, whose
-//! signatures are the same on every platform.
+//! How a process tree is held: the platform seam.
 //!
-//! On Linux a *keeper* process sits between the owner and each command (see
-//! [`keeper`] for its theory of operation); [`link`] is the owner's end of
-//! it; [`protocol`] is what they say to each other.
+//! Everything that knows the operating system lives below this module; the
+//! rest of the crate calls what is re-exported here, whose signatures are
+//! the same on every platform (the pattern of nextest's
+//! `runner/{unix,windows}.rs` and ripgrep's `imp` modules):
+//!
+//! - [`spawn`] starts a [`SpawnPlan`] and returns a [`Tree`]: the running,
+//!   contained command. A `Tree` reports [`TreeEvent`]s (main exited,
+//!   settled, kill failed), starts kills, lists descendants, and hands the
+//!   async runtime a [`TreeWatcher`]. A [`TreeHandle`] starts kills from
+//!   other threads.
+//! - [`sys`] is the process table (public as `tether::sys`).
+//! - Pipes for the registry: [`output_pipe`], [`input_pipe`], and their
+//!   reactor-registered ends [`AsyncReader`] / [`AsyncWriter`].
+//!
+//! Backends: `unix/` — the keeper (client and program), shared by Linux and
+//! macOS; `linux/` — pidfds, `/proc`, subreaper, PID namespaces, signalfd;
+//! `macos/` — `sysctl`, kqueue, process group + tag; `windows/` — job
+//! objects (no keeper).
 
-mod channel;
-mod exec;
-pub mod keeper;
-pub(crate) mod link;
-mod linux;
-pub(crate) mod protocol;
-pub(crate) mod reactor;
+// The Windows backend is a stub until the job-object backend lands: the
+// events and plans it cannot act on yet are unused there.
+#![cfg_attr(windows, allow(dead_code))]
 
-pub use linux::{
-    PinnedProcess, Stat, all_pids, children_of, command_line, read_stat, signal_if_identity,
-    spawn_tag_of,
+mod event;
+pub(crate) mod ext;
+mod plan;
+pub mod sys;
+
+#[cfg(target_os = "linux")]
+#[path = "linux/mod.rs"]
+mod os;
+#[cfg(target_os = "macos")]
+#[path = "macos/mod.rs"]
+mod os;
+#[cfg(windows)]
+#[path = "windows/mod.rs"]
+mod os;
+
+#[cfg(unix)]
+mod unix;
+#[cfg(windows)]
+use os as imp;
+#[cfg(unix)]
+use unix as imp;
+
+pub(crate) use event::{Termination, TreeEvent};
+pub(crate) use imp::{
+    AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,
+    become_subreaper, output_pipe, owner_identity, read_both, set_warm_keepers, spawn,
 };
-pub(crate) use linux::{
-    boot_id, current_uid, identity_alive, identity_of, kill_tagged, set_child_subreaper,
-};
+pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};
+
+/// The keeper program (Unix); on Windows there is none and these do nothing.
+pub mod keeper {
+    pub use super::imp::keeper_entry::{KEEPER_ARG, main, run_if_requested};
+}
+
+/// What a spawn gives back: the tree, and the owner's ends of piped stdio.
+#[derive(Debug)]
+pub(crate) struct Spawned {
+    pub tree: Tree,
+    pub stdin: Option<std::fs::File>,
+    pub stdout: Option<std::fs::File>,
+    pub stderr: Option<std::fs::File>,
+}
+
+/// How a program is searched for and checked before spawning.
+pub(crate) use imp::resolve;

@@ -1,10 +1,10 @@
-//! What [`Registry::wait`](crate::Registry::wait)(crate::Registry::wait) is asked and answers.
+//! What [`Registry::wait`](crate::registry::Registry::wait) is asked and answers.
 
 use std::time::Duration;
 
 use crate::session::{SessionInfo, Stream};
 
-/// What [`Registry::wait`](crate::Registry::wait) waits for.
+/// What [`Registry::wait`](crate::registry::Registry::wait) waits for.
 #[derive(Clone, Debug)]
 pub struct WaitOptions {
     pub(crate) timeout: Duration,
@@ -36,7 +36,7 @@ impl WaitOptions {
 
     /// Also return as soon as the output matches this regex (bytes regex,
     /// multi-line: `^`/`$` match at line boundaries). Matches up to
-    /// [`MAX_MATCH_LEN`](crate::MAX_MATCH_LEN) long are found wherever chunk boundaries fall.
+    /// [`MAX_MATCH_LEN`](crate::registry::MAX_MATCH_LEN) long are found wherever chunk boundaries fall.
     pub fn until(mut self, pattern: impl Into<String>) -> WaitOptions {
         self.until = Some(pattern.into());
         self
@@ -57,7 +57,7 @@ impl WaitOptions {
     }
 }
 
-/// Why [`Registry::wait`](crate::Registry::wait) returned.
+/// Why [`Registry::wait`](crate::registry::Registry::wait) returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitOutcome {
     /// The main process has ended (see the info's state and exit) —
@@ -74,7 +74,7 @@ pub enum WaitOutcome {
     StillRunning,
 }
 
-/// What [`Registry::wait`](crate::Registry::wait) found.
+/// What [`Registry::wait`](crate::registry::Registry::wait) found.
 #[derive(Clone, Debug)]
 pub struct WaitResult {
     /// Why it returned.

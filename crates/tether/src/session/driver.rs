@@ -10,7 +10,8 @@
 //! reason is set before the exit it causes is seen, and there is no lock
 //! order between a reader, a reaper and a killer to get wrong. No thread per
 //! session: the pipes and the keeper socket are registered with the tokio
-//! reactor (`AsyncFd`), so an idle session costs a parked future.
+//! reactor (through `contain`'s async pipe ends and tree watcher), so an
+//! idle session costs a parked future.
 //!
 //! # When the output is complete
 //!
@@ -30,21 +31,20 @@
 
 use std::cell::RefCell;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Control, KillOutcome, KillReason, Session, SessionState, Stream, lock};
-use crate::child::{ExitStatus, Progress};
+use crate::contain::{AsyncReader, TreeEvent, TreeWatcher};
 use crate::error::{Error, Result};
+use crate::exit::ExitStatus;
 use crate::session_id::SessionId;
 
 /// Size of one read from an output pipe: the pipe capacity asked for (one
 /// buffer per worker thread, not per session).
-const READ_CHUNK: usize = super::spawn::PIPE_CAPACITY as usize;
+const READ_CHUNK: usize = 256 << 10;
 /// Reads per wake-up before the driver looks at its other events, so a
 /// child writing flat out cannot starve a kill request.
 const READS_PER_WAKE: usize = 8;
@@ -59,7 +59,7 @@ pub(crate) trait Owner: Send + Sync + 'static {
 
 /// One output pipe's read end.
 struct Pipe {
-    fd: AsyncFd<OwnedFd>,
+    fd: AsyncReader,
     stream: Stream,
 }
 
@@ -68,7 +68,7 @@ struct Pipe {
 pub(crate) struct Driver {
     session: Arc<Session>,
     owner: Weak<dyn Owner>,
-    keeper: Option<AsyncFd<OwnedFd>>,
+    keeper: Option<TreeWatcher>,
     pipes: [Option<Pipe>; 2],
     control: mpsc::UnboundedReceiver<Control>,
     idle: Option<Duration>,
@@ -88,17 +88,17 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    /// A driver for `session`. `keeper` is a duplicate of the keeper
-    /// socket (registered with the reactor; the `Child` keeps the
-    /// original), `output`/`stderr` the non-blocking pipe read ends.
+    /// A driver for `session`. `keeper` is the readiness of the child's
+    /// events (the `Child` itself stays in the session), `output`/`stderr`
+    /// the pipe read ends.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         session: Arc<Session>,
         owner: Weak<dyn Owner>,
         control: mpsc::UnboundedReceiver<Control>,
-        keeper: AsyncFd<OwnedFd>,
-        output: AsyncFd<OwnedFd>,
-        stderr: Option<AsyncFd<OwnedFd>>,
+        keeper: TreeWatcher,
+        output: AsyncReader,
+        stderr: Option<AsyncReader>,
         idle: Option<Duration>,
         grace: Duration,
         retention: Duration,
@@ -231,36 +231,45 @@ impl Driver {
         }
     }
 
-    fn on_keeper(&mut self, events: Vec<Result<Progress>>) {
+    fn on_keeper(&mut self, events: Vec<Result<TreeEvent>>) {
         for event in events {
             match event {
-                Ok(Progress::MainExited(status)) => {
+                Ok(TreeEvent::MainExited {
+                    termination,
+                    timed_out,
+                }) => {
                     self.main_done = true;
-                    self.main_exit = Some(status);
-                    if status.timed_out() && self.killing.is_none() {
+                    self.main_exit = Some(ExitStatus {
+                        termination,
+                        timed_out,
+                        descendants_killed: 0,
+                    });
+                    if timed_out && self.killing.is_none() {
                         self.killing = Some(KillReason::Timeout);
                     }
                     self.session.shared().exited_at = Some((SystemTime::now(), Instant::now()));
                     self.drain_after_exit();
                 }
-                Ok(Progress::Settled { killed }) => {
+                Ok(TreeEvent::Settled { killed }) => {
                     self.descendants_killed = killed;
                     self.settled = true;
                     self.keeper = None;
                 }
-                Ok(Progress::KillFailed(survivors)) => {
+                Ok(TreeEvent::KillFailed { survivors }) => {
                     for (reply, _) in self.waiting_kills.drain(..) {
                         let _ = reply.send(Err(Error::KillIncomplete {
                             survivors: survivors.clone(),
                         }));
                     }
                 }
-                Ok(Progress::Other) => {}
                 Err(e) => {
-                    // The keeper is gone (its orphans were killed by tag) or
-                    // its socket failed: nothing more will come from it.
+                    // The keeper is gone (its orphans were killed) or its
+                    // socket failed: nothing more will come from it.
                     self.keeper = None;
                     self.settled = true;
+                    if let Error::KeeperLost { orphans_killed } = &e {
+                        self.descendants_killed = *orphans_killed as u32;
+                    }
                     if !self.main_done {
                         self.main_done = true;
                         self.lost = true;
@@ -282,8 +291,7 @@ impl Driver {
             let Some(pipe) = &self.pipes[slot] else {
                 continue;
             };
-            let capacity = nix::fcntl::fcntl(pipe.fd.get_ref(), nix::fcntl::FcntlArg::F_GETPIPE_SZ)
-                .map_or(1 << 20, |n| n as usize);
+            let capacity = pipe.fd.capacity();
             let read = read_now(&self.session, pipe, capacity.div_ceil(READ_CHUNK) + 1);
             self.on_read(slot, read);
         }
@@ -386,25 +394,28 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// Waits for the keeper socket and takes every event it has.
-async fn keeper_events(session: &Session, fd: Option<&AsyncFd<OwnedFd>>) -> Vec<Result<Progress>> {
-    let Some(fd) = fd else {
+/// Waits for the child's events and takes every one available.
+async fn keeper_events(session: &Session, watcher: Option<&TreeWatcher>) -> Vec<Result<TreeEvent>> {
+    let Some(watcher) = watcher else {
         return std::future::pending().await;
     };
-    let mut guard = match fd.readable().await {
-        Ok(guard) => guard,
-        Err(e) => return vec![Err(e.into())],
-    };
-    let (events, drained) = drain_keeper(session);
-    if drained {
-        guard.clear_ready();
+    let mut events = Vec::new();
+    let waited = watcher
+        .wait(|| {
+            let (taken, drained) = drain_keeper(session);
+            events = taken;
+            drained
+        })
+        .await;
+    if let Err(e) = waited {
+        events.push(Err(e.into()));
     }
     events
 }
 
-/// Every keeper event available without blocking (buffered or on the
-/// socket); `true` if the socket was found empty.
-fn drain_keeper(session: &Session) -> (Vec<Result<Progress>>, bool) {
+/// Every event available without blocking (buffered or on the socket);
+/// `true` if the source was found empty.
+fn drain_keeper(session: &Session) -> (Vec<Result<TreeEvent>>, bool) {
     let mut events = Vec::new();
     let mut child = lock(&session.child);
     let Some(child) = child.as_mut() else {
@@ -415,12 +426,12 @@ fn drain_keeper(session: &Session) -> (Vec<Result<Progress>>, bool) {
         );
     };
     loop {
-        match child.poll_progress() {
+        match child.poll_event() {
             Ok(Some(event)) => {
-                let settled = matches!(event, Progress::Settled { .. });
+                let settled = matches!(event, TreeEvent::Settled { .. });
                 events.push(Ok(event));
                 if settled {
-                    // The keeper's last word; it has exited and been reaped.
+                    // The keeper's last word; it has been released.
                     return (events, false);
                 }
             }
@@ -446,12 +457,18 @@ async fn read_ready(session: &Session, pipe: Option<&Pipe>) -> io::Result<ReadSt
     let Some(pipe) = pipe else {
         return std::future::pending().await;
     };
-    let mut guard = pipe.fd.readable().await?;
-    let status = read_now(session, pipe, READS_PER_WAKE)?;
-    if status.drained {
-        guard.clear_ready();
-    }
-    Ok(status)
+    let mut status = Ok(ReadStatus {
+        bytes: 0,
+        eof: false,
+        drained: false,
+    });
+    pipe.fd
+        .wait(|| {
+            status = read_now(session, pipe, READS_PER_WAKE);
+            status.as_ref().is_ok_and(|s| s.drained)
+        })
+        .await?;
+    status
 }
 
 /// Up to `max_reads` non-blocking reads into the session's buffer.
@@ -468,12 +485,12 @@ fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<Read
             drained: false,
         };
         for _ in 0..max_reads {
-            match nix::unistd::read(pipe.fd.get_ref().as_fd(), buf) {
-                Ok(0) => {
+            match pipe.fd.read_now(buf)? {
+                Some(0) => {
                     status.eof = true;
                     break;
                 }
-                Ok(n) => {
+                Some(n) => {
                     status.bytes += n;
                     let mut shared = session.shared();
                     let buffer = match pipe.stream {
@@ -484,12 +501,10 @@ fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<Read
                         shared.spill_error.get_or_insert_with(|| e.to_string());
                     }
                 }
-                Err(nix::errno::Errno::EAGAIN) => {
+                None => {
                     status.drained = true;
                     break;
                 }
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(e.into()),
             }
         }
         Ok(status)

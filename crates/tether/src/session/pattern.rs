@@ -1,14 +1,14 @@
 //! Matching a session's output against a [`Registry::wait`] regex, across
 //! the boundaries of the chunks it arrives in.
 //!
-//! [`Registry::wait`]: crate::Registry::wait
+//! [`Registry::wait`]: crate::registry::Registry::wait
 
 use regex::bytes::{Regex, RegexBuilder};
 
 use super::{Session, Stream};
 use crate::error::{Error, Result};
 
-/// Longest match [`WaitOptions::until`](crate::WaitOptions::until) is
+/// Longest match [`WaitOptions::until`](crate::registry::WaitOptions::until) is
 /// guaranteed to find wherever chunk boundaries fall: each search starts
 /// this far before where the previous one ended.
 pub const MAX_MATCH_LEN: u64 = 64 * 1024;

@@ -2,26 +2,27 @@
 //! buffers. Blocking (a keeper spawn and a round trip to it), so the
 //! registry runs it off the reactor threads.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::fs::File;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Meta;
 use crate::child::Child;
-use crate::command::{Command, Stdio};
+use crate::command::Command;
+use crate::contain::{PipeEnd, output_pipe};
 use crate::error::{Error, Result};
 use crate::output::{OutputBuffer, OutputConfig};
 use crate::run_spec::{OutputMode, RunSpec, StdinMode};
 use crate::session_id::SessionId;
+use crate::stdio::{OsStdio, Stdio};
 
 /// Everything `run` gets back from the blocking spawn.
 pub(crate) struct Started {
     pub child: Child,
     pub meta: Meta,
-    pub output: OwnedFd,
-    pub stderr: Option<OwnedFd>,
-    pub stdin: Option<OwnedFd>,
-    pub keeper: OwnedFd,
+    pub output: PipeEnd,
+    pub stderr: Option<PipeEnd>,
+    pub stdin: Option<File>,
     pub buffers: (OutputBuffer, Option<OutputBuffer>),
     pub idle: Option<Duration>,
     pub grace: Duration,
@@ -58,30 +59,24 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
         StdinMode::Piped => Stdio::Piped,
     });
     let (output, output_w) = output_pipe()?;
+    let output_w = OsStdio(output_w);
     let stderr = match spec.output {
         OutputMode::Merged => {
-            cmd.stderr(Stdio::Fd(output_w.try_clone()?));
+            cmd.stderr(Stdio::Os(OsStdio(output_w.0.try_clone()?)));
             None
         }
         OutputMode::Separate => {
             let (r, w) = output_pipe()?;
-            cmd.stderr(Stdio::Fd(w));
+            cmd.stderr(Stdio::Os(OsStdio(w)));
             Some(r)
         }
     };
-    cmd.stdout(Stdio::Fd(output_w));
+    cmd.stdout(Stdio::Os(output_w));
     let mut child = cmd.spawn()?;
     // The command builder holds our copies of the write ends: they must go
     // now, or the pipes would never reach EOF.
     drop(cmd);
-    let stdin = child.stdin.take().map(OwnedFd::from);
-    for fd in [Some(&output), stderr.as_ref(), stdin.as_ref()]
-        .into_iter()
-        .flatten()
-    {
-        set_nonblocking(fd)?;
-    }
-    let keeper = child.event_fd().try_clone_to_owned()?;
+    let stdin = child.stdin.take().map(crate::stdio::ChildStdin::into_file);
     let config = OutputConfig {
         max_memory: spec.max_memory,
         spill_cap: spec.spill_cap,
@@ -99,7 +94,6 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
         started: Instant::now(),
         identity: child.identity().clone(),
         containment: child.containment(),
-        keeper_pid: child.keeper_pid(),
         stdin_piped: spec.stdin == StdinMode::Piped,
         grace: spec.grace,
     };
@@ -109,37 +103,8 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
         output,
         stderr,
         stdin,
-        keeper,
         buffers,
         idle: spec.idle_timeout,
         grace: spec.grace,
     })
-}
-
-/// Capacity asked for output pipes: 256 KiB instead of the default 64 KiB
-/// means 4× fewer wake-ups of reader and writer per byte (capture of
-/// 1 GiB: 0.77 → see the bench). Not more: pipe pages count against the
-/// user's `pipe-user-pages-soft` (64 MiB), past which the kernel shrinks
-/// every new pipe of that user — 64 live sessions × 256 KiB stay at a
-/// quarter of it. If the kernel refuses, the default stays.
-pub(crate) const PIPE_CAPACITY: libc::c_int = 256 << 10;
-
-fn pipe() -> Result<(OwnedFd, OwnedFd)> {
-    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?)
-}
-
-fn output_pipe() -> Result<(OwnedFd, OwnedFd)> {
-    let (read, write) = pipe()?;
-    let _ = nix::fcntl::fcntl(&read, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_CAPACITY));
-    Ok((read, write))
-}
-
-fn set_nonblocking(fd: &OwnedFd) -> Result<()> {
-    use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    let flags = OFlag::from_bits_truncate(
-        fcntl(fd.as_fd(), FcntlArg::F_GETFL).map_err(std::io::Error::from)?,
-    );
-    fcntl(fd.as_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))
-        .map_err(std::io::Error::from)?;
-    Ok(())
 }

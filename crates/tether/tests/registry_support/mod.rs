@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tether::{Registry, RegistryConfig, RunSpec, SessionInfo, WaitOptions, WaitOutcome};
+use tether::registry::{Registry, RegistryConfig, RunSpec, SessionInfo, WaitOptions, WaitOutcome};
 use tether_testkit::TAG_VAR;
 
 /// A bound for waits that should end by an event long before it; reaching

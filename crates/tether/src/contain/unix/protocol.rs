@@ -6,111 +6,157 @@
 //! message kind. The command's three stdio descriptors ride along with the
 //! `Spawn` frame as `SCM_RIGHTS`. The format is private to one build of
 //! tether: owner and keeper are always the same version (the keeper path is
-//! resolved per process), so there is no negotiation.
+//! resolved per process), so there is no negotiation — and decoding is
+//! strict: unknown codes, booleans other than 0/1 and trailing bytes are
+//! errors, never guesses.
 
 use std::io;
 
+use crate::contain::event::Termination;
+use crate::containment::{Containment, ContainmentPolicy, Leftovers};
+
 /// Largest frame either side accepts (argv + environment of one command).
-pub const MAX_FRAME: usize = 16 << 20;
-
-/// How the tree is held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ContainmentKind {
-    /// The keeper is a child subreaper of the tree.
-    Subreaper,
-    /// The tree lives in a private PID namespace whose init dies with the keeper.
-    PidNamespace,
-}
-
-/// What happens to descendants still alive when the main process exits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Leftovers {
-    /// Kill them with the ladder; the session ends when the tree is empty.
-    #[default]
-    Kill,
-    /// Leave them running, still contained, until killed or the owner goes.
-    Keep,
-}
+pub(crate) const MAX_FRAME: usize = 16 << 20;
 
 /// Which processes a signal reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// The main process's process group (what a terminal's Ctrl-C reaches).
     Group,
     /// Every process of the session.
     Tree,
 }
 
+/// One rung of a kill ladder: a signal for `scope`, then up to the grace
+/// for the whole tree to be gone before the next rung. `SIGKILL` rounds
+/// always follow the last rung.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rung {
+    pub signal: i32,
+    pub scope: Scope,
+}
+
+/// Which step of starting the command failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SpawnStage {
+    /// `execve` itself.
+    Exec,
+    /// Entering the working directory.
+    Chdir,
+    /// `fork` (of the command or the namespace init).
+    Fork,
+    /// Process group / session / signal setup, or preparing the exec.
+    Setup,
+    /// Entering the PID namespace.
+    PidNamespace,
+    /// Installing the command's stdio.
+    Stdio,
+}
+
+impl SpawnStage {
+    /// The stage's name in error messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            SpawnStage::Exec => "exec",
+            SpawnStage::Chdir => "chdir",
+            SpawnStage::Fork => "fork",
+            SpawnStage::Setup => "setup",
+            SpawnStage::PidNamespace => "pid namespace",
+            SpawnStage::Stdio => "stdio",
+        }
+    }
+
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            SpawnStage::Exec => 0,
+            SpawnStage::Chdir => 1,
+            SpawnStage::Fork => 2,
+            SpawnStage::Setup => 3,
+            SpawnStage::PidNamespace => 4,
+            SpawnStage::Stdio => 5,
+        }
+    }
+
+    pub(crate) fn from_code(code: u8) -> io::Result<SpawnStage> {
+        Ok(match code {
+            0 => SpawnStage::Exec,
+            1 => SpawnStage::Chdir,
+            2 => SpawnStage::Fork,
+            3 => SpawnStage::Setup,
+            4 => SpawnStage::PidNamespace,
+            5 => SpawnStage::Stdio,
+            _ => return Err(bad("spawn stage")),
+        })
+    }
+}
+
 /// Everything the keeper needs to start the command. Paths, argv and the
 /// environment are raw bytes: Unix does not promise UTF-8.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SpawnSpec {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SpawnSpec {
     pub program: Vec<u8>,
     pub argv: Vec<Vec<u8>>,
     pub envp: Vec<Vec<u8>>,
     pub cwd: Option<Vec<u8>>,
-    /// `None` = choose: a PID namespace if the kernel allows, else subreaper.
-    pub containment: Option<ContainmentKind>,
+    pub containment: ContainmentPolicy,
     pub leftovers: Leftovers,
+    /// The ladder for kills the keeper starts itself (timeout, lifeline
+    /// EOF, leftovers) and for plain kill requests.
+    pub ladder: Vec<Rung>,
     pub grace_ms: u64,
     pub timeout_ms: Option<u64>,
     /// Start the command in a new session (`setsid`) instead of only a new
     /// process group.
     pub new_session: bool,
+    /// Report job-control stops and continues of the main process (a
+    /// foreground command under a terminal).
+    pub report_stops: bool,
 }
 
 /// Owner → keeper.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// Start the command; stdin, stdout, stderr travel as `SCM_RIGHTS`.
     Spawn(SpawnSpec),
     /// Deliver a signal.
     Signal { signal: i32, scope: Scope },
-    /// Send `signal` to `scope` now, then SIGKILL the whole tree after
-    /// `grace_ms` unless it is empty by then. Answered by `TreeEmpty` or
-    /// `KillFailed`.
-    Kill {
-        signal: i32,
-        scope: Scope,
-        grace_ms: u64,
-    },
-}
-
-/// How the main process ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Termination {
-    /// It exited with this code.
-    Code(i32),
-    /// A signal killed it.
-    Signal(i32),
+    /// Climb `ladder` (the spawn's own when empty), `grace_ms` per rung,
+    /// then SIGKILL the whole tree until it is empty. Answered by
+    /// `TreeEmpty` or `KillFailed`.
+    Kill { ladder: Vec<Rung>, grace_ms: u64 },
+    /// The owner is still here and has seen the keeper stopped: nothing to
+    /// do but to be read (the SIGCONT that came with it resumed us).
+    Nudge,
 }
 
 /// Keeper → owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
+pub(crate) enum Event {
     /// The command is running (its exec succeeded).
     Started {
         pid: u32,
         start_time: u64,
         pidfs_inode: Option<u64>,
-        containment: ContainmentKind,
+        containment: Containment,
     },
-    /// The command could not be started; `stage` names the failing step.
-    SpawnFailed { errno: i32, stage: u8 },
+    /// The command could not be started at `stage`.
+    SpawnFailed { errno: i32, stage: SpawnStage },
     /// The main process ended.
     MainExited {
         termination: Termination,
         timed_out: bool,
     },
+    /// The main process was stopped by `signal` (job control: `SIGTSTP`
+    /// from Ctrl-Z, `SIGTTIN` reading a terminal it does not own, …).
+    MainStopped { signal: i32 },
+    /// The main process was continued after a stop.
+    MainContinued,
     /// The session has no process left. `killed` counts processes the keeper
     /// signalled to death (not the main process's own exit).
     TreeEmpty { killed: u32 },
     /// A kill gave up: these survived SIGKILL for the verification window.
     KillFailed { survivors: Vec<(u32, Vec<u8>)> },
 }
-
-/// Names for `Event::SpawnFailed::stage`.
-pub const STAGES: [&str; 6] = ["exec", "chdir", "fork", "setup", "pid namespace", "stdio"];
 
 // ---------------------------------------------------------------------------
 // Encoding.
@@ -121,6 +167,9 @@ struct Writer(Vec<u8>);
 impl Writer {
     fn u8(&mut self, v: u8) {
         self.0.push(v);
+    }
+    fn bool(&mut self, v: bool) {
+        self.u8(v as u8);
     }
     fn u32(&mut self, v: u32) {
         self.0.extend_from_slice(&v.to_le_bytes());
@@ -144,10 +193,26 @@ impl Writer {
         self.u32(v.len() as u32);
         self.0.extend_from_slice(v);
     }
+    fn opt_bytes(&mut self, v: Option<&[u8]>) {
+        match v {
+            Some(v) => {
+                self.u8(1);
+                self.bytes(v);
+            }
+            None => self.u8(0),
+        }
+    }
     fn list(&mut self, v: &[Vec<u8>]) {
         self.u32(v.len() as u32);
         for item in v {
             self.bytes(item);
+        }
+    }
+    fn ladder(&mut self, ladder: &[Rung]) {
+        self.u32(ladder.len() as u32);
+        for rung in ladder {
+            self.i32(rung.signal);
+            self.u8(scope_code(rung.scope));
         }
     }
     /// The finished frame, length prefix included.
@@ -165,6 +230,13 @@ fn truncated() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, "truncated keeper message")
 }
 
+fn bad(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("bad keeper message: {what}"),
+    )
+}
+
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> io::Result<&[u8]> {
         if self.0.len() < n {
@@ -177,6 +249,13 @@ impl Reader<'_> {
     fn u8(&mut self) -> io::Result<u8> {
         Ok(self.take(1)?[0])
     }
+    fn bool(&mut self) -> io::Result<bool> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(bad("boolean")),
+        }
+    }
     fn u32(&mut self) -> io::Result<u32> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
@@ -187,7 +266,7 @@ impl Reader<'_> {
         Ok(i32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
     fn opt_u64(&mut self) -> io::Result<Option<u64>> {
-        Ok(if self.u8()? == 1 {
+        Ok(if self.bool()? {
             Some(self.u64()?)
         } else {
             None
@@ -197,37 +276,83 @@ impl Reader<'_> {
         let n = self.u32()? as usize;
         Ok(self.take(n)?.to_vec())
     }
-    fn list(&mut self) -> io::Result<Vec<Vec<u8>>> {
+    fn opt_bytes(&mut self) -> io::Result<Option<Vec<u8>>> {
+        Ok(if self.bool()? {
+            Some(self.bytes()?)
+        } else {
+            None
+        })
+    }
+    fn count(&mut self, each: usize) -> io::Result<usize> {
         let n = self.u32()? as usize;
-        if n > MAX_FRAME / 4 {
+        // Every item takes at least `each` bytes: a count the rest of the
+        // frame cannot hold is corrupt, not a reason to allocate.
+        if n.saturating_mul(each) > self.0.len() {
             return Err(truncated());
         }
+        Ok(n)
+    }
+    fn list(&mut self) -> io::Result<Vec<Vec<u8>>> {
+        let n = self.count(4)?;
         (0..n).map(|_| self.bytes()).collect()
     }
+    fn ladder(&mut self) -> io::Result<Vec<Rung>> {
+        let n = self.count(5)?;
+        (0..n)
+            .map(|_| {
+                Ok(Rung {
+                    signal: self.i32()?,
+                    scope: scope_from(self.u8()?)?,
+                })
+            })
+            .collect()
+    }
+    /// Every byte must have been used.
+    fn end(&self) -> io::Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(bad("trailing bytes"))
+        }
+    }
 }
 
-fn bad(what: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("bad keeper message: {what}"),
-    )
+fn policy_code(policy: ContainmentPolicy) -> u8 {
+    match policy {
+        ContainmentPolicy::Standard => 0,
+        ContainmentPolicy::Auto => 1,
+        ContainmentPolicy::PidNamespace => 2,
+    }
 }
 
-fn containment_code(kind: Option<ContainmentKind>) -> u8 {
+fn policy_from(code: u8) -> io::Result<ContainmentPolicy> {
+    Ok(match code {
+        0 => ContainmentPolicy::Standard,
+        1 => ContainmentPolicy::Auto,
+        2 => ContainmentPolicy::PidNamespace,
+        _ => return Err(bad("containment policy")),
+    })
+}
+
+fn containment_code(kind: Containment) -> u8 {
     match kind {
-        None => 0,
-        Some(ContainmentKind::Subreaper) => 1,
-        Some(ContainmentKind::PidNamespace) => 2,
+        Containment::Subreaper => 1,
+        Containment::PidNamespace => 2,
+        Containment::ProcessGroupAndTag => 3,
+        Containment::Job => 4,
+        Containment::None => 5,
     }
 }
 
-fn containment_from(code: u8) -> io::Result<Option<ContainmentKind>> {
-    match code {
-        0 => Ok(None),
-        1 => Ok(Some(ContainmentKind::Subreaper)),
-        2 => Ok(Some(ContainmentKind::PidNamespace)),
-        _ => Err(bad("containment")),
-    }
+fn containment_from(code: u8) -> io::Result<Containment> {
+    Ok(match code {
+        1 => Containment::Subreaper,
+        2 => Containment::PidNamespace,
+        3 => Containment::ProcessGroupAndTag,
+        4 => Containment::Job,
+        5 => Containment::None,
+        _ => return Err(bad("containment")),
+    })
 }
 
 fn scope_from(code: u8) -> io::Result<Scope> {
@@ -245,9 +370,24 @@ fn scope_code(scope: Scope) -> u8 {
     }
 }
 
+fn leftovers_code(leftovers: Leftovers) -> u8 {
+    match leftovers {
+        Leftovers::Kill => 0,
+        Leftovers::Keep => 1,
+    }
+}
+
+fn leftovers_from(code: u8) -> io::Result<Leftovers> {
+    match code {
+        0 => Ok(Leftovers::Kill),
+        1 => Ok(Leftovers::Keep),
+        _ => Err(bad("leftovers")),
+    }
+}
+
 impl Request {
     /// The request as one frame.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         match self {
             Request::Spawn(spec) => {
@@ -255,83 +395,66 @@ impl Request {
                 w.bytes(&spec.program);
                 w.list(&spec.argv);
                 w.list(&spec.envp);
-                match &spec.cwd {
-                    Some(cwd) => {
-                        w.u8(1);
-                        w.bytes(cwd);
-                    }
-                    None => w.u8(0),
-                }
-                w.u8(containment_code(spec.containment));
-                w.u8(matches!(spec.leftovers, Leftovers::Kill) as u8);
+                w.opt_bytes(spec.cwd.as_deref());
+                w.u8(policy_code(spec.containment));
+                w.u8(leftovers_code(spec.leftovers));
+                w.ladder(&spec.ladder);
                 w.u64(spec.grace_ms);
                 w.opt_u64(spec.timeout_ms);
-                w.u8(spec.new_session as u8);
+                w.bool(spec.new_session);
+                w.bool(spec.report_stops);
             }
             Request::Signal { signal, scope } => {
                 w.u8(2);
                 w.i32(*signal);
                 w.u8(scope_code(*scope));
             }
-            Request::Kill {
-                signal,
-                scope,
-                grace_ms,
-            } => {
+            Request::Kill { ladder, grace_ms } => {
                 w.u8(3);
-                w.i32(*signal);
-                w.u8(scope_code(*scope));
+                w.ladder(ladder);
                 w.u64(*grace_ms);
             }
+            Request::Nudge => w.u8(4),
         }
         w.frame()
     }
 
     /// Decodes one payload (without its length prefix).
-    pub fn decode(payload: &[u8]) -> io::Result<Request> {
+    pub(crate) fn decode(payload: &[u8]) -> io::Result<Request> {
         let mut r = Reader(payload);
         let request = match r.u8()? {
-            1 => {
-                let program = r.bytes()?;
-                let argv = r.list()?;
-                let envp = r.list()?;
-                let cwd = if r.u8()? == 1 { Some(r.bytes()?) } else { None };
-                let containment = containment_from(r.u8()?)?;
-                let leftovers = if r.u8()? == 1 {
-                    Leftovers::Kill
-                } else {
-                    Leftovers::Keep
-                };
-                Request::Spawn(SpawnSpec {
-                    program,
-                    argv,
-                    envp,
-                    cwd,
-                    containment,
-                    leftovers,
-                    grace_ms: r.u64()?,
-                    timeout_ms: r.opt_u64()?,
-                    new_session: r.u8()? == 1,
-                })
-            }
+            1 => Request::Spawn(SpawnSpec {
+                program: r.bytes()?,
+                argv: r.list()?,
+                envp: r.list()?,
+                cwd: r.opt_bytes()?,
+                containment: policy_from(r.u8()?)?,
+                leftovers: leftovers_from(r.u8()?)?,
+                ladder: r.ladder()?,
+                grace_ms: r.u64()?,
+                timeout_ms: r.opt_u64()?,
+                new_session: r.bool()?,
+                report_stops: r.bool()?,
+            }),
             2 => Request::Signal {
                 signal: r.i32()?,
                 scope: scope_from(r.u8()?)?,
             },
             3 => Request::Kill {
-                signal: r.i32()?,
-                scope: scope_from(r.u8()?)?,
+                ladder: r.ladder()?,
                 grace_ms: r.u64()?,
             },
+            4 => Request::Nudge,
             _ => return Err(bad("request kind")),
         };
+        r.end()?;
         Ok(request)
     }
 }
 
 impl Event {
     /// The event as one frame.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         match self {
             Event::Started {
@@ -344,12 +467,12 @@ impl Event {
                 w.u32(*pid);
                 w.u64(*start_time);
                 w.opt_u64(*pidfs_inode);
-                w.u8(containment_code(Some(*containment)));
+                w.u8(containment_code(*containment));
             }
             Event::SpawnFailed { errno, stage } => {
                 w.u8(2);
                 w.i32(*errno);
-                w.u8(*stage);
+                w.u8(stage.code());
             }
             Event::MainExited {
                 termination,
@@ -366,12 +489,17 @@ impl Event {
                         w.i32(*s);
                     }
                 }
-                w.u8(*timed_out as u8);
+                w.bool(*timed_out);
             }
             Event::TreeEmpty { killed } => {
                 w.u8(4);
                 w.u32(*killed);
             }
+            Event::MainStopped { signal } => {
+                w.u8(6);
+                w.i32(*signal);
+            }
+            Event::MainContinued => w.u8(7),
             Event::KillFailed { survivors } => {
                 w.u8(5);
                 w.u32(survivors.len() as u32);
@@ -385,18 +513,18 @@ impl Event {
     }
 
     /// Decodes one payload (without its length prefix).
-    pub fn decode(payload: &[u8]) -> io::Result<Event> {
+    pub(crate) fn decode(payload: &[u8]) -> io::Result<Event> {
         let mut r = Reader(payload);
         let event = match r.u8()? {
             1 => Event::Started {
                 pid: r.u32()?,
                 start_time: r.u64()?,
                 pidfs_inode: r.opt_u64()?,
-                containment: containment_from(r.u8()?)?.ok_or_else(|| bad("containment"))?,
+                containment: containment_from(r.u8()?)?,
             },
             2 => Event::SpawnFailed {
                 errno: r.i32()?,
-                stage: r.u8()?,
+                stage: SpawnStage::from_code(r.u8()?)?,
             },
             3 => {
                 let termination = match r.u8()? {
@@ -406,13 +534,15 @@ impl Event {
                 };
                 Event::MainExited {
                     termination,
-                    timed_out: r.u8()? == 1,
+                    timed_out: r.bool()?,
                 }
             }
             4 => Event::TreeEmpty { killed: r.u32()? },
+            6 => Event::MainStopped { signal: r.i32()? },
+            7 => Event::MainContinued,
             5 => {
-                let n = r.u32()? as usize;
-                let mut survivors = Vec::with_capacity(n.min(1024));
+                let n = r.count(8)?;
+                let mut survivors = Vec::with_capacity(n);
                 for _ in 0..n {
                     survivors.push((r.u32()?, r.bytes()?));
                 }
@@ -420,24 +550,25 @@ impl Event {
             }
             _ => return Err(bad("event kind")),
         };
+        r.end()?;
         Ok(event)
     }
 }
 
 /// Accumulates bytes from a stream and yields whole payloads.
 #[derive(Default, Debug)]
-pub struct FrameBuffer {
+pub(crate) struct FrameBuffer {
     buf: Vec<u8>,
 }
 
 impl FrameBuffer {
     /// Appends bytes read from the socket.
-    pub fn extend(&mut self, bytes: &[u8]) {
+    pub(crate) fn extend(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
 
     /// The next whole payload, if one has arrived.
-    pub fn next_payload(&mut self) -> io::Result<Option<Vec<u8>>> {
+    pub(crate) fn next_payload(&mut self) -> io::Result<Option<Vec<u8>>> {
         if self.buf.len() < 4 {
             return Ok(None);
         }
@@ -455,7 +586,7 @@ impl FrameBuffer {
 
     /// Whether a partial frame is pending.
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 }
@@ -483,21 +614,35 @@ mod tests {
             argv: vec![b"echo".to_vec(), vec![0xff, 0xfe], Vec::new()],
             envp: vec![b"A=B".to_vec()],
             cwd: Some(b"/tmp".to_vec()),
-            containment: Some(ContainmentKind::PidNamespace),
+            containment: ContainmentPolicy::PidNamespace,
             leftovers: Leftovers::Keep,
+            ladder: vec![
+                Rung {
+                    signal: 1,
+                    scope: Scope::Tree,
+                },
+                Rung {
+                    signal: 15,
+                    scope: Scope::Tree,
+                },
+            ],
             grace_ms: 2000,
             timeout_ms: Some(5),
             new_session: true,
+            report_stops: true,
         }));
         round_trip_request(Request::Signal {
             signal: 2,
             scope: Scope::Group,
         });
         round_trip_request(Request::Kill {
-            signal: 15,
-            scope: Scope::Tree,
+            ladder: vec![Rung {
+                signal: 15,
+                scope: Scope::Group,
+            }],
             grace_ms: 0,
         });
+        round_trip_request(Request::Nudge);
     }
 
     #[test]
@@ -507,14 +652,19 @@ mod tests {
                 pid: 7,
                 start_time: 9,
                 pidfs_inode: Some(3),
-                containment: ContainmentKind::Subreaper,
+                containment: Containment::Subreaper,
             },
-            Event::SpawnFailed { errno: 2, stage: 0 },
+            Event::SpawnFailed {
+                errno: 2,
+                stage: SpawnStage::Chdir,
+            },
             Event::MainExited {
                 termination: Termination::Signal(9),
                 timed_out: true,
             },
             Event::TreeEmpty { killed: 103 },
+            Event::MainStopped { signal: 20 },
+            Event::MainContinued,
             Event::KillFailed {
                 survivors: vec![(5, b"sleep 1".to_vec())],
             },
@@ -531,6 +681,13 @@ mod tests {
         assert!(Request::decode(&[9]).is_err());
         assert!(Request::decode(&[1, 0xff, 0xff, 0xff, 0x7f]).is_err());
         assert!(Event::decode(&[3, 7]).is_err());
+        // A boolean that is neither 0 nor 1.
+        assert!(Event::decode(&[3, 0, 0, 0, 0, 0, 2]).is_err());
+        // Trailing bytes after a whole message.
+        assert!(Event::decode(&[4, 1, 0, 0, 0, 0]).is_err());
+        assert!(Request::decode(&[4, 0]).is_err());
+        // A survivor count the frame cannot hold.
+        assert!(Event::decode(&[5, 0xff, 0xff, 0xff, 0xff]).is_err());
         let mut fb = FrameBuffer::default();
         fb.extend(&u32::MAX.to_le_bytes());
         assert!(fb.next_payload().is_err());

@@ -8,7 +8,7 @@ use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, s
 use super::protocol::FrameBuffer;
 
 /// Writes a whole frame, attaching `fds` (if any) to its first byte.
-pub fn send_frame(sock: BorrowedFd<'_>, frame: &[u8], fds: &[RawFd]) -> io::Result<()> {
+pub(crate) fn send_frame(sock: BorrowedFd<'_>, frame: &[u8], fds: &[RawFd]) -> io::Result<()> {
     let mut sent = 0;
     while sent < frame.len() {
         let iov = [IoSlice::new(&frame[sent..])];
@@ -30,7 +30,7 @@ pub fn send_frame(sock: BorrowedFd<'_>, frame: &[u8], fds: &[RawFd]) -> io::Resu
 
 /// One read from the socket: appends to `frames`, returns the byte count
 /// (0 = EOF) and any descriptors that arrived (close-on-exec).
-pub fn recv_into(
+pub(crate) fn recv_into(
     sock: BorrowedFd<'_>,
     frames: &mut FrameBuffer,
 ) -> io::Result<(usize, Vec<OwnedFd>)> {

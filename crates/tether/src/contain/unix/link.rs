@@ -1,86 +1,37 @@
-//! The owner's end of a keeper: finding the keeper program, starting it,
-//! and exchanging requests and events with it.
+//! The owner's end of a keeper: starting it, exchanging requests and
+//! events with it, reaping it, and keeping it running.
 
+use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use super::channel::{recv_into, send_frame};
-use super::keeper::KEEPER_ARG;
+use super::keeper_entry::KEEPER_ARG;
 use super::protocol::{Event, FrameBuffer, Request};
 use crate::error::{Error, Result};
-
-/// Set by [`run_if_requested`](super::keeper::run_if_requested): this very
-/// program can act as its own keeper.
-pub(crate) static SELF_IS_KEEPER: AtomicBool = AtomicBool::new(false);
-
-/// Name of the standalone keeper binary.
-const KEEPER_BIN: &str = "tether-keeper";
-
-/// Finds the keeper program. Order: `$TETHER_KEEPER`; this program, if it
-/// called `run_if_requested()`; `tether-keeper` beside this program or one
-/// directory up (where cargo puts test binaries); `tether-keeper` on `PATH`.
-pub(crate) fn keeper_path() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("TETHER_KEEPER").filter(|p| !p.is_empty()) {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(Error::KeeperNotFound {
-                searched: vec![path],
-            })
-        };
-    }
-    static FOUND: OnceLock<std::result::Result<PathBuf, Vec<PathBuf>>> = OnceLock::new();
-    FOUND
-        .get_or_init(discover)
-        .clone()
-        .map_err(|searched| Error::KeeperNotFound { searched })
-}
-
-fn discover() -> std::result::Result<PathBuf, Vec<PathBuf>> {
-    let exe = std::env::current_exe().ok();
-    if SELF_IS_KEEPER.load(Ordering::Relaxed)
-        && let Some(exe) = &exe
-    {
-        return Ok(exe.clone());
-    }
-    let mut candidates = Vec::new();
-    if let Some(dir) = exe.as_deref().and_then(Path::parent) {
-        candidates.push(dir.join(KEEPER_BIN));
-        if let Some(up) = dir.parent() {
-            candidates.push(up.join(KEEPER_BIN));
-        }
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join(KEEPER_BIN)));
-    }
-    candidates
-        .iter()
-        .find(|c| c.is_file())
-        .cloned()
-        .ok_or(candidates)
-}
 
 /// The sending half, shareable across threads (a `ChildHandle` forwards
 /// signals while another thread waits).
 #[derive(Debug)]
 pub(crate) struct Sender {
     sock: OwnedFd,
+    keeper: u32,
     /// Held while sending; `false` once the keeper was handed to another
     /// session, so a stale handle can never reach the new session's tree.
     open: Mutex<bool>,
 }
 
 impl Sender {
-    fn new(sock: &UnixStream) -> io::Result<Arc<Sender>> {
+    fn new(sock: &UnixStream, keeper: u32) -> io::Result<Arc<Sender>> {
         Ok(Arc::new(Sender {
             sock: sock.try_clone()?.into(),
+            keeper,
             open: Mutex::new(true),
         }))
     }
@@ -97,6 +48,9 @@ impl Sender {
                 "the session is over",
             ));
         }
+        // A keeper stopped by its own command (`kill -STOP $PPID`) would sit
+        // on this request: resume it first.
+        resume(self.keeper);
         send_frame(self.sock.as_fd(), &request.encode(), fds)
     }
 }
@@ -121,6 +75,17 @@ impl KeeperLink {
     /// nothing else (stdout/stderr are /dev/null unless
     /// `TETHER_KEEPER_DEBUG` is set) and carries `keeper_tag` as its spawn
     /// tag. No `pre_exec`: the owner stays on std's posix_spawn path.
+    ///
+    /// The keeper gets a process group of its own from its first
+    /// instruction (`POSIX_SPAWN_SETPGROUP`): a signal aimed at the owner's
+    /// group — GNU `timeout` signals its whole group, a job-control shell's
+    /// `kill -9 %1`, the official MCP Python SDK's `killpg` on its server —
+    /// must never take owner and keeper down together, or the tree would
+    /// outlive both. It stays in the owner's *session* on purpose: then the
+    /// kernel's orphaned-process-group rule sends `SIGHUP` + `SIGCONT` to a
+    /// keeper its own command stopped (`kill -STOP $PPID`) the moment the
+    /// owner dies, and the keeper (which ignores `SIGHUP`) sees the lifeline
+    /// EOF and kills the tree. A session of its own would lose that.
     pub(crate) fn start(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
         let debug = std::env::var_os("TETHER_KEEPER_DEBUG").is_some();
@@ -135,10 +100,13 @@ impl KeeperLink {
             } else {
                 Stdio::null()
             })
+            .process_group(0)
             .spawn()
             .map_err(Error::Keeper)?;
+        let pid = process.id();
+        guard().watch(pid);
         Ok(KeeperLink {
-            sender: Sender::new(&ours).map_err(Error::Keeper)?,
+            sender: Sender::new(&ours, pid).map_err(Error::Keeper)?,
             sock: ours,
             frames: FrameBuffer::default(),
             process: Some(process),
@@ -158,7 +126,7 @@ impl KeeperLink {
     /// back to the warm pool if the pool wants it; otherwise it is told to
     /// go (EOF) and reaped.
     pub(crate) fn finish(&mut self, reusable: bool) {
-        if reusable && crate::pool::recycle(self) {
+        if reusable && super::pool::recycle(self) {
             return;
         }
         self.reap();
@@ -172,7 +140,7 @@ impl KeeperLink {
         self.sender.close();
         self.detached = true;
         Ok(KeeperLink {
-            sender: Sender::new(&sock)?,
+            sender: Sender::new(&sock, self.sender.keeper)?,
             sock,
             frames: std::mem::take(&mut self.frames),
             process: self.process.take(),
@@ -241,7 +209,7 @@ impl KeeperLink {
     /// The socket's descriptor, for an event loop that waits for it to
     /// become readable and then calls [`recv`](Self::recv) with a zero
     /// timeout (the registry does this instead of a thread per session).
-    pub(crate) fn event_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub(crate) fn event_fd(&self) -> BorrowedFd<'_> {
         self.sock.as_fd()
     }
 
@@ -251,7 +219,9 @@ impl KeeperLink {
     }
 
     /// Waits for the keeper process to exit and reaps it. Call once the
-    /// keeper said its last word (or the socket hit EOF).
+    /// keeper said its last word (or the socket hit EOF). Once this
+    /// returns, everything the keeper's exit reparented has been
+    /// reparented (the kernel does that before the exit is reported).
     pub(crate) fn reap(&mut self) {
         if self.detached {
             return;
@@ -259,6 +229,8 @@ impl KeeperLink {
         // An idle keeper waits for the next command: the EOF tells it to go.
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         if let Some(mut process) = self.process.take() {
+            guard().forget(process.id());
+            resume(process.id());
             let _ = process.wait();
         }
     }
@@ -278,6 +250,38 @@ impl Drop for KeeperLink {
     }
 }
 
+/// Whether `pid` is a live keeper of ours.
+pub(crate) fn is_keeper(pid: u32) -> bool {
+    guard()
+        .live
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&pid)
+}
+
+/// Whether our child `pid` has exited, without reaping it.
+fn has_exited(pid: u32) -> bool {
+    // SAFETY: waitid fills a zeroed siginfo we own; WNOWAIT reaps nothing.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        rc != 0 || info.si_pid() != 0
+    }
+}
+
+/// Sends `SIGCONT` to our keeper `pid`. Safe by construction: the keeper is
+/// our child and is not reaped before it leaves the guard, so its pid
+/// cannot name anything else while we still call this.
+fn resume(pid: u32) {
+    // SAFETY: kill(2) with a pid we own (see above).
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+}
+
 /// One thread that reaps keepers whose links were dropped (G5: every child
 /// is reaped). Keepers exit soon after the EOF, after at most their grace.
 fn reaper() -> &'static mpsc::Sender<std::process::Child> {
@@ -288,10 +292,92 @@ fn reaper() -> &'static mpsc::Sender<std::process::Child> {
             .name("tether-reaper".into())
             .spawn(move || {
                 for mut process in rx {
+                    let pid = process.id();
+                    // From here on only this thread signals it, and it
+                    // reaps it itself after the last signal.
+                    guard().forget(pid);
+                    // Keep resuming it until it is gone: a stopped keeper
+                    // would never act on the EOF.
+                    let mut pause = Duration::from_millis(1);
+                    while !has_exited(pid) {
+                        resume(pid);
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(GUARD_PERIOD);
+                    }
                     let _ = process.wait();
                 }
             })
             .expect("spawn tether-reaper thread");
         tx
     })
+}
+
+/// How often the guard looks for stopped keepers while the owner lives.
+const GUARD_PERIOD: Duration = Duration::from_millis(200);
+
+/// Resumes keepers that their own command stopped (`kill -STOP $PPID`):
+/// a stopped keeper serves no kill, timeout or lifeline EOF. While the
+/// owner lives, this thread looks at each live keeper's state every
+/// [`GUARD_PERIOD`] and sends `SIGCONT` to a stopped one; once the owner is
+/// gone, the kernel's orphaned-process-group rule does it (see
+/// [`KeeperLink::start`]). A defence against an adversarial command, not
+/// the owner-death path: no guarantee waits on this thread.
+struct Guard {
+    live: Mutex<HashSet<u32>>,
+    started: OnceLock<()>,
+}
+
+fn guard() -> &'static Guard {
+    static GUARD: OnceLock<Guard> = OnceLock::new();
+    GUARD.get_or_init(|| Guard {
+        live: Mutex::new(HashSet::new()),
+        started: OnceLock::new(),
+    })
+}
+
+impl Guard {
+    fn watch(&'static self, pid: u32) {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pid);
+        self.started.get_or_init(|| {
+            let _ = std::thread::Builder::new()
+                .name("tether-guard".into())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(GUARD_PERIOD);
+                        let live: Vec<u32> = self
+                            .live
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .iter()
+                            .copied()
+                            .collect();
+                        for pid in live {
+                            let stopped = crate::contain::sys::process(pid).is_ok_and(|p| {
+                                matches!(
+                                    p.state,
+                                    crate::contain::sys::ProcessState::Stopped
+                                        | crate::contain::sys::ProcessState::Traced
+                                )
+                            });
+                            // Under the lock: a pid leaves `live` before
+                            // its keeper is reaped, so it is still ours.
+                            let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+                            if stopped && live.contains(&pid) {
+                                resume(pid);
+                            }
+                        }
+                    }
+                });
+        });
+    }
+
+    fn forget(&self, pid: u32) {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pid);
+    }
 }

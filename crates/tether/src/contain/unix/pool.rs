@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, OnceLock};
 
-use crate::contain::link::KeeperLink;
+use super::link::KeeperLink;
 use crate::error::Result;
 
 struct Pool {

@@ -1,0 +1,27 @@
+//! What a contained tree reports to its owner.
+
+use crate::error::Survivor;
+
+/// How the main process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Termination {
+    /// It exited with this code.
+    Code(i32),
+    /// A Unix signal killed it (never on Windows).
+    Signal(i32),
+}
+
+/// One thing that happened to a tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TreeEvent {
+    /// The main process ended.
+    MainExited {
+        termination: Termination,
+        timed_out: bool,
+    },
+    /// Nothing of the session is left; `killed` descendants were killed
+    /// (the main process's own exit not counted).
+    Settled { killed: u32 },
+    /// A kill gave up on these survivors; the tree stays killable.
+    KillFailed { survivors: Vec<Survivor> },
+}

@@ -1,0 +1,124 @@
+//! Pidfds: handles that name one process for as long as we hold them. A
+//! signal sent through one never reaches a process that took over the pid.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A pidfd (Linux 5.3+).
+#[derive(Debug)]
+pub(crate) struct Pidfd(OwnedFd);
+
+impl Pidfd {
+    /// Opens a pidfd for `pid` (any process we may inspect, not only children).
+    pub(crate) fn open(pid: u32) -> io::Result<Pidfd> {
+        // SAFETY: pidfd_open takes (pid_t, unsigned int) and returns a new fd
+        // or -1; it touches no memory of ours.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+        Ok(Pidfd(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+    }
+
+    /// Sends `sig` to the process. `ESRCH` once it has exited.
+    pub(crate) fn send_signal(&self, sig: i32) -> io::Result<()> {
+        // SAFETY: pidfd_send_signal(fd, sig, NULL info, 0 flags): no memory
+        // is passed in.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0u32,
+            )
+        };
+        if rc < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether the process has exited (the pidfd polls readable). A zombie
+    /// has exited.
+    pub(crate) fn has_exited(&self) -> bool {
+        let mut fds = [pollin(self.0.as_fd())];
+        // SAFETY: one valid pollfd, zero timeout.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+        rc > 0
+    }
+
+    /// The pidfs inode, where the kernel keeps pidfds on pidfs (6.9+); on
+    /// older kernels every pidfd shares the anon-inode and `None` is returned.
+    pub(crate) fn inode(&self) -> Option<u64> {
+        let st = nix::sys::stat::fstat(self.0.as_fd()).ok()?;
+        static ANON_INODE: OnceLock<Option<u64>> = OnceLock::new();
+        let anon = ANON_INODE.get_or_init(anon_inode_number);
+        if Some(st.st_ino) == *anon {
+            None
+        } else {
+            Some(st.st_ino)
+        }
+    }
+}
+
+impl AsFd for Pidfd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+/// The inode shared by anonymous-inode files (eventfd) — if a pidfd has it,
+/// the kernel has no pidfs and the inode is not an identity.
+fn anon_inode_number() -> Option<u64> {
+    let fd = nix::sys::eventfd::EventFd::new().ok()?;
+    nix::sys::stat::fstat(fd.as_fd()).ok().map(|st| st.st_ino)
+}
+
+fn pollin(fd: BorrowedFd<'_>) -> libc::pollfd {
+    libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// Waits until every pidfd in `fds` has exited or `bound` passes: a pidfd
+/// polls readable once its process has exited, so this sleeps on deaths,
+/// not on a timer.
+pub(crate) fn wait_all_exited(fds: &[&Pidfd], bound: Duration) {
+    let deadline = Instant::now() + bound;
+    loop {
+        let mut pfds: Vec<libc::pollfd> = fds
+            .iter()
+            .filter(|p| !p.has_exited())
+            .map(|p| pollin(p.as_fd()))
+            .collect();
+        let left = deadline.saturating_duration_since(Instant::now());
+        if pfds.is_empty() || left.is_zero() {
+            return;
+        }
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: a valid array of pollfds we own, for its length.
+        unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pidfd_inode_is_unique_per_process() {
+        let me = Pidfd::open(std::process::id()).unwrap();
+        let parent = Pidfd::open(nix::unistd::getppid().as_raw() as u32).unwrap();
+        if let (Some(a), Some(b)) = (me.inode(), parent.inode()) {
+            assert_ne!(a, b);
+        }
+        assert!(!me.has_exited());
+    }
+}

@@ -1,0 +1,458 @@
+//! PID-namespace containment: the keeper forks a pid-1 init in a fresh PID
+//! namespace, and the init forks the command behind a gate. When the init
+//! dies — because the keeper died (`PR_SET_PDEATHSIG`) or was told to kill
+//! — the kernel kills every process of the namespace. Everything here runs
+//! in the single-threaded keeper or its children.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::sys::wait::waitpid;
+use nix::unistd::Pid;
+
+use super::pidfd::Pidfd;
+use super::procfs::{children_of, ns_pid_of};
+use crate::contain::Termination;
+use crate::contain::unix::keeper::Exec;
+use crate::contain::unix::protocol::SpawnStage;
+
+/// Why a PID namespace could not be had. `spent` says whether the keeper
+/// was changed anyway (the user namespace was entered but its id maps
+/// could not be written, as under Ubuntu's userns restrictions): such a
+/// keeper must not start anything else, since its next child would land in
+/// the half-made namespaces.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NamespaceError {
+    pub(crate) errno: Errno,
+    pub(crate) spent: bool,
+}
+
+/// Enters a new PID namespace for the keeper's next child: directly as a
+/// privileged user, else together with a user namespace mapping our own uid.
+pub(crate) fn enter() -> Result<(), NamespaceError> {
+    use nix::sched::{CloneFlags, unshare};
+    if unshare(CloneFlags::CLONE_NEWPID).is_ok() {
+        return Ok(());
+    }
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID).map_err(|errno| {
+        NamespaceError {
+            errno,
+            spent: false,
+        }
+    })?;
+    let write = |path: &str, text: String| {
+        std::fs::write(path, text).map_err(|e| NamespaceError {
+            errno: errno_of(&e),
+            spent: true,
+        })
+    };
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    Ok(())
+}
+
+/// What the namespace init tells the keeper.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InitReport {
+    /// The command was forked with this pid (inside the namespace) and
+    /// waits at the gate.
+    Forked { ns_pid: u32 },
+    /// Starting the command failed at `stage`.
+    Failed { stage: SpawnStage, errno: i32 },
+    /// The command passed the gate and its exec succeeded.
+    Execed,
+    /// The command ended with this wait status.
+    Exited { status: i32 },
+}
+
+const REPORT_LEN: usize = 12;
+
+impl InitReport {
+    fn encode(self) -> [u8; REPORT_LEN] {
+        let (kind, a, b): (u32, i32, i32) = match self {
+            InitReport::Forked { ns_pid } => (0, ns_pid as i32, 0),
+            InitReport::Failed { stage, errno } => (1, stage.code() as i32, errno),
+            InitReport::Exited { status } => (2, status, 0),
+            InitReport::Execed => (3, 0, 0),
+        };
+        let mut word = [0u8; REPORT_LEN];
+        word[..4].copy_from_slice(&kind.to_le_bytes());
+        word[4..8].copy_from_slice(&a.to_le_bytes());
+        word[8..].copy_from_slice(&b.to_le_bytes());
+        word
+    }
+
+    fn decode(word: &[u8; REPORT_LEN]) -> io::Result<InitReport> {
+        let kind = u32::from_le_bytes(word[..4].try_into().unwrap());
+        let a = i32::from_le_bytes(word[4..8].try_into().unwrap());
+        let b = i32::from_le_bytes(word[8..].try_into().unwrap());
+        Ok(match kind {
+            0 => InitReport::Forked { ns_pid: a as u32 },
+            1 => InitReport::Failed {
+                stage: SpawnStage::from_code(a as u8)?,
+                errno: b,
+            },
+            2 => InitReport::Exited { status: a },
+            3 => InitReport::Execed,
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "bad namespace init report",
+                ));
+            }
+        })
+    }
+}
+
+fn read_report(fd: BorrowedFd<'_>) -> io::Result<InitReport> {
+    let mut word = [0u8; REPORT_LEN];
+    let mut got = 0;
+    while got < word.len() {
+        match nix::unistd::read(fd, &mut word[got..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    InitReport::decode(&word)
+}
+
+/// The keeper's end of the init's report pipe.
+#[derive(Debug)]
+pub(crate) struct InitLink {
+    reports: OwnedFd,
+}
+
+impl InitLink {
+    /// The descriptor to wait on.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.reports.as_raw_fd()
+    }
+
+    /// Reads one report: the command's end, if that is what it was.
+    pub(crate) fn read_exit(&mut self) -> io::Result<Option<Termination>> {
+        match read_report(self.reports.as_fd())? {
+            InitReport::Exited { status } => Ok(Some(decode_wait_status(status))),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A command started in a fresh namespace.
+pub(crate) struct Started {
+    /// The init (the keeper's child).
+    pub init: u32,
+    /// The command, as a host pid.
+    pub main: u32,
+    /// The command's start time and pidfs inode, read while it was held.
+    pub identity: (u64, Option<u64>),
+    pub link: InitLink,
+}
+
+/// Forks the pid-1 init of the namespace entered by [`enter`], which forks
+/// the command and relays its fate over a pipe. Returns the command's pid
+/// as seen from here.
+///
+/// The command waits at a gate before exec until the keeper has found its
+/// host pid: a command that exits at once (`sh -c 'echo $$'`) would
+/// otherwise be reaped by init before the keeper could name it.
+pub(crate) fn start(
+    exec: &Exec,
+    stdio: [RawFd; 3],
+    ctl: RawFd,
+) -> Result<Started, (SpawnStage, Errno)> {
+    let fork_failed = |e| (SpawnStage::Fork, e);
+    let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+    let (report_r, report_w) = nix::unistd::pipe2(cloexec).map_err(fork_failed)?;
+    let (gate_r, gate_w) = nix::unistd::pipe2(cloexec).map_err(fork_failed)?;
+    let me = Pidfd::open(std::process::id()).map_err(|e| (SpawnStage::Fork, errno_of(&e)))?;
+    // SAFETY: the keeper is single-threaded, so the child may do anything.
+    match unsafe { nix::unistd::fork() }.map_err(fork_failed)? {
+        nix::unistd::ForkResult::Child => {
+            // SAFETY: closing our copy of the gate's write end.
+            unsafe { libc::close(gate_w.as_raw_fd()) };
+            init_main(
+                exec,
+                stdio,
+                &me,
+                ctl,
+                report_r.as_raw_fd(),
+                report_w.as_raw_fd(),
+                gate_r.as_raw_fd(),
+            )
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            drop(report_w);
+            drop(gate_r);
+            let init = child.as_raw() as u32;
+            let fail = |child| {
+                let _ = waitpid(child, None);
+            };
+            let in_ns = |e: io::Error| (SpawnStage::PidNamespace, errno_of(&e));
+            let ns_pid = match read_report(report_r.as_fd()).map_err(in_ns)? {
+                InitReport::Forked { ns_pid } => ns_pid,
+                InitReport::Failed { stage, errno } => {
+                    fail(child);
+                    return Err((stage, Errno::from_raw(errno)));
+                }
+                _ => {
+                    fail(child);
+                    return Err((SpawnStage::PidNamespace, Errno::EPROTO));
+                }
+            };
+            // The command is held at the gate, so it is alive and init's
+            // child: find its host pid.
+            let host = children_of(init)
+                .into_iter()
+                .find(|&pid| ns_pid_of(pid) == Some(ns_pid));
+            let Some(main) = host else {
+                drop(gate_w);
+                fail(child);
+                return Err((SpawnStage::PidNamespace, Errno::ESRCH));
+            };
+            // Identified while held at the gate: once released, it may
+            // exit and be reaped by init at any moment.
+            let Ok(identity) = super::keeper::identify(main) else {
+                drop(gate_w);
+                fail(child);
+                return Err((SpawnStage::PidNamespace, Errno::ESRCH));
+            };
+            nix::unistd::write(&gate_w, b"g").map_err(|e| (SpawnStage::PidNamespace, e))?;
+            drop(gate_w);
+            match read_report(report_r.as_fd()).map_err(in_ns)? {
+                InitReport::Execed => {}
+                InitReport::Failed { stage, errno } => {
+                    fail(child);
+                    return Err((stage, Errno::from_raw(errno)));
+                }
+                _ => {
+                    fail(child);
+                    return Err((SpawnStage::PidNamespace, Errno::EPROTO));
+                }
+            }
+            Ok(Started {
+                init,
+                main,
+                identity,
+                link: InitLink { reports: report_r },
+            })
+        }
+    }
+}
+
+/// The pid-1 init of a session's PID namespace. Never returns.
+fn init_main(
+    exec: &Exec,
+    stdio: [RawFd; 3],
+    keeper: &Pidfd,
+    ctl: RawFd,
+    report_r: RawFd,
+    report_w: RawFd,
+    gate: RawFd,
+) -> ! {
+    let report = |r: InitReport| {
+        let word = r.encode();
+        // SAFETY: write(2) of a local buffer.
+        unsafe { libc::write(report_w, word.as_ptr().cast(), word.len()) };
+    };
+    // SAFETY: plain syscalls in a forked single-threaded child.
+    unsafe {
+        libc::close(ctl);
+        libc::close(report_r);
+        // The namespace dies with this process; this process dies with the
+        // keeper. PDEATHSIG is safe here: the keeper is single-threaded, so
+        // "the parent thread exited" means "the keeper exited".
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+    if keeper.has_exited() {
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(1) };
+    }
+    let command = match fork_exec(exec, stdio, gate, |pid| {
+        report(InitReport::Forked { ns_pid: pid })
+    }) {
+        Ok(pid) => pid,
+        Err((stage, errno)) => {
+            report(InitReport::Failed {
+                stage,
+                errno: errno as i32,
+            });
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(1) }
+        }
+    };
+    // SAFETY: closing init's own copies: the gate's read end, and the
+    // command's stdio — init must not hold the command's pipes open (a
+    // kept descendant would otherwise never let them reach EOF).
+    unsafe {
+        libc::close(gate);
+        for fd in stdio {
+            libc::close(fd);
+        }
+    }
+    report(InitReport::Execed);
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a valid status pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        if pid < 0 {
+            if Errno::last() == Errno::EINTR {
+                continue;
+            }
+            // ECHILD: the namespace is empty.
+            // SAFETY: _exit is always safe.
+            unsafe { libc::_exit(0) }
+        }
+        if pid as u32 == command {
+            report(InitReport::Exited { status });
+        }
+    }
+}
+
+/// Forks and execs the command; returns its pid once exec succeeded. The
+/// child waits for a byte on `gate` before exec. `forked` runs in the
+/// parent right after the fork, before exec is confirmed.
+fn fork_exec(
+    exec: &Exec,
+    stdio: [RawFd; 3],
+    gate: RawFd,
+    forked: impl FnOnce(u32),
+) -> Result<u32, (SpawnStage, Errno)> {
+    let (err_r, err_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| (SpawnStage::Fork, e))?;
+    let argv = exec.argv_ptrs();
+    let envp = exec.envp_ptrs();
+    // SAFETY: the init is single-threaded; the child only makes
+    // async-signal-safe calls on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err((SpawnStage::Fork, Errno::last()));
+    }
+    if pid == 0 {
+        // SAFETY: in the child, see above.
+        unsafe { child_after_fork(exec, &argv, &envp, stdio, err_w.as_raw_fd(), gate) }
+    }
+    drop(err_w);
+    forked(pid as u32);
+    // Also set the group from the parent: whichever side runs first, the
+    // group exists before anyone signals it.
+    if !exec.new_session {
+        // SAFETY: setpgid on our own child.
+        unsafe { libc::setpgid(pid, pid) };
+    }
+    let mut report = [0u8; 8];
+    let mut got = 0;
+    while got < report.len() {
+        match nix::unistd::read(err_r.as_fd(), &mut report[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    if got == 0 {
+        return Ok(pid as u32);
+    }
+    let stage = SpawnStage::from_code(report[0]).unwrap_or(SpawnStage::Setup);
+    let errno = i32::from_le_bytes(report[4..].try_into().unwrap());
+    let _ = waitpid(Pid::from_raw(pid), None);
+    Err((stage, Errno::from_raw(errno)))
+}
+
+/// The child side of `fork_exec`. Never returns.
+///
+/// # Safety
+/// Only call in a freshly forked child of a single-threaded process.
+unsafe fn child_after_fork(
+    exec: &Exec,
+    argv: &[*mut libc::c_char],
+    envp: &[*mut libc::c_char],
+    stdio: [RawFd; 3],
+    err_w: RawFd,
+    gate: RawFd,
+) -> ! {
+    let fail = |stage: SpawnStage| -> ! {
+        let errno = Errno::last_raw();
+        let mut report = [0u8; 8];
+        report[0] = stage.code();
+        report[4..].copy_from_slice(&errno.to_le_bytes());
+        // SAFETY: write(2) and _exit(2) are async-signal-safe.
+        unsafe {
+            libc::write(err_w, report.as_ptr().cast(), report.len());
+            libc::_exit(127)
+        }
+    };
+    // SAFETY (whole block): async-signal-safe libc calls on valid data.
+    unsafe {
+        let mut byte = 0u8;
+        if libc::read(gate, (&mut byte as *mut u8).cast(), 1) != 1 {
+            libc::_exit(127);
+        }
+        libc::close(gate);
+        if exec.new_session {
+            if libc::setsid() < 0 {
+                fail(SpawnStage::Setup);
+            }
+        } else if libc::setpgid(0, 0) < 0 {
+            fail(SpawnStage::Setup);
+        }
+        // Lift the three descriptors above 2 first so that installing one
+        // cannot clobber another that happens to sit on 0..2.
+        let mut high = [0; 3];
+        for (slot, fd) in high.iter_mut().zip(stdio) {
+            *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
+            if *slot < 0 {
+                fail(SpawnStage::Stdio);
+            }
+        }
+        for (target, fd) in high.into_iter().enumerate() {
+            if libc::dup2(fd, target as i32) < 0 {
+                fail(SpawnStage::Stdio);
+            }
+        }
+        // A clean signal state for the command: nothing blocked, nothing
+        // ignored (the keeper blocks SIGCHLD/TERM and ignores SIGPIPE).
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        if let Some(cwd) = &exec.cwd
+            && libc::chdir(cwd.as_ptr()) < 0
+        {
+            fail(SpawnStage::Chdir);
+        }
+        libc::execve(
+            exec.program.as_ptr(),
+            argv.as_ptr().cast(),
+            envp.as_ptr().cast(),
+        );
+        fail(SpawnStage::Exec)
+    }
+}
+
+fn decode_wait_status(status: i32) -> Termination {
+    if libc::WIFSIGNALED(status) {
+        Termination::Signal(libc::WTERMSIG(status))
+    } else {
+        Termination::Code(libc::WEXITSTATUS(status))
+    }
+}
+
+fn errno_of(e: &io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}

@@ -1,0 +1,261 @@
+//! `tether::sys` on Linux: `/proc` for reading, pidfds for pinning.
+
+use std::io;
+use std::time::Duration;
+
+use super::pidfd::{Pidfd, wait_all_exited};
+use super::procfs;
+use crate::contain::sys::{Clock, ProcessInfo, TagRead, TagScan, TaggedProcess, Visibility};
+use crate::identity::ProcessIdentity;
+use crate::spawn_tag::SpawnTag;
+
+pub(crate) fn process(pid: u32) -> io::Result<ProcessInfo> {
+    procfs::read_stat(pid)
+}
+
+pub(crate) fn all_pids() -> Vec<u32> {
+    procfs::all_pids()
+}
+
+pub(crate) fn children(pid: u32) -> Vec<u32> {
+    procfs::children_of(pid)
+}
+
+pub(crate) fn command_line(pid: u32) -> Vec<String> {
+    procfs::argv_of(pid)
+}
+
+pub(crate) fn short_name(pid: u32) -> String {
+    procfs::comm_of(pid)
+}
+
+pub(crate) fn read_tag(pid: u32) -> TagRead {
+    procfs::read_tag(pid)
+}
+
+pub(crate) fn real_uid(pid: u32) -> io::Result<u32> {
+    procfs::real_uid(pid)
+}
+
+pub(crate) fn current_uid() -> u32 {
+    nix::unistd::getuid().as_raw()
+}
+
+pub(crate) fn boot_id() -> &'static str {
+    procfs::boot_id()
+}
+
+pub(crate) fn clock() -> Clock {
+    let ticks_per_sec = procfs::ticks_per_sec();
+    let uptime_ms = procfs::uptime_ms();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    Clock {
+        ticks_per_sec,
+        uptime_ticks: uptime_ms * ticks_per_sec / 1000,
+        boot_time_ms: now_ms.saturating_sub(uptime_ms),
+    }
+}
+
+pub(crate) fn visibility() -> Visibility {
+    Visibility {
+        own_namespace: procfs::own_pid_namespace().is_some(),
+        hides_other_users: procfs::proc_has_hidepid(),
+    }
+}
+
+pub(crate) fn in_own_pid_namespace(pid: u32) -> bool {
+    let Some(own) = procfs::own_pid_namespace() else {
+        return false;
+    };
+    procfs::pid_namespace(&pid.to_string()).is_some_and(|ns| ns == own)
+}
+
+/// The tag scan: reads `/proc/<pid>/environ` of every process — the
+/// environment a process was exec'd with, inherited by every descendant,
+/// even a daemon that closed all its descriptors — and the stat and real
+/// uid of the tagged ones.
+pub(crate) fn scan_tagged(uid: u32) -> TagScan {
+    let pids = procfs::all_pids();
+    // Reading another process's environment goes through its memory map
+    // (~5–10 µs each); with thousands of processes two threads halve the
+    // wall time of `tether ps`.
+    let threads = if pids.len() >= 2_000 {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+    } else {
+        1
+    };
+    let mut parts: Vec<TagScan> = if threads <= 1 {
+        vec![scan_pids(&pids, uid)]
+    } else {
+        let chunk = pids.len().div_ceil(threads);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = pids
+                .chunks(chunk)
+                .map(|part| s.spawn(move || scan_pids(part, uid)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        })
+    };
+    let mut scan = TagScan {
+        scanned: pids.len(),
+        ..TagScan::default()
+    };
+    for part in &mut parts {
+        scan.tagged.append(&mut part.tagged);
+        scan.unreadable.append(&mut part.unreadable);
+    }
+    scan.tagged.sort_by_key(|p| p.info.pid);
+    scan.unreadable.sort_by_key(|p| p.pid);
+    scan
+}
+
+fn scan_pids(pids: &[u32], uid: u32) -> TagScan {
+    let mut out = TagScan::default();
+    let Ok(proc_dir) = procfs::open_proc() else {
+        return out;
+    };
+    let mut path = String::with_capacity(32);
+    let mut buf = Vec::new();
+    for &pid in pids {
+        match procfs::read_tag_at(Some(&proc_dir), pid, &mut path, &mut buf) {
+            TagRead::Tag(tag) => {
+                // Only now the (rarer) tagged process costs more syscalls.
+                let Ok(info) = procfs::read_stat(pid) else {
+                    continue;
+                };
+                let Ok(owner) = procfs::real_uid(pid) else {
+                    continue;
+                };
+                if owner == uid && !info.has_exited() {
+                    out.tagged.push(TaggedProcess {
+                        info,
+                        uid: owner,
+                        tag,
+                    });
+                }
+            }
+            TagRead::Unreadable => {
+                // Another user's (the common case), or ours made
+                // non-dumpable: only the latter is worth reporting.
+                if procfs::real_uid(pid).is_ok_and(|owner| owner == uid)
+                    && let Ok(info) = procfs::read_stat(pid)
+                    && !info.has_exited()
+                {
+                    out.unreadable.push(info);
+                }
+            }
+            TagRead::Untagged | TagRead::Gone => {}
+        }
+    }
+    out
+}
+
+/// The identity of `pid` now. The pidfd is opened first and checked last, so
+/// the start time read in between belongs to the process the pidfd names.
+pub(crate) fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
+    let pidfd = Pidfd::open(pid)?;
+    identity_with_pidfd(pid, &pidfd)
+}
+
+/// Like [`identity_of`] with a pidfd the caller already holds.
+pub(crate) fn identity_with_pidfd(pid: u32, pidfd: &Pidfd) -> io::Result<ProcessIdentity> {
+    let stat = procfs::read_stat(pid)?;
+    if pidfd.has_exited() || stat.has_exited() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("process {pid} has exited"),
+        ));
+    }
+    Ok(ProcessIdentity {
+        boot_id: procfs::boot_id().to_owned(),
+        pid,
+        start_time: stat.start_time,
+        pidfs_inode: pidfd.inode(),
+    })
+}
+
+/// A process pinned by a pidfd after its identity was verified. Reads of
+/// `/proc/<pid>` made while the pinned process has not exited are known to
+/// be of that process, because a pid is not reused before its process is
+/// reaped.
+#[derive(Debug)]
+pub(crate) struct Pin {
+    pidfd: Pidfd,
+    identity: ProcessIdentity,
+}
+
+impl Pin {
+    pub(crate) fn open(expected: &ProcessIdentity) -> io::Result<Option<Pin>> {
+        if expected.boot_id != procfs::boot_id() {
+            return Ok(None);
+        }
+        let pidfd = match Pidfd::open(expected.pid) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match identity_with_pidfd(expected.pid, &pidfd) {
+            Ok(now) if now.matches(expected) => Ok(Some(Pin {
+                pidfd,
+                identity: now,
+            })),
+            Ok(_) => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn identity(&self) -> &ProcessIdentity {
+        &self.identity
+    }
+
+    pub(crate) fn spawn_tag(&self) -> Option<SpawnTag> {
+        let tag = match procfs::read_tag(self.identity.pid) {
+            TagRead::Tag(tag) => Some(tag),
+            _ => None,
+        };
+        if self.pidfd.has_exited() { None } else { tag }
+    }
+
+    pub(crate) fn signal(&self, sig: i32) -> io::Result<bool> {
+        if self.pidfd.has_exited() {
+            return Ok(false);
+        }
+        match self.pidfd.send_signal(sig) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn terminate(&self) -> io::Result<bool> {
+        let sent = self.signal(libc::SIGTERM)?;
+        if sent {
+            let _ = self.signal(libc::SIGCONT);
+        }
+        Ok(sent)
+    }
+
+    pub(crate) fn kill(&self) -> io::Result<bool> {
+        self.signal(libc::SIGKILL)
+    }
+
+    pub(crate) fn has_exited(&self) -> bool {
+        self.pidfd.has_exited()
+    }
+
+    pub(crate) fn pidfd(&self) -> &Pidfd {
+        &self.pidfd
+    }
+}
+
+pub(crate) fn wait_exited(pins: &[&Pin], bound: Duration) {
+    let fds: Vec<&Pidfd> = pins.iter().map(|p| p.pidfd()).collect();
+    wait_all_exited(&fds, bound)
+}

@@ -1,0 +1,1 @@
+//! macOS: the keeper with process group + spawn tag containment (in progress).

@@ -1,0 +1,60 @@
+//! What the platform-free part of the crate hands a backend to start: the
+//! command, fully resolved, and how its stdio is connected.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::containment::{ContainmentPolicy, Leftovers};
+use crate::spawn_tag::SpawnTag;
+
+/// One command to start, contained.
+#[derive(Debug)]
+pub(crate) struct SpawnPlan {
+    /// The executable, resolved (absolute).
+    pub program: PathBuf,
+    /// Arguments, `argv[0]` (the program as given) included.
+    pub argv: Vec<OsString>,
+    /// The complete environment (the spawn tag included).
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory (absolute).
+    pub cwd: Option<PathBuf>,
+    pub containment: ContainmentPolicy,
+    pub leftovers: Leftovers,
+    /// Time a kill waits at each rung of its ladder.
+    pub grace: Duration,
+    pub timeout: Option<Duration>,
+    /// Unix: a new session (`setsid`), not only a new process group.
+    pub new_session: bool,
+    /// How kills begin.
+    pub ladder: Ladder,
+    /// Run as the foreground job of this process's terminal (when it has
+    /// one): the command gets the terminal, job-control stops pass through.
+    pub foreground: bool,
+    /// The tag every process of the session carries.
+    pub tag: SpawnTag,
+}
+
+/// How a kill of a tree begins, before the forced end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Ladder {
+    /// A polite request to end (Unix `SIGTERM`; Windows `CTRL_BREAK_EVENT`).
+    #[default]
+    Standard,
+    /// Unix: these signals, one grace apart.
+    #[cfg_attr(not(unix), allow(dead_code))]
+    Signals(Vec<i32>),
+}
+
+/// What one of the command's standard streams is connected to.
+#[derive(Debug)]
+pub(crate) enum ChildIo {
+    /// The owner's own stream.
+    Inherit,
+    /// The null device.
+    Null,
+    /// A new pipe; the owner gets the other end.
+    Piped,
+    /// This handle (the backend duplicates it).
+    Os(super::OwnedIo),
+}

@@ -1,0 +1,353 @@
+//! The process table, the same on every platform: reading a process's
+//! state and identity, its command line and spawn tag, its children, every
+//! pid, and signalling a process only if it still is the one you mean.
+//!
+//! This is deliberately small: what tether's own `ps`, `reap`, ledger and
+//! tests need, and nothing about any one kernel's files. Every process is
+//! named by pid *and* start time (and, on Linux, a pidfd while held): a bare
+//! pid is never enough to act on.
+//!
+//! ```no_run
+//! let me = tether::sys::process(std::process::id())?;
+//! println!("{} is {} (parent {})", me.pid, me.state.word(), me.ppid);
+//! for pid in tether::sys::all_pids() {
+//!     if let Some(tag) = tether::sys::spawn_tag(pid) {
+//!         println!("{pid} belongs to tether session {}", tag.session);
+//!     }
+//! }
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Platform notes: on Linux everything comes from `/proc` and pins are
+//! pidfds. On macOS it comes from `sysctl` (`KERN_PROC_ALL`,
+//! `KERN_PROCARGS2`) and a pin is the identity re-checked right before each
+//! signal (pid and start time; there is no pidfd). On Windows it comes from
+//! the Toolhelp snapshot and the process environment block, and a pin is a
+//! process handle.
+
+use std::io;
+use std::time::Duration;
+
+use super::os::sys as imp;
+use crate::identity::ProcessIdentity;
+use crate::spawn_tag::SpawnTag;
+
+/// What the process table says about one process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Its pid.
+    pub pid: u32,
+    /// Its parent's pid (1, or a subreaper, once orphaned).
+    pub ppid: u32,
+    /// Its process group (0 where the platform has none).
+    pub pgrp: u32,
+    /// Its session id (0 where the platform has none).
+    pub session: u32,
+    /// Where it stands.
+    pub state: ProcessState,
+    /// Live threads (1 where the platform does not say).
+    pub threads: u32,
+    /// Start time in the platform's unit ([`Clock`] converts it): clock
+    /// ticks since boot on Linux, microseconds since boot on macOS, 100 ns
+    /// units on Windows.
+    pub start_time: u64,
+}
+
+/// A process's scheduling state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProcessState {
+    /// Running or runnable.
+    Running,
+    /// Waiting for an event (interruptible), or idle.
+    Sleeping,
+    /// Uninterruptible sleep (may outlast `SIGKILL` for a while).
+    DiskSleep,
+    /// Stopped by a signal (`SIGSTOP`, `SIGTSTP`, …).
+    Stopped,
+    /// Stopped by a tracer.
+    Traced,
+    /// Exited, not yet reaped by its parent. A zombie is dead.
+    Zombie,
+    /// Being torn down.
+    Dead,
+    /// Anything else the platform reports.
+    Other,
+}
+
+impl ProcessState {
+    /// A word for listings: `running`, `sleeping`, `disk-sleep`, `stopped`,
+    /// `traced`, `zombie`, `dead`, `other`.
+    pub fn word(self) -> &'static str {
+        match self {
+            ProcessState::Running => "running",
+            ProcessState::Sleeping => "sleeping",
+            ProcessState::DiskSleep => "disk-sleep",
+            ProcessState::Stopped => "stopped",
+            ProcessState::Traced => "traced",
+            ProcessState::Zombie => "zombie",
+            ProcessState::Dead => "dead",
+            ProcessState::Other => "other",
+        }
+    }
+
+    /// Zombie or dead: the process has exited.
+    pub fn has_exited(self) -> bool {
+        matches!(self, ProcessState::Zombie | ProcessState::Dead)
+    }
+}
+
+impl ProcessInfo {
+    /// Whether the process has exited. A zombie whose *main thread* exited
+    /// while other threads run (`pthread_exit` in `main`) has not: it still
+    /// counts threads.
+    pub fn has_exited(&self) -> bool {
+        self.state.has_exited() && self.threads <= 1
+    }
+}
+
+/// Reads what the process table says about `pid` now.
+///
+/// # Errors
+/// `NotFound` when no process has that pid.
+pub fn process(pid: u32) -> io::Result<ProcessInfo> {
+    imp::process(pid)
+}
+
+/// Every pid in the process table right now (tether's pid namespace).
+pub fn all_pids() -> Vec<u32> {
+    imp::all_pids()
+}
+
+/// The direct children of `pid` (empty when it has none or is gone).
+pub fn children(pid: u32) -> Vec<u32> {
+    imp::children(pid)
+}
+
+/// The command line of `pid` as arguments (empty when unreadable, or for
+/// an instant while the process is inside `execve`).
+pub fn command_line(pid: u32) -> Vec<String> {
+    imp::command_line(pid)
+}
+
+/// The command line of `pid` as one line for reports, or `[name]` while it
+/// has none to show.
+pub fn describe(pid: u32) -> String {
+    let line = command_line(pid).join(" ");
+    if line.is_empty() {
+        format!("[{}]", imp::short_name(pid))
+    } else {
+        line
+    }
+}
+
+/// The spawn tag in `pid`'s environment, if it has a valid one.
+pub fn spawn_tag(pid: u32) -> Option<SpawnTag> {
+    match imp::read_tag(pid) {
+        TagRead::Tag(tag) => Some(tag),
+        _ => None,
+    }
+}
+
+/// What looking for a spawn tag in a process's environment found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TagRead {
+    /// A valid tag.
+    Tag(SpawnTag),
+    /// A readable environment without a valid tag.
+    Untagged,
+    /// The environment cannot be read: another user's process, or one of
+    /// ours that made itself non-dumpable (ssh-agent, gpg-agent, …).
+    Unreadable,
+    /// The process is gone.
+    Gone,
+}
+
+/// Like [`spawn_tag`], saying why there is none.
+pub fn read_spawn_tag(pid: u32) -> TagRead {
+    imp::read_tag(pid)
+}
+
+/// The real uid of `pid`, from the process itself (never from the owner
+/// of a file that describes it: a non-dumpable process's `/proc` files
+/// belong to root).
+///
+/// # Errors
+/// `NotFound` when it is gone.
+pub fn real_uid(pid: u32) -> io::Result<u32> {
+    imp::real_uid(pid)
+}
+
+/// This process's real uid (0 where the platform has none).
+pub fn current_uid() -> u32 {
+    imp::current_uid()
+}
+
+/// The kernel's boot id: identities from another boot never match.
+pub fn boot_id() -> &'static str {
+    imp::boot_id()
+}
+
+/// One tagged process found by [`scan_tagged`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaggedProcess {
+    /// The process table's entry.
+    pub info: ProcessInfo,
+    /// Its real uid.
+    pub uid: u32,
+    /// The spawn tag in its environment.
+    pub tag: SpawnTag,
+}
+
+/// Every live process of this user that carries a spawn tag.
+#[derive(Clone, Debug, Default)]
+pub struct TagScan {
+    /// Tagged live processes of this user, by pid.
+    pub tagged: Vec<TaggedProcess>,
+    /// Live processes of this user whose environment could not be read
+    /// (non-dumpable): they may belong to a session and cannot be
+    /// attributed. Never a target of anything; reported.
+    pub unreadable: Vec<ProcessInfo>,
+    /// How many pids were looked at.
+    pub scanned: usize,
+}
+
+/// Scans the process table for tagged processes of the calling user (by
+/// real uid; root sees only its own too). Never fails: a process that
+/// vanishes or cannot be read mid-scan is not in `tagged`.
+pub fn scan_tagged() -> TagScan {
+    imp::scan_tagged(current_uid())
+}
+
+/// The kernel's clocks, read once, for turning start times into ages and
+/// wall-clock times.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    /// Start-time units per second (clock ticks on Linux, 100 almost
+    /// always).
+    pub ticks_per_sec: u64,
+    /// Time since boot when this clock was read, in start-time units.
+    pub uptime_ticks: u64,
+    /// Wall clock at boot, Unix milliseconds (now minus uptime).
+    pub boot_time_ms: u64,
+}
+
+impl Clock {
+    /// Reads the clocks now.
+    pub fn now() -> Clock {
+        imp::clock()
+    }
+
+    /// Age in milliseconds of a process that started at `start`.
+    pub fn age_ms(&self, start: u64) -> u64 {
+        (self.uptime_ticks.saturating_sub(start) as u128 * 1000 / self.ticks_per_sec as u128) as u64
+    }
+
+    /// Wall clock (Unix ms) of `start`.
+    pub fn wall_ms(&self, start: u64) -> u64 {
+        self.boot_time_ms + (start as u128 * 1000 / self.ticks_per_sec as u128) as u64
+    }
+}
+
+/// What the process table can be trusted to show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Visibility {
+    /// The table shows tether's own pid namespace (not, say, a `/proc`
+    /// mounted for another one): pids read from it are ours.
+    pub own_namespace: bool,
+    /// Other users' processes are hidden (`hidepid`): a missing pid may
+    /// only be hidden.
+    pub hides_other_users: bool,
+}
+
+/// What the process table shows, now.
+pub fn visibility() -> Visibility {
+    imp::visibility()
+}
+
+/// Whether `pid` lives in tether's own pid namespace (always, where the
+/// platform has no pid namespaces). `false` for a process in a nested
+/// namespace (or when that cannot be read): its pids mean something else.
+pub fn in_own_pid_namespace(pid: u32) -> bool {
+    imp::in_own_pid_namespace(pid)
+}
+
+/// A process pinned after its identity was verified: whatever is sent
+/// through it reaches that very process or nobody, however the pid is
+/// recycled afterwards (Linux: a pidfd; Windows: a process handle; macOS:
+/// the identity is re-read right before each signal — a race the kernel
+/// gives no way to close).
+///
+/// For code that acts on processes it did not start (`tether reap`): pin,
+/// re-read whatever proves the process may be signalled (its spawn tag),
+/// then signal.
+#[derive(Debug)]
+pub struct Pinned(pub(crate) imp::Pin);
+
+impl Pinned {
+    /// Pins the process `expected` names. `Ok(None)` if that process has
+    /// exited or its pid now names another process; `Err` only for other
+    /// errors (permission, descriptor limits).
+    pub fn pin(expected: &ProcessIdentity) -> io::Result<Option<Pinned>> {
+        Ok(imp::Pin::open(expected)?.map(Pinned))
+    }
+
+    /// The pinned process's identity as read when pinning.
+    pub fn identity(&self) -> &ProcessIdentity {
+        self.0.identity()
+    }
+
+    /// The spawn tag in the pinned process's environment now; `None` if it
+    /// has none or has exited (then nothing read could be trusted to be
+    /// its).
+    pub fn spawn_tag(&self) -> Option<SpawnTag> {
+        self.0.spawn_tag()
+    }
+
+    /// Asks the process to end (Unix: `SIGTERM` then `SIGCONT`, so a stopped
+    /// process acts on it; Windows: nothing graceful exists for an
+    /// arbitrary process, so `false`). `Ok(false)`: nothing was sent (it
+    /// had exited, or the platform has no such request).
+    pub fn terminate(&self) -> io::Result<bool> {
+        self.0.terminate()
+    }
+
+    /// Ends the process at once (`SIGKILL`, `TerminateProcess`).
+    /// `Ok(false)` if it had already exited.
+    pub fn kill(&self) -> io::Result<bool> {
+        self.0.kill()
+    }
+
+    /// Sends the Unix signal `sig`. `Ok(false)` if it had already exited.
+    #[cfg(unix)]
+    pub fn signal(&self, sig: i32) -> io::Result<bool> {
+        self.0.signal(sig)
+    }
+
+    /// Whether the process has exited (zombies included).
+    pub fn has_exited(&self) -> bool {
+        self.0.has_exited()
+    }
+}
+
+/// Waits until every pinned process has exited or `bound` passes — on the
+/// processes' exits, not by polling where the platform allows (pidfds,
+/// process handles).
+pub fn wait_exited(pins: &[&Pinned], bound: Duration) {
+    let inner: Vec<&imp::Pin> = pins.iter().map(|p| &p.0).collect();
+    imp::wait_exited(&inner, bound)
+}
+
+/// Signals the process `identity` names, and only it (see [`Pinned`]):
+/// `Ok(false)` when that process is gone.
+#[cfg(unix)]
+pub fn signal_if_identity(identity: &ProcessIdentity, sig: i32) -> io::Result<bool> {
+    match Pinned::pin(identity)? {
+        Some(pinned) => pinned.signal(sig),
+        None => Ok(false),
+    }
+}
+
+/// The identity of the live process `pid`, read from the kernel now.
+pub(crate) fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
+    imp::identity_of(pid)
+}

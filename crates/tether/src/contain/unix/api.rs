@@ -1,0 +1,142 @@
+//! Unix-only abilities: signals, raw descriptors, sessions.
+//!
+//! ```no_run
+//! use tether::unix::ChildExt;
+//! # fn main() -> tether::Result<()> {
+//! let child = tether::Command::new("sleep").arg("60").spawn()?;
+//! child.signal_group(libc::SIGINT)?; // what a terminal's Ctrl-C would do
+//! # Ok(()) }
+//! ```
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use crate::child::{Child, ChildHandle};
+use crate::command::Command;
+use crate::contain::unix::protocol::Scope;
+use crate::contain::{Ladder, Termination};
+use crate::error::Result;
+use crate::exit::ExitStatus;
+use crate::stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};
+
+/// Signals for a [`Child`] or [`ChildHandle`].
+pub trait ChildExt {
+    /// Sends `signal` to every process of the tree (SIGCONT follows any
+    /// signal but SIGKILL and the stop signals, so stopped processes act
+    /// on it).
+    fn signal(&self, signal: i32) -> Result<()>;
+
+    /// Sends `signal` to the main process's process group only — what a
+    /// terminal's Ctrl-C would reach.
+    fn signal_group(&self, signal: i32) -> Result<()>;
+
+    /// Forwards `signal` to the process group, then kills the whole tree
+    /// after the grace unless it ended by itself: how `tether run` passes
+    /// on SIGINT, SIGTERM and SIGHUP.
+    fn interrupt(&self, signal: i32) -> Result<()>;
+}
+
+impl ChildExt for ChildHandle {
+    fn signal(&self, signal: i32) -> Result<()> {
+        self.tree.signal(signal, Scope::Tree)
+    }
+
+    fn signal_group(&self, signal: i32) -> Result<()> {
+        self.tree.signal(signal, Scope::Group)
+    }
+
+    fn interrupt(&self, signal: i32) -> Result<()> {
+        self.tree.interrupt(signal, self.grace)
+    }
+}
+
+impl ChildExt for Child {
+    fn signal(&self, signal: i32) -> Result<()> {
+        self.handle().signal(signal)
+    }
+
+    fn signal_group(&self, signal: i32) -> Result<()> {
+        self.handle().signal_group(signal)
+    }
+
+    fn interrupt(&self, signal: i32) -> Result<()> {
+        self.handle().interrupt(signal)
+    }
+}
+
+/// Unix-only settings of a [`Command`].
+pub trait CommandExt {
+    /// Start the command in a new session (`setsid`) rather than only its
+    /// own process group (default: its own group).
+    fn new_session(&mut self, yes: bool) -> &mut Command;
+
+    /// The signals a kill sends before `SIGKILL`, one grace apart (default
+    /// `[SIGTERM]`; PTY sessions `[SIGHUP, SIGTERM]`). Each waits for the
+    /// whole tree, not just the main process.
+    fn kill_signals(&mut self, signals: &[i32]) -> &mut Command;
+}
+
+impl CommandExt for Command {
+    fn new_session(&mut self, yes: bool) -> &mut Command {
+        self.new_session = yes;
+        self
+    }
+
+    fn kill_signals(&mut self, signals: &[i32]) -> &mut Command {
+        self.ladder = Ladder::Signals(signals.to_vec());
+        self
+    }
+}
+
+/// How a process ended, the Unix way.
+pub trait ExitStatusExt {
+    /// The signal that killed it, if one did.
+    fn signal(&self) -> Option<i32>;
+}
+
+impl ExitStatusExt for ExitStatus {
+    fn signal(&self) -> Option<i32> {
+        match self.termination {
+            Termination::Signal(s) => Some(s),
+            Termination::Code(_) => None,
+        }
+    }
+}
+
+impl From<OwnedFd> for Stdio {
+    /// This descriptor (duplicated for each spawn).
+    fn from(fd: OwnedFd) -> Stdio {
+        Stdio::Os(OsStdio(fd))
+    }
+}
+
+macro_rules! fd_access {
+    ($name:ident) => {
+        impl AsFd for $name {
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                self.0.as_fd()
+            }
+        }
+
+        impl AsRawFd for $name {
+            fn as_raw_fd(&self) -> RawFd {
+                self.0.as_raw_fd()
+            }
+        }
+
+        impl From<$name> for OwnedFd {
+            fn from(handle: $name) -> OwnedFd {
+                handle.0.into()
+            }
+        }
+
+        impl From<OwnedFd> for $name {
+            fn from(fd: OwnedFd) -> $name {
+                $name(std::fs::File::from(fd))
+            }
+        }
+    };
+}
+
+fd_access!(ChildStdin);
+fd_access!(ChildStdout);
+fd_access!(ChildStderr);

@@ -1,0 +1,576 @@
+//! The keeper: a small single-threaded process between an owner and one
+//! command at a time.
+//!
+//! Theory of operation:
+//!
+//! 1. The owner starts the keeper with one end of a Unix socket as its
+//!    stdin, in a process group of its own. That socket is both the
+//!    control channel and the *lifeline*: only the owner holds the other
+//!    end (close-on-exec), so EOF means the owner is gone — by exit, panic,
+//!    `SIGKILL` or OOM alike.
+//! 2. The keeper makes itself non-dumpable (its command cannot ptrace it)
+//!    and, on Linux, `PR_SET_CHILD_SUBREAPER`: everything the command
+//!    forks, including `setsid` + double-fork escapes, stays its
+//!    descendant. It is the session's only reaper. (macOS has no
+//!    subreaper: there the tree is the command's process group and session
+//!    plus every process carrying the session's spawn tag.)
+//! 3. It waits for a `Spawn` request (a warm keeper waits here, already
+//!    holding its lifeline) and starts the command with `posix_spawn` in a
+//!    process group (or session) of its own with a clean signal state.
+//!    With a PID namespace (Linux), the command runs under a pid-1 init
+//!    with `PR_SET_PDEATHSIG(SIGKILL)` (safe: the keeper is
+//!    single-threaded), so even a `SIGKILL`ed keeper takes the namespace
+//!    down with it.
+//! 4. It waits on the socket and its signals. It reaps everything, reports
+//!    the main process's exit, and kills the tree when asked, at the
+//!    timeout, on lifeline EOF, on `SIGTERM`, or (policy) when the main
+//!    process exits with descendants left. Killing is a ladder — each rung
+//!    a signal and a grace, then `SIGKILL` rounds until the tree is empty —
+//!    and every process is signalled through a handle opened and verified
+//!    as a tree member first, so a recycled pid is never hit.
+//! 5. When the tree is empty it says so and waits for the next command
+//!    (the owner may recycle it); a keeper that entered a PID namespace
+//!    serves one session only.
+
+mod exec;
+mod ladder;
+
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+
+use super::channel::{recv_into, send_frame};
+use super::protocol::{Event, FrameBuffer, Request, Rung, Scope, SpawnSpec, SpawnStage};
+use crate::contain::Termination;
+use crate::contain::os::keeper::{self as os, Change, InitLink, TreeScope, Waiter};
+use crate::containment::{Containment, ContainmentPolicy, Leftovers};
+use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
+pub(crate) use exec::Exec;
+use exec::posix_spawn;
+use ladder::{Delivery, Ladder, VERIFY_WINDOW};
+
+/// Serves sessions one after the other until the owner goes away: a keeper
+/// whose tree is empty goes back to waiting for the next `Spawn`, so an
+/// owner that recycles keepers pays for no keeper exec or exit per command.
+pub(crate) fn serve() -> io::Result<()> {
+    let mut keeper = Keeper::new()?;
+    loop {
+        let Some((spec, fds)) = keeper.next_spawn()? else {
+            return Ok(());
+        };
+        if fds.len() != 3 {
+            keeper.send(&Event::SpawnFailed {
+                errno: libc::EBADF,
+                stage: SpawnStage::Stdio,
+            });
+            continue;
+        }
+        let started = keeper.start(spec, &fds);
+        drop(fds);
+        let mut session = match started {
+            Ok((session, event)) => {
+                keeper.send(&event);
+                session
+            }
+            Err((stage, errno)) => {
+                keeper.send(&Event::SpawnFailed {
+                    errno: errno as i32,
+                    stage,
+                });
+                if keeper.spent {
+                    keeper.flush();
+                    return Ok(());
+                }
+                continue;
+            }
+        };
+        keeper.run(&mut session);
+        if keeper.ctl.is_none() || keeper.spent {
+            return Ok(());
+        }
+    }
+}
+
+/// The main process of a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Main {
+    /// Running, or exited but not yet reaped (host pid).
+    Running(u32),
+    /// Its exit has been reported.
+    Exited,
+}
+
+impl Main {
+    fn pid(self) -> Option<u32> {
+        match self {
+            Main::Running(pid) => Some(pid),
+            Main::Exited => None,
+        }
+    }
+}
+
+/// One command and its tree, from `Started` to `TreeEmpty`.
+struct Session {
+    spec: SpawnSpec,
+    /// The session id from the command's spawn tag.
+    session: String,
+    /// The keeper's own child: the command, or the namespace init.
+    child: u32,
+    main: Main,
+    /// The command runs in a PID namespace: `child` is its init.
+    pidns: bool,
+    /// The namespace init's report channel, while open (PID namespace
+    /// only).
+    init: Option<InitLink>,
+    ladder: Ladder,
+    timeout_at: Option<Instant>,
+    timed_out: bool,
+    /// Pids of descendants a kill signalled (the main process excluded).
+    signalled: HashSet<u32>,
+}
+
+struct Keeper {
+    ctl: Option<OwnedFd>,
+    /// Encoded events not sent yet.
+    outbox: Vec<u8>,
+    frames: FrameBuffer,
+    waiter: Waiter,
+    /// The keeper cannot serve another session (it entered a namespace).
+    spent: bool,
+}
+
+impl Keeper {
+    /// Sets the keeper process up: subreaper, non-dumpable, lifeline off
+    /// fd 0, signals.
+    fn new() -> io::Result<Keeper> {
+        os::prepare()?;
+        // Move the socket off fd 0 (close-on-exec, so no command inherits
+        // the lifeline), and put /dev/null in its place.
+        let ctl = dup_high(0)?;
+        let null = std::fs::File::open("/dev/null")?;
+        nix::unistd::dup2_stdin(null.as_fd())?;
+        // SIGPIPE: a dead owner must be an EPIPE, not the keeper's death.
+        // SAFETY: setting a disposition to SIG_IGN installs no handler code.
+        unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigIgn,
+            )
+        }?;
+        Ok(Keeper {
+            ctl: Some(ctl),
+            outbox: Vec::new(),
+            frames: FrameBuffer::default(),
+            waiter: Waiter::new()?,
+            spent: false,
+        })
+    }
+
+    /// Waits for the next `Spawn` and the descriptors that came with it.
+    /// `None`: the owner went away (or the keeper was told to stop) first.
+    /// Anything else that arrives while idle belongs to a finished session
+    /// and is dropped.
+    fn next_spawn(&mut self) -> io::Result<Option<(SpawnSpec, Vec<OwnedFd>)>> {
+        self.flush();
+        let mut fds = Vec::new();
+        loop {
+            while let Some(payload) = self.frames.next_payload()? {
+                if let Ok(Request::Spawn(spec)) = Request::decode(&payload) {
+                    return Ok(Some((spec, fds)));
+                }
+            }
+            let Some(ctl) = self.ctl.as_ref().map(|c| c.as_raw_fd()) else {
+                return Ok(None);
+            };
+            let wake = self.waiter.wait(&[ctl], None)?;
+            if wake.signals.contains(&libc::SIGTERM) {
+                return Ok(None);
+            }
+            if wake.ready[0] {
+                let ctl = self.ctl.as_ref().expect("checked above");
+                let (n, more) = recv_into(ctl.as_fd(), &mut self.frames)?;
+                fds.extend(more);
+                if n == 0 {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// Queues an event; [`flush`](Self::flush) sends the queue in one
+    /// write before the keeper next waits, so events of one wake-up (the
+    /// exit and the empty tree, say) reach the owner in one wake-up too.
+    fn send(&mut self, event: &Event) {
+        self.outbox.extend_from_slice(&event.encode());
+    }
+
+    fn flush(&mut self) {
+        if let Some(ctl) = &self.ctl
+            && !self.outbox.is_empty()
+        {
+            // The owner may be gone; the lifeline EOF handles that.
+            let _ = send_frame(ctl.as_fd(), &self.outbox, &[]);
+        }
+        self.outbox.clear();
+    }
+
+    /// Starts the command (or the namespace init that starts it).
+    fn start(
+        &mut self,
+        spec: SpawnSpec,
+        stdio: &[OwnedFd],
+    ) -> Result<(Session, Event), (SpawnStage, Errno)> {
+        let exec = Exec::prepare(&spec).map_err(|e| (SpawnStage::Setup, e))?;
+        let containment = match spec.containment {
+            ContainmentPolicy::Standard => os::STANDARD,
+            wanted => match os::pidns::enter() {
+                Ok(()) => {
+                    self.spent = true;
+                    Containment::PidNamespace
+                }
+                Err(e) => {
+                    self.spent |= e.spent;
+                    // Required, or the keeper is no longer usable: fail
+                    // rather than run the command somewhere unreported.
+                    if wanted == ContainmentPolicy::PidNamespace || e.spent {
+                        return Err((SpawnStage::PidNamespace, e.errno));
+                    }
+                    os::STANDARD
+                }
+            },
+        };
+        let stdio = [
+            stdio[0].as_raw_fd(),
+            stdio[1].as_raw_fd(),
+            stdio[2].as_raw_fd(),
+        ];
+        let (child, main, (start_time, pidfs_inode), init) = match containment {
+            Containment::PidNamespace => {
+                let ctl = self.ctl.as_ref().map_or(-1, |c| c.as_raw_fd());
+                let started = os::pidns::start(&exec, stdio, ctl)?;
+                (
+                    started.init,
+                    started.main,
+                    started.identity,
+                    Some(started.link),
+                )
+            }
+            _ => {
+                let pid = posix_spawn(&exec, stdio)?;
+                // Our own unreaped child: its pid stays valid even if it
+                // has already exited.
+                let identity = os::identify(pid).map_err(|e| (SpawnStage::Setup, errno_of(&e)))?;
+                (pid, pid, identity, None)
+            }
+        };
+        let session = session_of(&spec);
+        let timeout_at = spec
+            .timeout_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        let event = Event::Started {
+            pid: main,
+            start_time,
+            pidfs_inode,
+            containment,
+        };
+        Ok((
+            Session {
+                spec,
+                session,
+                child,
+                main: Main::Running(main),
+                pidns: init.is_some(),
+                init,
+                ladder: Ladder::Idle,
+                timeout_at,
+                timed_out: false,
+                signalled: HashSet::new(),
+            },
+            event,
+        ))
+    }
+
+    /// One session's event loop; returns once its tree is empty.
+    fn run(&mut self, s: &mut Session) {
+        loop {
+            self.reap(s);
+            if s.main == Main::Exited && os::tree_is_empty(&scope(s)) {
+                let killed = s.signalled.len() as u32;
+                self.send(&Event::TreeEmpty { killed });
+                self.flush();
+                return;
+            }
+            let now = Instant::now();
+            if s.timeout_at.is_some_and(|t| now >= t) && s.main != Main::Exited {
+                s.timeout_at = None;
+                s.timed_out = true;
+                self.begin_kill(s, &[], s.spec.grace_ms);
+            }
+            self.advance_ladder(s, now);
+            self.wait_for_event(s);
+        }
+    }
+
+    /// Waits on the socket, the signals and the init pipe until something
+    /// happens or the nearest deadline passes.
+    fn wait_for_event(&mut self, s: &mut Session) {
+        self.flush();
+        let now = Instant::now();
+        let deadline = [s.timeout_at, s.ladder.next_wake(now)]
+            .into_iter()
+            .flatten()
+            .min();
+        let ctl = self.ctl.as_ref().map(|c| c.as_raw_fd());
+        let init = s.init.as_ref().map(|i| i.fd());
+        let fds: Vec<RawFd> = [ctl, init].into_iter().flatten().collect();
+        let Ok(wake) = self.waiter.wait(&fds, deadline) else {
+            return;
+        };
+        let mut ready = wake.ready.iter().copied();
+        let ctl_ready = ctl.is_some() && ready.next() == Some(true);
+        let init_ready = init.is_some() && ready.next() == Some(true);
+        // Someone asked the keeper itself to stop: treat it like the owner
+        // going away. SIGINT/SIGHUP/SIGQUIT are the owner's to forward (a
+        // terminal sends them to the foreground group), so the keeper
+        // ignores them.
+        if wake.signals.contains(&libc::SIGTERM) {
+            self.begin_kill(s, &[], s.spec.grace_ms);
+        }
+        if ctl_ready {
+            self.read_requests(s);
+        }
+        if init_ready {
+            self.read_init_report(s);
+        }
+    }
+
+    fn read_requests(&mut self, s: &mut Session) {
+        let Some(ctl) = self.ctl.as_ref() else { return };
+        match recv_into(ctl.as_fd(), &mut self.frames) {
+            Ok((0, _)) | Err(_) => {
+                // Lifeline EOF: the owner is gone. Nobody is left to report
+                // to; kill the tree and exit once it is empty.
+                self.ctl = None;
+                self.begin_kill(s, &[], s.spec.grace_ms);
+                return;
+            }
+            Ok(_) => {}
+        }
+        while let Ok(Some(payload)) = self.frames.next_payload() {
+            match Request::decode(&payload) {
+                Ok(Request::Signal { signal, scope }) => {
+                    delivery(s).deliver(signal, scope);
+                }
+                Ok(Request::Kill { ladder, grace_ms }) => {
+                    self.begin_kill(s, &ladder, grace_ms);
+                }
+                Ok(Request::Spawn(_) | Request::Nudge) | Err(_) => {}
+            }
+        }
+    }
+
+    fn read_init_report(&mut self, s: &mut Session) {
+        let Some(init) = s.init.as_mut() else {
+            return;
+        };
+        match init.read_exit() {
+            Ok(Some(termination)) => self.main_exited(s, termination),
+            Ok(None) => {}
+            Err(_) => s.init = None,
+        }
+    }
+
+    /// Reaps every child that has exited (and, for a foreground command,
+    /// reports the main process's job-control stops).
+    fn reap(&mut self, s: &mut Session) {
+        while let Some((pid, change)) = os::reap_any(s.spec.report_stops) {
+            let is_main = !s.pidns && Some(pid) == s.main.pid();
+            match change {
+                Change::Exited(termination) if is_main => self.main_exited(s, termination),
+                Change::Exited(_) if s.pidns && pid == s.child => {
+                    // Init died before reporting (killed from outside): the
+                    // command died with the namespace.
+                    self.main_exited(s, Termination::Signal(libc::SIGKILL));
+                }
+                Change::Stopped(signal) if is_main => {
+                    self.send(&Event::MainStopped { signal });
+                }
+                Change::Continued if is_main => self.send(&Event::MainContinued),
+                _ => {}
+            }
+        }
+    }
+
+    fn main_exited(&mut self, s: &mut Session, termination: Termination) {
+        if s.main == Main::Exited {
+            return;
+        }
+        s.main = Main::Exited;
+        self.send(&Event::MainExited {
+            termination,
+            timed_out: s.timed_out,
+        });
+        if s.spec.leftovers == Leftovers::Kill
+            && matches!(s.ladder, Ladder::Idle)
+            && !os::tree_is_empty(&scope(s))
+        {
+            self.begin_kill(s, &[], s.spec.grace_ms);
+        }
+    }
+
+    /// Starts (or hurries) a kill: `ladder` (the session's own when empty),
+    /// `grace_ms` per rung. A kill already under way keeps its place but
+    /// takes the earlier deadline, and the new first rung goes out now.
+    fn begin_kill(&mut self, s: &mut Session, ladder: &[Rung], grace_ms: u64) {
+        let rungs: Vec<Rung> = if ladder.is_empty() {
+            s.spec.ladder.clone()
+        } else {
+            ladder.to_vec()
+        };
+        let grace = Duration::from_millis(grace_ms);
+        let deadline = Instant::now() + grace;
+        if let Some(first) = rungs.first() {
+            delivery(s).deliver(first.signal, first.scope);
+        }
+        s.ladder = match std::mem::replace(&mut s.ladder, Ladder::Idle) {
+            _ if rungs.is_empty() => Ladder::Climbing {
+                rungs,
+                index: 0,
+                deadline: Instant::now(),
+                grace,
+            },
+            Ladder::Idle => Ladder::Climbing {
+                rungs,
+                index: 0,
+                deadline,
+                grace,
+            },
+            Ladder::Climbing {
+                rungs: old,
+                index,
+                deadline: old_deadline,
+                grace: old_grace,
+            } => Ladder::Climbing {
+                rungs: old,
+                index,
+                deadline: old_deadline.min(deadline),
+                grace: old_grace.min(grace),
+            },
+            killing @ Ladder::Killing { .. } => killing,
+        };
+        if grace.is_zero() {
+            self.advance_ladder(s, Instant::now());
+        }
+    }
+
+    fn advance_ladder(&mut self, s: &mut Session, now: Instant) {
+        match s.ladder.clone() {
+            Ladder::Idle => {}
+            Ladder::Climbing {
+                rungs,
+                index,
+                deadline,
+                grace,
+            } => {
+                if now >= deadline {
+                    match rungs.get(index + 1) {
+                        Some(next) => {
+                            delivery(s).deliver(next.signal, next.scope);
+                            s.ladder = Ladder::Climbing {
+                                rungs: rungs.clone(),
+                                index: index + 1,
+                                deadline: now + grace,
+                                grace,
+                            };
+                        }
+                        None => {
+                            s.ladder = Ladder::Killing {
+                                give_up: now + VERIFY_WINDOW,
+                            };
+                            delivery(s).deliver(libc::SIGKILL, Scope::Tree);
+                        }
+                    }
+                } else if let Some(rung) = rungs.get(index)
+                    && rung.scope == Scope::Tree
+                {
+                    // A fork racing the first sweep made a process that
+                    // never saw the signal: sweep again, new ones only.
+                    delivery(s).deliver_new(rung.signal);
+                }
+            }
+            Ladder::Killing { give_up } => {
+                self.reap(s);
+                if os::tree_is_empty(&scope(s)) {
+                    return;
+                }
+                delivery(s).deliver(libc::SIGKILL, Scope::Tree);
+                if now >= give_up {
+                    let survivors = os::members(&scope(s))
+                        .into_iter()
+                        .map(|m| (m.pid, crate::contain::sys::describe(m.pid).into_bytes()))
+                        .collect();
+                    self.send(&Event::KillFailed { survivors });
+                    // Stay tracked and killable: a later Kill starts over.
+                    // With the owner gone there is nobody to ask again, so
+                    // keep trying.
+                    s.ladder = if self.ctl.is_none() {
+                        Ladder::Killing {
+                            give_up: now + VERIFY_WINDOW,
+                        }
+                    } else {
+                        Ladder::Idle
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// The tree's bounds, for the platform's member listing.
+fn scope(s: &Session) -> TreeScope<'_> {
+    TreeScope {
+        session: &s.session,
+        main_pgrp: s.main.pid(),
+    }
+}
+
+fn delivery(s: &mut Session) -> Delivery<'_> {
+    Delivery {
+        main: s.main.pid(),
+        child: s.child,
+        scope: TreeScope {
+            session: &s.session,
+            main_pgrp: s.main.pid(),
+        },
+        signalled: &mut s.signalled,
+    }
+}
+
+/// The session id in the command's spawn tag (empty if it has none).
+fn session_of(spec: &SpawnSpec) -> String {
+    let prefix = format!("{SPAWN_TAG_VAR}=");
+    spec.envp
+        .iter()
+        .find_map(|e| e.strip_prefix(prefix.as_bytes()))
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse::<SpawnTag>().ok())
+        .map(|tag| tag.session)
+        .unwrap_or_default()
+}
+
+pub(crate) fn errno_of(e: &io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// Duplicates `fd` to a close-on-exec descriptor numbered 10 or above.
+fn dup_high(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a fresh descriptor or -1.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+    if new < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `new` was just created for us.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}

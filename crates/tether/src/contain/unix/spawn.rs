@@ -1,0 +1,227 @@
+//! Starting a command on Unix: a keeper (warm or fresh) gets the spec and
+//! the three stdio descriptors, and answers with the command's identity or
+//! why it could not start.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
+
+use super::discovery::keeper_path;
+use super::link::KeeperLink;
+use super::protocol::{Event, Request, Rung, Scope, SpawnSpec, SpawnStage};
+use super::tree::{Tree, millis};
+use crate::contain::{ChildIo, Ladder, SpawnPlan, Spawned};
+use crate::error::{Error, Result};
+use crate::identity::ProcessIdentity;
+use crate::spawn_tag::SpawnTag;
+
+/// Starts `plan` with stdio `[stdin, stdout, stderr]`. Returns once the
+/// command's exec succeeded, or the precise reason it did not.
+pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
+    let keeper = keeper_path()?;
+    let spec = spec_of(&plan)?;
+    let (stdin_fd, stdin) = super::stdio::open(stdio[0], 0)?;
+    let (stdout_fd, stdout) = super::stdio::open(stdio[1], 1)?;
+    let (stderr_fd, stderr) = super::stdio::open(stdio[2], 2)?;
+    let keeper_tag = SpawnTag {
+        purpose: "keeper".to_owned(),
+        ..plan.tag.clone()
+    }
+    .to_string();
+    let (mut link, warm) = super::pool::take(&keeper, &keeper_tag)?;
+    let fds = [
+        stdin_fd.as_raw_fd(),
+        stdout_fd.as_raw_fd(),
+        stderr_fd.as_raw_fd(),
+    ];
+    let ladder = spec.ladder.clone();
+    let request = Request::Spawn(spec);
+    let ask = |link: &mut KeeperLink| {
+        link.send(&request, &fds)?;
+        link.recv(None)
+    };
+    let mut reply = ask(&mut link);
+    if warm && reply.is_err() {
+        // The warm keeper died while idle (killed, OOM): not the
+        // command's fault. Once more with a fresh keeper.
+        link.reap();
+        link = KeeperLink::start(&keeper, &keeper_tag)?;
+        reply = ask(&mut link);
+    }
+    // The keeper has its copies now; ours must go, or a pipe would never
+    // see EOF.
+    drop((stdin_fd, stdout_fd, stderr_fd));
+    match reply {
+        Ok(Some(Event::Started {
+            pid,
+            start_time,
+            pidfs_inode,
+            containment,
+        })) => {
+            let identity = ProcessIdentity {
+                boot_id: crate::contain::sys::boot_id().to_owned(),
+                pid,
+                start_time,
+                pidfs_inode,
+            };
+            let mut tree = Tree::new(link, identity, containment, plan.tag.session, ladder);
+            if plan.foreground {
+                tree.take_foreground();
+            }
+            Ok(Spawned {
+                tree,
+                stdin,
+                stdout,
+                stderr,
+            })
+        }
+        Ok(Some(Event::SpawnFailed { errno, stage })) => {
+            link.reap();
+            Err(spawn_error(&plan, errno, stage))
+        }
+        Ok(_) => Err(Error::Protocol(
+            "keeper answered Spawn with an unexpected event".into(),
+        )),
+        Err(e) => {
+            link.reap();
+            Err(Error::Keeper(e))
+        }
+    }
+}
+
+/// The plan in the keeper's terms: raw bytes, milliseconds, signals.
+fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
+    let bytes = |s: &std::ffi::OsStr| s.as_bytes().to_vec();
+    let argv: Vec<Vec<u8>> = plan.argv.iter().map(|a| bytes(a)).collect();
+    let envp: Vec<Vec<u8>> = plan
+        .env
+        .iter()
+        .map(|(k, v)| {
+            let mut entry = k.clone().into_vec();
+            entry.push(b'=');
+            entry.extend_from_slice(v.as_bytes());
+            entry
+        })
+        .collect();
+    for (what, item) in argv
+        .iter()
+        .map(|a| ("argument", a))
+        .chain(envp.iter().map(|e| ("environment", e)))
+    {
+        if item.contains(&0) {
+            return Err(Error::InvalidInput {
+                what,
+                reason: format!("contains a NUL byte: {:?}", String::from_utf8_lossy(item)),
+            });
+        }
+    }
+    Ok(SpawnSpec {
+        program: bytes(plan.program.as_os_str()),
+        argv,
+        envp,
+        cwd: plan.cwd.as_ref().map(|c| bytes(c.as_os_str())),
+        containment: plan.containment,
+        leftovers: plan.leftovers,
+        ladder: rungs(&plan.ladder),
+        grace_ms: millis(plan.grace),
+        timeout_ms: plan.timeout.map(millis),
+        new_session: plan.new_session,
+        report_stops: plan.foreground,
+    })
+}
+
+/// The signals of a ladder, each to the whole tree.
+fn rungs(ladder: &Ladder) -> Vec<Rung> {
+    let signals = match ladder {
+        Ladder::Standard => vec![libc::SIGTERM],
+        Ladder::Signals(signals) => signals.clone(),
+    };
+    signals
+        .into_iter()
+        .map(|signal| Rung {
+            signal,
+            scope: Scope::Tree,
+        })
+        .collect()
+}
+
+fn spawn_error(plan: &SpawnPlan, errno: i32, stage: SpawnStage) -> Error {
+    let program = plan
+        .argv
+        .first()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let path = plan.program.as_path();
+    let source = std::io::Error::from_raw_os_error(errno);
+    match (stage, errno) {
+        // The file is there but exec says ENOENT: its `#!` interpreter is
+        // missing — say so rather than "not found".
+        (SpawnStage::Exec, libc::ENOENT) if path.exists() => Error::NotExecutable {
+            path: path.to_owned(),
+            reason: "its interpreter (the #! line) was not found".into(),
+        },
+        (SpawnStage::Exec, libc::ENOENT) => Error::ProgramNotFound {
+            program,
+            path_searched: String::new(),
+        },
+        (SpawnStage::Exec, libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::ETXTBSY) => {
+            Error::NotExecutable {
+                path: path.to_owned(),
+                reason: source.to_string(),
+            }
+        }
+        (SpawnStage::Chdir, _) => Error::BadCwd {
+            cwd: plan.cwd.clone().unwrap_or_default(),
+            reason: source.to_string(),
+        },
+        (SpawnStage::PidNamespace, _) => Error::ContainmentUnavailable {
+            requested: "pidns",
+            reason: source.to_string(),
+        },
+        _ => Error::Spawn {
+            program,
+            stage: stage.name(),
+            source,
+        },
+    }
+}
+
+/// Program search and executability, the Unix way.
+pub(crate) mod resolve {
+    use super::*;
+
+    /// Search path used when the command's environment has no `PATH`.
+    pub(crate) const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+    /// Whether `program` names a path (has a `/`) rather than a name to
+    /// search for.
+    pub(crate) fn is_path(program: &std::ffi::OsStr) -> bool {
+        program.as_bytes().contains(&b'/')
+    }
+
+    /// Whether `key` is the search-path variable.
+    pub(crate) fn is_path_var(key: &std::ffi::OsStr) -> bool {
+        key == "PATH"
+    }
+
+    /// The files a program given as `path` may be (just itself on Unix).
+    pub(crate) fn path_candidates(path: &Path) -> Vec<std::path::PathBuf> {
+        vec![path.to_owned()]
+    }
+
+    /// The files a search of `dir` for `program` tries, in order.
+    pub(crate) fn candidates(dir: &Path, program: &std::ffi::OsStr) -> Vec<std::path::PathBuf> {
+        vec![dir.join(program)]
+    }
+
+    /// `Ok` if `path` is an executable file; `Err(None)` if it does not
+    /// exist; `Err(Some(reason))` if it exists but cannot be executed.
+    pub(crate) fn executable(path: &Path) -> std::result::Result<(), Option<String>> {
+        let meta = std::fs::metadata(path).map_err(|_| None)?;
+        if meta.is_dir() {
+            return Err(Some("is a directory".into()));
+        }
+        nix::unistd::access(path, nix::unistd::AccessFlags::X_OK)
+            .map_err(|e| Some(e.desc().to_lowercase()))
+    }
+}

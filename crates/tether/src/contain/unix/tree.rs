@@ -1,0 +1,224 @@
+//! A contained tree on Unix: the owner's view of one keeper's session.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::foreground::Terminal;
+use super::link::{KeeperLink, Sender};
+use super::protocol::{Event, Request, Rung, Scope};
+use super::watcher::TreeWatcher;
+use crate::contain::TreeEvent;
+use crate::containment::Containment;
+use crate::error::{Error, Result, Survivor};
+use crate::identity::ProcessIdentity;
+use crate::session::Descendant;
+
+/// A running, contained command and everything it starts.
+#[derive(Debug)]
+pub(crate) struct Tree {
+    link: KeeperLink,
+    identity: ProcessIdentity,
+    containment: Containment,
+    session: String,
+    ladder: Arc<[Rung]>,
+    settled: bool,
+    /// The terminal, for a foreground command.
+    terminal: Option<Terminal>,
+}
+
+impl Tree {
+    pub(super) fn new(
+        link: KeeperLink,
+        identity: ProcessIdentity,
+        containment: Containment,
+        session: String,
+        ladder: Vec<Rung>,
+    ) -> Tree {
+        Tree {
+            link,
+            identity,
+            containment,
+            session,
+            ladder: ladder.into(),
+            settled: false,
+            terminal: None,
+        }
+    }
+
+    /// Makes the command the foreground job of this process's terminal
+    /// (see [`Terminal`]). A command that read the terminal before it was
+    /// handed over was stopped by `SIGTTIN`: it is continued.
+    pub(super) fn take_foreground(&mut self) {
+        self.terminal = Terminal::new(self.identity.pid);
+        if self.terminal.is_some() {
+            let _ = self.handle().signal(libc::SIGCONT, Scope::Group);
+        }
+    }
+
+    /// The main process.
+    pub(crate) fn identity(&self) -> &ProcessIdentity {
+        &self.identity
+    }
+
+    /// What holds the tree.
+    pub(crate) fn containment(&self) -> Containment {
+        self.containment
+    }
+
+    /// The keeper's pid (diagnostics, the ledger).
+    pub(crate) fn keeper_pid(&self) -> Option<u32> {
+        self.link.keeper_pid()
+    }
+
+    /// A handle for starting kills (and, on Unix, signalling) from other
+    /// threads.
+    pub(crate) fn handle(&self) -> TreeHandle {
+        TreeHandle {
+            sender: self.link.sender(),
+            ladder: Arc::clone(&self.ladder),
+        }
+    }
+
+    /// The next event, waiting at most `timeout` (`None` = forever);
+    /// `Ok(None)` when none came. A keeper that died without reporting the
+    /// tree empty is [`Error::KeeperLost`], its orphans already killed.
+    pub(crate) fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<TreeEvent>> {
+        loop {
+            let event = match self.link.recv(timeout) {
+                Ok(Some(event)) => event,
+                Ok(None) => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Err(self.lost()),
+                Err(e) => return Err(Error::Keeper(e)),
+            };
+            let event = match event {
+                Event::MainExited {
+                    termination,
+                    timed_out,
+                } => {
+                    // The terminal goes back the moment the command is done.
+                    self.terminal = None;
+                    TreeEvent::MainExited {
+                        termination,
+                        timed_out,
+                    }
+                }
+                Event::MainStopped { signal } => {
+                    if let Some(terminal) = self.terminal.as_mut() {
+                        terminal.stop_job(signal);
+                        let _ = self.handle().signal(libc::SIGCONT, Scope::Group);
+                    }
+                    continue;
+                }
+                Event::MainContinued => continue,
+                Event::TreeEmpty { killed } => {
+                    self.settled = true;
+                    // The keeper waits for another command: recycle or
+                    // release it. A PID namespace is spent.
+                    self.link
+                        .finish(self.containment != Containment::PidNamespace);
+                    TreeEvent::Settled { killed }
+                }
+                Event::KillFailed { survivors } => TreeEvent::KillFailed {
+                    survivors: survivors
+                        .into_iter()
+                        .map(|(pid, cmd)| Survivor {
+                            pid,
+                            command: String::from_utf8_lossy(&cmd).into_owned(),
+                        })
+                        .collect(),
+                },
+                // Only answers to a spawn: not expected here.
+                Event::Started { .. } | Event::SpawnFailed { .. } => continue,
+            };
+            return Ok(Some(event));
+        }
+    }
+
+    /// Starts the kill ladder on the whole tree, without waiting. No-op once
+    /// the tree is known to be empty.
+    pub(crate) fn start_kill(&self, grace: Duration) {
+        if self.settled {
+            return;
+        }
+        // A send error means the keeper already finished; its last events
+        // are still in the socket and tell how.
+        let _ = self.handle().start_kill(grace);
+    }
+
+    /// Live processes of the tree other than the main process (and the
+    /// PID-namespace init, which is tether's, not the command's).
+    pub(crate) fn descendants(&self) -> Vec<Descendant> {
+        if self.settled {
+            return Vec::new();
+        }
+        let Some(keeper) = self.link.keeper_pid() else {
+            return Vec::new();
+        };
+        crate::contain::os::descendants(keeper, &self.identity, self.containment, &self.session)
+    }
+
+    /// Readiness of this tree's events for an async event loop: wait on it,
+    /// then call [`recv`](Self::recv) with a zero timeout until `Ok(None)`.
+    pub(crate) fn watcher(&self) -> io::Result<TreeWatcher> {
+        TreeWatcher::new(self.link.event_fd().try_clone_to_owned()?)
+    }
+
+    /// The keeper died without reporting an empty tree. With a PID
+    /// namespace the kernel took the tree down with it. Otherwise its
+    /// orphans went to the nearest subreaper (this process, if it is one)
+    /// or to init: find and kill them.
+    fn lost(&mut self) -> Error {
+        // Reaped first: once the keeper's exit is reported, the kernel has
+        // reparented its orphans, so none is missed below.
+        self.link.reap();
+        self.settled = true;
+        self.terminal = None;
+        let orphans_killed = super::orphans::kill_orphans(&self.session);
+        Error::KeeperLost { orphans_killed }
+    }
+}
+
+/// Starts kills of a [`Tree`] from any thread. Events (the exit, the empty
+/// tree) still arrive at the tree's `recv`.
+#[derive(Clone, Debug)]
+pub(crate) struct TreeHandle {
+    sender: Arc<Sender>,
+    ladder: Arc<[Rung]>,
+}
+
+impl TreeHandle {
+    /// Starts the kill ladder on the whole tree (the command's own ladder,
+    /// `grace` per rung, then SIGKILL) without waiting for it.
+    pub(crate) fn start_kill(&self, grace: Duration) -> Result<()> {
+        self.send(&Request::Kill {
+            ladder: self.ladder.to_vec(),
+            grace_ms: millis(grace),
+        })
+    }
+
+    /// Sends `signal` to `scope` now.
+    pub(crate) fn signal(&self, signal: i32, scope: Scope) -> Result<()> {
+        self.send(&Request::Signal { signal, scope })
+    }
+
+    /// Sends `signal` to the main process's group, then kills the whole
+    /// tree after `grace` unless it ended by itself.
+    pub(crate) fn interrupt(&self, signal: i32, grace: Duration) -> Result<()> {
+        self.send(&Request::Kill {
+            ladder: vec![Rung {
+                signal,
+                scope: Scope::Group,
+            }],
+            grace_ms: millis(grace),
+        })
+    }
+
+    fn send(&self, request: &Request) -> Result<()> {
+        self.sender.send(request, &[]).map_err(Error::Keeper)
+    }
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}

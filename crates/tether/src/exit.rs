@@ -1,0 +1,79 @@
+//! How a command ended, and what it wrote.
+
+use crate::contain::Termination;
+
+/// How a command's main process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExitStatus {
+    pub(crate) termination: Termination,
+    pub(crate) timed_out: bool,
+    pub(crate) descendants_killed: u32,
+}
+
+impl ExitStatus {
+    /// The exit code, if the process exited normally (always, on Windows).
+    /// On Unix, a process killed by a signal has none:
+    /// [`ExitStatusExt::signal`](crate::unix::ExitStatusExt::signal) says
+    /// which.
+    pub fn code(&self) -> Option<i32> {
+        match self.termination {
+            Termination::Code(c) => Some(c),
+            Termination::Signal(_) => None,
+        }
+    }
+
+    /// The exit status as a shell reports it: the code, or 128 + the
+    /// signal's number for a process a signal killed.
+    pub fn shell_code(&self) -> i32 {
+        match self.termination {
+            Termination::Code(c) => c,
+            Termination::Signal(s) => 128 + s,
+        }
+    }
+
+    /// Exit code 0.
+    pub fn success(&self) -> bool {
+        self.code() == Some(0)
+    }
+
+    /// Whether the command was killed because its timeout passed.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out
+    }
+
+    /// How many descendants (not the main process) a kill signalled before
+    /// the tree was empty — e.g. the leftovers killed after the main
+    /// process exited.
+    pub fn descendants_killed(&self) -> u32 {
+        self.descendants_killed
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.termination {
+            Termination::Code(c) => write!(f, "exit code {c}")?,
+            Termination::Signal(s) => write!(f, "signal {s}")?,
+        }
+        if self.timed_out {
+            write!(f, " (timed out)")?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything a finished command wrote, and how it ended.
+#[derive(Clone, Debug)]
+pub struct Output {
+    /// How it ended.
+    pub status: ExitStatus,
+    /// All of its standard output.
+    pub stdout: Vec<u8>,
+    /// All of its standard error.
+    pub stderr: Vec<u8>,
+    /// Bytes of stdout dropped from the front to stay within a limit
+    /// ([`Child::wait_with_output_limited`](crate::Child::wait_with_output_limited)); 0 otherwise.
+    pub stdout_dropped: u64,
+    /// Bytes of stderr dropped from the front likewise.
+    pub stderr_dropped: u64,
+}

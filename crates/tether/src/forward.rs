@@ -1,0 +1,45 @@
+//! Passing on the signals a program receives to the one command it runs in
+//! the foreground — `tether run`'s behaviour, for any program.
+
+use crate::child::Child;
+use crate::contain::Forwarder;
+
+/// Forwards the termination signals this process receives — `SIGINT`,
+/// `SIGTERM`, `SIGHUP` on Unix; Ctrl-C, Ctrl-Break and console close on
+/// Windows — to one [`Child`]: the main process's group gets the signal,
+/// and the whole tree is killed after the child's grace unless it ended by
+/// itself.
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // First thing, before any thread starts:
+/// let forwarder = tether::SignalForwarder::install()?;
+/// let mut child = tether::Command::new("make").spawn()?;
+/// forwarder.forward_to(&child)?;
+/// let status = child.wait()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct SignalForwarder(Forwarder);
+
+impl SignalForwarder {
+    /// Takes the signals over for this process. On Unix they are blocked
+    /// here, so that only the forwarding thread sees them: call this before
+    /// any other thread starts (threads inherit the mask of their creator).
+    ///
+    /// # Errors
+    /// The OS refused to change the signal mask or handlers.
+    pub fn install() -> std::io::Result<SignalForwarder> {
+        Ok(SignalForwarder(Forwarder::install()?))
+    }
+
+    /// Forwards every signal from now on to `child` (from a thread of its
+    /// own).
+    ///
+    /// # Errors
+    /// The thread could not be started.
+    pub fn forward_to(self, child: &Child) -> std::io::Result<()> {
+        let handle = child.handle();
+        self.0.forward_to(handle.tree, handle.grace)
+    }
+}
