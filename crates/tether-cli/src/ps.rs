@@ -13,9 +13,10 @@ use tether_ledger::{
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Lists the owners of this install (the tether state directory: $TETHER_HOME, else \
-$XDG_STATE_HOME/tether, else ~/.local/state/tether) with their sessions and live \
+$XDG_STATE_HOME/tether, else ~/.local/state/tether, else $XDG_RUNTIME_DIR/tether, else \
+/tmp/tether-<uid>) with their sessions and live \
 processes, from the ledger and from the spawn tags of running processes. An owner is \
-alive or dead by identity (pid, start time, pidfs inode), never by pid alone; the \
+alive or dead by identity (pid, start time), never by pid alone or by the ledger; the \
 processes of a provably dead owner are orphaned, and `tether reap` kills them. \
 Sessions the ledger does not know are marked untracked.
 

@@ -54,11 +54,12 @@ mod rebuild;
 mod records;
 mod scan;
 mod schema;
+mod state_dir;
 mod store;
 
 pub use census::{Census, LedgerState, OwnerEntry, ProcessEntry, Role, SessionEntry, SessionState};
 pub use clock::Clock;
-pub use error::{LedgerError, Result};
+pub use error::{Insecurity, LedgerError, Result};
 pub use observer::LedgerObserver;
 pub use proof::{DeathProof, OwnerKey, OwnerStatus};
 pub use reaper::{

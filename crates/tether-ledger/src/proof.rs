@@ -4,11 +4,8 @@
 //! alive now, so it and its owner belong to this boot: the owner is the
 //! process of this boot with that pid and start time. It is **provably
 //! dead** when `/proc/<pid>` is gone, is a zombie, or belongs to a process
-//! that started at another time — or started in the same clock tick but
-//! has another pidfs inode than the ledger recorded for the owner (start
-//! times have 10 ms resolution; forced immediate pid reuse collided in 295
-//! of 300 tries here, the pidfs inode never). Every other case is
-//! **unknown**, and unknown is never reaped:
+//! that started at another time. Every other case is **unknown**, and
+//! unknown is never reaped:
 //!
 //! - the tag carries no owner start time (`0`: it could not be read);
 //! - `/proc` is mounted with `hidepid` and the owner is not known (from the
@@ -16,11 +13,18 @@
 //! - `/proc` shows another pid namespace than ours, or the tagged process
 //!   lives in a nested pid namespace (a `pidns` session's tree: its keeper,
 //!   in ours, is what gets reaped, and the kernel takes the namespace down
-//!   with it).
+//!   with it);
+//! - a live process has the owner's pid and start time but another pidfs
+//!   inode than the ledger recorded. That is either a pid reused within
+//!   one clock tick (start times have 10 ms resolution; forced immediate
+//!   reuse collided in 295 of 300 tries here) or a ledger that is wrong —
+//!   and the ledger is attacker-shaped input: editing one owner row's
+//!   inode made a running `tether run` read as dead and `reap` killed its
+//!   session (issue 8). Ledger data never outweighs the live process.
 //!
 //! The mistakes this allows are all on the safe side: a pid reused within
-//! one tick by a process the ledger never recorded looks alive, and its
-//! orphans are kept.
+//! one tick looks alive or unknown, and its orphans are kept (listed by
+//! `tether ps` and `tether reap`, never signalled).
 
 use std::collections::HashMap;
 
@@ -53,9 +57,6 @@ pub enum DeathProof {
         /// Start time (ticks) of the process holding the pid now.
         now_start_time: u64,
     },
-    /// Its pid belongs to a process that started in the same clock tick
-    /// but has another pidfs inode than the ledger recorded.
-    InodeDiffers,
     /// The ledger recorded it in an earlier boot.
     EarlierBoot,
 }
@@ -66,9 +67,6 @@ impl std::fmt::Display for DeathProof {
             DeathProof::Gone => f.write_str("gone"),
             DeathProof::Exited => f.write_str("exited (zombie)"),
             DeathProof::PidReused { .. } => f.write_str("pid reused by another process"),
-            DeathProof::InodeDiffers => {
-                f.write_str("pid reused within one tick (pidfs inode differs)")
-            }
             DeathProof::EarlierBoot => f.write_str("from an earlier boot"),
         }
     }
@@ -230,8 +228,15 @@ impl Prover {
         };
         match tether::ProcessIdentity::of_pid(key.pid) {
             Ok(now) if now.matches(&recorded) => OwnerStatus::Alive,
-            Ok(now) if now.start_time == key.start_time => OwnerStatus::Dead {
-                proof: DeathProof::InodeDiffers,
+            // Same pid, same start time, alive: only the ledger says it is
+            // another process, and the ledger may have been edited.
+            Ok(now) if now.start_time == key.start_time => OwnerStatus::Unknown {
+                reason: format!(
+                    "a live process has the owner's pid and start time but pidfs inode {}, \
+                     not the {inode} the ledger recorded (pid reused within one clock tick, \
+                     or a wrong ledger)",
+                    now.pidfs_inode.map_or("none".into(), |i| i.to_string())
+                ),
             },
             Ok(now) => OwnerStatus::Dead {
                 proof: DeathProof::PidReused {
@@ -324,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn a_recorded_inode_that_differs_proves_death() {
+    fn a_recorded_inode_that_differs_is_unknown_not_death() {
         let me = tether::ProcessIdentity::current().unwrap();
         let row = OwnerRow {
             id: crate::records::OwnerId(1),
@@ -345,12 +350,7 @@ mod tests {
             start_time: me.start_time,
         });
         if me.pidfs_inode.is_some() {
-            assert_eq!(
-                status,
-                OwnerStatus::Dead {
-                    proof: DeathProof::InodeDiffers
-                }
-            );
+            assert!(matches!(status, OwnerStatus::Unknown { .. }), "{status:?}");
         } else {
             assert_eq!(status, OwnerStatus::Alive, "no pidfs: start time decides");
         }

@@ -9,6 +9,10 @@
 //!   was before that transaction. `synchronous = NORMAL`: a process crash
 //!   loses nothing committed; a power cut may lose the last transactions,
 //!   never consistency.
+//! - **Trust.** The state directory and the ledger's files must be this
+//!   user's alone — no symbolic links, owned by the effective uid, not
+//!   writable by group or others — or the store is not opened at all
+//!   ([`LedgerError::Insecure`], saying what to do; see `state_dir.rs`).
 //! - **Creation.** A new store is built completely in a temporary file
 //!   (0600 from birth) and hard-linked into place, so `ledger.db` always
 //!   has a header and a schema: an empty or short `ledger.db` is damage,
@@ -26,7 +30,7 @@
 //!   reopens it if another process quarantined it meanwhile.
 
 use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -40,6 +44,7 @@ use crate::records::{
     join_args, split_args,
 };
 use crate::schema::{self, CURRENT_VERSION};
+use crate::state_dir;
 
 /// File name of the store inside the state directory.
 pub const LEDGER_FILE: &str = "ledger.db";
@@ -86,15 +91,22 @@ impl Ledger {
     /// directory (created 0700 if missing). A corrupt store is quarantined
     /// and rebuilt; [`Ledger::quarantined`] tells.
     ///
-    /// Fails if the directory or store cannot be created or opened, the
-    /// store is locked beyond [`BUSY_TIMEOUT`], or it has a newer schema.
+    /// Fails with [`LedgerError::Insecure`] if the directory or a ledger
+    /// file is a symbolic link, owned by another user or writable by group
+    /// or others (see the `state_dir` module: nothing is read or written
+    /// then); and if the directory or store cannot be created or opened,
+    /// the store is locked beyond [`BUSY_TIMEOUT`], or it has a newer
+    /// schema.
     pub fn open(install: &Install) -> Result<Ledger> {
         let dir = install.state_dir().to_path_buf();
-        create_state_dir(&dir)?;
+        state_dir::secure_dir(&dir)?;
         let path = dir.join(LEDGER_FILE);
         let mut quarantined = None;
-        let mut last_reason = String::new();
+        let mut last_corruption = None;
         for _ in 0..4 {
+            for file in [path.clone(), sibling(&path, "-wal"), sibling(&path, "-shm")] {
+                state_dir::secure_file(&file)?;
+            }
             match open_existing(&path) {
                 Ok((conn, file_id)) => {
                     return Ok(Ledger {
@@ -111,14 +123,14 @@ impl Ledger {
                     if let Some(q) = quarantine(&dir, &path, install.id(), file_id, &reason)? {
                         quarantined = Some(q);
                     }
-                    last_reason = reason;
+                    last_corruption = Some(reason);
                 }
                 Err(Attempt::Failed(e)) => return Err(e),
             }
         }
-        Err(LedgerError::StillCorrupt {
-            path,
-            reason: last_reason,
+        Err(match last_corruption {
+            Some(reason) => LedgerError::StillCorrupt { path, reason },
+            None => LedgerError::KeepsChanging { path },
         })
     }
 
@@ -428,17 +440,6 @@ pub(crate) fn insert_rebuilt_owner(
     insert_owner(tx, owner, Source::Rebuilt)
 }
 
-fn create_state_dir(dir: &Path) -> Result<()> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|source| LedgerError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })
-}
-
 fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
     let meta = fs::metadata(path)?;
     Ok((meta.dev(), meta.ino()))
@@ -570,16 +571,7 @@ struct DirLock(File);
 impl DirLock {
     fn take(dir: &Path) -> Result<DirLock> {
         let path = dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|source| LedgerError::Io {
-                path: path.clone(),
-                source,
-            })?;
+        let file = state_dir::open_private(&path)?;
         // Held only around quarantine and creation: bounded work.
         nix_flock(&file, libc::LOCK_EX).map_err(|source| LedgerError::Io { path, source })?;
         Ok(DirLock(file))

@@ -1,15 +1,35 @@
 //! Where tether keeps its state, and the stable id derived from it.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// One tether installation: a state directory and the id derived from it.
 ///
-/// The state directory is `$TETHER_HOME` if set, else
-/// `$XDG_STATE_HOME/tether`, else `$HOME/.local/state/tether`, else
-/// `/tmp/tether-<uid>`. The id is a 64-bit FNV-1a hash of that path, written
-/// as 16 hex digits: stable for as long as the path is, computed without
-/// touching the disk, and different for two installs side by side (each
-/// test suite, say), so their spawn tags never claim each other's processes.
+/// The state directory is the first of:
+///
+/// 1. `$TETHER_HOME`;
+/// 2. `$XDG_STATE_HOME/tether` (ignored unless absolute, as the XDG spec
+///    says);
+/// 3. `$HOME/.local/state/tether` (likewise);
+/// 4. `$XDG_RUNTIME_DIR/tether` (per user and 0700 by the spec, but
+///    emptied at logout);
+/// 5. `/tmp/tether-<uid>`: shared and predictable, so another user can
+///    create it first. The ledger refuses a state directory that is a
+///    symbolic link, not owned by the effective user, or writable by group
+///    or others, so the worst such a user can do is make tether refuse it.
+///
+/// The path is **canonical**, so every spelling of one directory is one
+/// install: absolute (relative to the current directory), with symbolic
+/// links, `.` and `..` resolved for the part that exists, and the part not
+/// created yet (which can hold no link) normalized lexically. `$H`,
+/// `$H/`, `$H/./` and a symbolic link to `$H` are one install, the same
+/// before and after the directory is created. The two shared fallbacks
+/// (4 and 5) resolve only their parent: a symbolic link planted at the
+/// predictable name itself is kept as it is, for the ledger to refuse.
+///
+/// The id is a 64-bit FNV-1a hash of the canonical path, written as 16 hex
+/// digits: stable for as long as that path is, and different for two
+/// installs side by side (each test suite, say), so their spawn tags never
+/// claim each other's processes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Install {
     state_dir: PathBuf,
@@ -19,17 +39,25 @@ pub struct Install {
 impl Install {
     /// The install named by the environment (see the type docs).
     pub fn from_env() -> Install {
-        Install::at(default_state_dir())
+        match default_state_dir() {
+            StateDir::Chosen(dir) => Install::at(dir),
+            StateDir::Shared { parent, name } => Install::exactly(canonical(&parent).join(name)),
+        }
     }
 
-    /// The install whose state lives in `state_dir`.
-    pub fn at(state_dir: impl Into<PathBuf>) -> Install {
-        let state_dir = state_dir.into();
+    /// The install whose state lives in `state_dir`, however it is spelled
+    /// (see the type docs). Reads the file system to resolve the part of
+    /// the path that exists; never creates anything.
+    pub fn at(state_dir: impl AsRef<Path>) -> Install {
+        Install::exactly(canonical(state_dir.as_ref()))
+    }
+
+    fn exactly(state_dir: PathBuf) -> Install {
         let id = format!("{:016x}", fnv1a(state_dir.as_os_str().as_encoded_bytes()));
         Install { state_dir, id }
     }
 
-    /// The state directory (it may not exist yet).
+    /// The state directory, canonical (it may not exist yet).
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }
@@ -40,25 +68,77 @@ impl Install {
     }
 }
 
-fn default_state_dir() -> PathBuf {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
+/// Where the environment puts the state directory.
+enum StateDir {
+    /// A directory the user named (directly or through their home).
+    Chosen(PathBuf),
+    /// `parent/name`, where `parent` is shared with other users.
+    Shared { parent: PathBuf, name: String },
+}
+
+fn default_state_dir() -> StateDir {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let absolute = |name: &str| var(name).map(PathBuf::from).filter(|p| p.is_absolute());
     if let Some(home) = var("TETHER_HOME") {
-        return home;
+        return StateDir::Chosen(home.into());
     }
-    if let Some(state) = var("XDG_STATE_HOME") {
-        return state.join("tether");
+    if let Some(state) = absolute("XDG_STATE_HOME") {
+        return StateDir::Chosen(state.join("tether"));
     }
-    if let Some(home) = var("HOME") {
-        return home.join(".local/state/tether");
+    if let Some(home) = absolute("HOME") {
+        return StateDir::Chosen(home.join(".local/state/tether"));
     }
-    PathBuf::from(format!(
-        "/tmp/tether-{}",
-        crate::contain::sys::current_uid()
-    ))
+    if let Some(runtime) = absolute("XDG_RUNTIME_DIR") {
+        return StateDir::Shared {
+            parent: runtime,
+            name: "tether".into(),
+        };
+    }
+    StateDir::Shared {
+        parent: "/tmp".into(),
+        name: format!("tether-{}", crate::contain::sys::current_uid()),
+    }
+}
+
+/// `path` made absolute; its longest existing prefix resolved by the file
+/// system (symbolic links, `.`, `..`); the rest — which does not exist, so
+/// holds no link — normalized lexically (`.` dropped, `..` pops). So the
+/// answer for a directory not created yet is the one it will have once it
+/// is, as long as the part that exists does not change.
+fn canonical(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        match std::env::current_dir() {
+            Ok(cwd) => cwd.join(path),
+            Err(_) => path.to_path_buf(),
+        }
+    };
+    // `components` already drops repeated and trailing separators and
+    // inner `.`.
+    let parts: Vec<Component<'_>> = absolute.components().collect();
+    for split in (0..=parts.len()).rev() {
+        let prefix: PathBuf = parts[..split].iter().collect();
+        let resolved = if split == 0 {
+            Ok(PathBuf::new())
+        } else {
+            std::fs::canonicalize(&prefix)
+        };
+        let Ok(mut out) = resolved else {
+            continue;
+        };
+        for part in &parts[split..] {
+            match part {
+                Component::ParentDir => {
+                    out.pop();
+                }
+                Component::CurDir => {}
+                other => out.push(other.as_os_str()),
+            }
+        }
+        return out;
+    }
+    unreachable!("the empty prefix always resolves")
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -77,5 +157,29 @@ mod tests {
         assert_eq!(a.id(), Install::at("/var/lib/a").id());
         assert_ne!(a.id(), Install::at("/var/lib/b").id());
         assert_eq!(a.id().len(), 16);
+    }
+
+    #[test]
+    fn a_path_that_does_not_exist_is_normalized_lexically() {
+        let base = "/nonexistent-tether-test";
+        for spelling in [
+            "/nonexistent-tether-test/x/",
+            "/nonexistent-tether-test/./x",
+            "/nonexistent-tether-test//x",
+            "/nonexistent-tether-test/y/../x",
+        ] {
+            assert_eq!(
+                Install::at(spelling).state_dir(),
+                Path::new(&format!("{base}/x")),
+                "{spelling}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_relative_path_is_made_absolute() {
+        let install = Install::at("some/relative/dir");
+        assert!(install.state_dir().is_absolute());
+        assert!(install.state_dir().ends_with("some/relative/dir"));
     }
 }

@@ -27,13 +27,21 @@
 //! the ring go from the caller's slice straight to the file, uncopied.
 //! Reads use positional I/O (`pread`), so they take `&self` and concurrent
 //! readers never race on a shared file cursor.
+//!
+//! The spill file **never has a name** that could outlive the buffer: on
+//! Linux it is made with `O_TMPFILE` (an inode with no directory entry at
+//! all), elsewhere — or on a file system without `O_TMPFILE` — it is
+//! created under a random name and unlinked before a byte is written. Its
+//! space comes back when the descriptor closes, however the process ends:
+//! three 400 MB commands under a `SIGKILL`ed `tether mcp` used to leave
+//! 805 MB behind in a named spill directory (issue 8). Only the owner's
+//! descriptor (close-on-exec, never inherited) reaches the bytes.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Default cap on the in-memory ring: 1 MiB.
 pub const DEFAULT_MAX_MEMORY: usize = 1 << 20;
@@ -53,10 +61,12 @@ pub struct OutputConfig {
     /// Most bytes written to the spill file (default [`DEFAULT_SPILL_CAP`]);
     /// 0 disables spilling.
     pub spill_cap: u64,
-    /// Private directory for the spill file (default `None`: no spilling).
-    /// It is created with mode 0700 if missing; an existing directory must
-    /// be owned by the effective user and closed to group and others, or
-    /// spilling is refused.
+    /// Directory the spill file is made in (default `None`: no spilling).
+    /// The file never has a name there (see the module docs), so the
+    /// directory may be shared, like the system temp dir. It is created
+    /// with mode 0700 if missing; an existing one must belong to the
+    /// effective user or root and, if others may write it, carry the sticky
+    /// bit (as `/tmp` does), or spilling is refused.
     pub spill_dir: Option<PathBuf>,
 }
 
@@ -94,14 +104,15 @@ enum Spill {
     /// Spilling is on; the file is created at the first eviction, so a
     /// session with little output never touches the disk.
     Lazy { dir: PathBuf },
-    /// The file exists and holds stream bytes `[0, spilled)`.
-    File { file: File, path: PathBuf },
+    /// The (nameless) file holds stream bytes `[0, spilled)`.
+    File { file: File, dir: PathBuf },
 }
 
 /// One byte stream with absolute offsets: a bounded in-memory ring of the
 /// newest bytes plus an optional spill file for evicted ones.
 ///
-/// The spill file, if any, is deleted when the buffer is dropped.
+/// The spill file, if any, has no name and is gone when the buffer is
+/// dropped or the process dies.
 pub struct OutputBuffer {
     /// Byte at offset `o` lives at `ring[o % cap]`; `ring.len()` grows up to
     /// `cap` and then stays there.
@@ -167,10 +178,11 @@ impl OutputBuffer {
         self.ring.capacity()
     }
 
-    /// Path of the spill file, once one has been created.
-    pub fn spill_path(&self) -> Option<&Path> {
+    /// The directory the spill file was made in, once there is one (the
+    /// file itself has no name there).
+    pub fn spill_dir(&self) -> Option<&Path> {
         match &self.spill {
-            Spill::File { path, .. } => Some(path),
+            Spill::File { dir, .. } => Some(dir),
             _ => None,
         }
     }
@@ -208,7 +220,10 @@ impl OutputBuffer {
     fn spill_until(&mut self, input: &[u8], old_end: u64, new_memory_start: u64) -> io::Result<()> {
         if let Spill::Lazy { dir } = &self.spill {
             match create_spill_file(dir) {
-                Ok((file, path)) => self.spill = Spill::File { file, path },
+                Ok(file) => {
+                    let dir = dir.clone();
+                    self.spill = Spill::File { file, dir };
+                }
                 Err(e) => {
                     self.spill = Spill::Off;
                     self.spill_limit = 0;
@@ -216,7 +231,7 @@ impl OutputBuffer {
                 }
             }
         }
-        let Spill::File { file, path } = &self.spill else {
+        let Spill::File { file, dir } = &self.spill else {
             return Ok(());
         };
         let ring_to = self.spill_limit.min(old_end);
@@ -231,8 +246,8 @@ impl OutputBuffer {
         let mut pos = self.spilled;
         let mut result = Ok(());
         for part in [a, b, c] {
-            if let Err(e) = sys::write_all_at(file, part, pos) {
-                let msg = format!("writing spill file {}: {e}", path.display());
+            if let Err(e) = crate::contain::spill::write_all_at(file, part, pos) {
+                let msg = format!("writing spill file in {}: {e}", dir.display());
                 result = Err(io::Error::new(e.kind(), msg));
                 break;
             }
@@ -322,7 +337,7 @@ impl OutputBuffer {
             };
             let to = stop.min(self.spilled).min(memory_start);
             data.resize((to - pos) as usize, 0);
-            sys::read_exact_at(file, &mut data, pos)?;
+            crate::contain::spill::read_exact_at(file, &mut data, pos)?;
             pos = to;
         }
         if pos >= memory_start && pos < stop {
@@ -360,24 +375,18 @@ impl OutputBuffer {
         }
     }
 
-    /// Closes and deletes the spill file now, and stops spilling: the bytes
-    /// it held count as dropped from then on. Done automatically on drop.
+    /// Closes the spill file now — which frees its space, since it has no
+    /// name — and stops spilling: the bytes it held count as dropped from
+    /// then on. Done automatically on drop.
     ///
     /// # Errors
-    /// Fails if the file exists but cannot be deleted; a file already gone
-    /// is not an error.
+    /// None today (closing a nameless file cannot fail in a way that keeps
+    /// its bytes); the `Result` leaves room for a platform where it can.
     pub fn remove_spill(&mut self) -> io::Result<()> {
         let spill = std::mem::replace(&mut self.spill, Spill::Off);
         self.spill_limit = 0;
         self.spilled = 0;
-        if let Spill::File { file, path } = spill {
-            // Close first: Windows refuses to delete an open file.
-            drop(file);
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
+        drop(spill);
         Ok(())
     }
 }
@@ -389,132 +398,28 @@ impl fmt::Debug for OutputBuffer {
             .field("memory", &(self.memory_start()..self.end))
             .field("spilled", &self.spilled)
             .field("dropped", &self.dropped_total())
-            .field("spill_path", &self.spill_path())
+            .field("spill_dir", &self.spill_dir())
             .finish()
     }
 }
 
 impl Drop for OutputBuffer {
     fn drop(&mut self) {
-        // Nothing to report to from a destructor; a leftover file in the
-        // private spill directory is the worst case.
+        // Closing the nameless file is all it takes.
         let _ = self.remove_spill();
     }
 }
 
-/// Creates a fresh spill file in `dir` with exclusive create, so an
-/// existing file (stale, or planted) is never opened.
-fn create_spill_file(dir: &Path) -> io::Result<(File, PathBuf)> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let context = |e: io::Error, what: &Path| {
+/// Makes a spill file in `dir` that has no name (see the module docs).
+fn create_spill_file(dir: &Path) -> io::Result<File> {
+    let context = |e: io::Error| {
         io::Error::new(
             e.kind(),
-            format!("creating spill file in {}: {e}", what.display()),
+            format!("creating spill file in {}: {e}", dir.display()),
         )
     };
-    sys::ensure_private_dir(dir).map_err(|e| context(e, dir))?;
-    // A stale file from an earlier process with the same pid only costs a
-    // retry; 64 collisions in a row means something else is wrong.
-    for _ in 0..64 {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!("output-{}-{n}.spill", std::process::id()));
-        match sys::create_private_file(&path) {
-            Ok(file) => return Ok((file, path)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(context(e, &path)),
-        }
-    }
-    let e = io::Error::new(io::ErrorKind::AlreadyExists, "64 name collisions");
-    Err(context(e, dir))
-}
-
-/// The only OS-specific part: positional I/O and private file creation.
-#[cfg(unix)]
-mod sys {
-    use std::fs::{DirBuilder, File, OpenOptions};
-    use std::io;
-    use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
-    use std::path::Path;
-
-    /// Creates `dir` (0700) if missing; refuses one that others could
-    /// enter or that belongs to another user.
-    pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
-        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        let meta = std::fs::metadata(dir)?;
-        if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
-            let msg = format!(
-                "directory is not private (mode {:o}, uid {})",
-                meta.mode() & 0o7777,
-                meta.uid()
-            );
-            return Err(io::Error::new(io::ErrorKind::PermissionDenied, msg));
-        }
-        Ok(())
-    }
-
-    /// O_CREAT|O_EXCL, mode 0600, O_CLOEXEC (std sets it anyway; stated so
-    /// the guarantee doesn't rest on a library default).
-    pub fn create_private_file(path: &Path) -> io::Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(path)
-    }
-
-    pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
-        file.write_all_at(buf, offset)
-    }
-
-    pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        file.read_exact_at(buf, offset)
-    }
-}
-
-/// Windows: `seek_read`/`seek_write` are positional (they also move the
-/// cursor, which we never use). The directory inherits its parent's ACL.
-#[cfg(windows)]
-mod sys {
-    use std::fs::{File, OpenOptions};
-    use std::io;
-    use std::os::windows::fs::FileExt;
-    use std::path::Path;
-
-    pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(dir)
-    }
-
-    pub fn create_private_file(path: &Path) -> io::Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-    }
-
-    pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
-        let mut done = 0;
-        while done < buf.len() {
-            match file.seek_write(&buf[done..], offset + done as u64)? {
-                0 => return Err(io::ErrorKind::WriteZero.into()),
-                n => done += n,
-            }
-        }
-        Ok(())
-    }
-
-    pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let mut done = 0;
-        while done < buf.len() {
-            match file.seek_read(&mut buf[done..], offset + done as u64)? {
-                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-                n => done += n,
-            }
-        }
-        Ok(())
-    }
+    crate::contain::spill::ensure_spill_dir(dir).map_err(context)?;
+    crate::contain::spill::create_nameless_file(dir).map_err(context)
 }
 
 #[cfg(test)]
@@ -680,61 +585,6 @@ mod tests {
         let all: Vec<u8> = bytes.collect();
         append_in_chunks(&mut buf, &all, 101);
         assert_eq!(read_all(&buf, 0, 4096), (all, 0));
-    }
-
-    #[test]
-    fn spill_file_is_private_and_removed() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut buf = buffer(16, 1 << 20, Some(dir.path()));
-        buf.append(&[1; 16]).unwrap();
-        assert!(
-            buf.spill_path().is_none(),
-            "no file before the first eviction"
-        );
-        buf.append(&[2; 16]).unwrap();
-        let path = buf.spill_path().unwrap().to_path_buf();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-            assert_eq!(
-                (mode(&path), mode(&dir.path().join("spill"))),
-                (0o600, 0o700)
-            );
-        }
-        drop(buf);
-        assert!(!path.exists());
-
-        let mut buf = buffer(16, 1 << 20, Some(dir.path()));
-        buf.append(&[3; 40]).unwrap();
-        let path = buf.spill_path().unwrap().to_path_buf();
-        buf.remove_spill().unwrap();
-        assert!(!path.exists());
-        assert_eq!(
-            (buf.start_offset(), buf.read(0, 100).unwrap().dropped),
-            (24, 24)
-        );
-        buf.append(&[4; 40]).unwrap();
-        assert!(
-            buf.spill_path().is_none(),
-            "spilling stays off after remove_spill"
-        );
-    }
-
-    #[test]
-    #[cfg(unix)]
-    fn shared_spill_dir_is_refused_but_appends_continue() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let shared = dir.path().join("spill");
-        std::fs::create_dir(&shared).unwrap();
-        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut buf = buffer(8, 1 << 20, Some(dir.path()));
-        let err = buf.append(&[5; 20]).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
-        buf.append(&[6; 20]).unwrap();
-        assert_eq!((buf.end_offset(), buf.dropped_total()), (40, 32));
-        assert_eq!(buf.tail(8).unwrap().data, [6; 8]);
     }
 
     #[test]

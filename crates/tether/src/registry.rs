@@ -79,8 +79,12 @@ pub struct RegistryConfig {
     /// How long a finished session is kept, counted from its main
     /// process's exit (default 30 min).
     pub finished_ttl: Duration,
-    /// Directory for spill files (default: a fresh private directory
-    /// under `$XDG_RUNTIME_DIR`, else the temp dir, removed on drop).
+    /// Directory spill files are made in (default: `$XDG_RUNTIME_DIR`,
+    /// else the temp dir). A spill file never has a name there — it is
+    /// made nameless (`O_TMPFILE`, or unlinked right after it is opened;
+    /// see [`OutputConfig::spill_dir`](crate::output::OutputConfig::spill_dir))
+    /// — so a crash or `SIGKILL` of the owner leaves nothing on disk, and
+    /// no directory is created that another user could predict or plant.
     pub spill_dir: Option<PathBuf>,
     /// Told when each session starts and when it has settled — how a
     /// front-end records sessions in the ledger without this crate
@@ -157,8 +161,6 @@ pub struct Registry {
 struct Inner {
     config: RegistryConfig,
     spill_dir: PathBuf,
-    /// Whether `spill_dir` is ours to remove.
-    own_spill_dir: bool,
     table: Mutex<Table>,
     shut: AtomicBool,
 }
@@ -184,22 +186,19 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// An empty registry. Touches no file until a session spills.
     pub fn new(config: RegistryConfig) -> Registry {
-        let (spill_dir, own_spill_dir) = match &config.spill_dir {
-            Some(dir) => (dir.clone(), false),
-            None => {
-                let base = std::env::var_os("XDG_RUNTIME_DIR")
-                    .map(PathBuf::from)
-                    .filter(|d| d.is_dir())
-                    .unwrap_or_else(std::env::temp_dir);
-                let name = format!("tether-{}-{}", std::process::id(), SessionId::generate());
-                (base.join(name), true)
-            }
-        };
+        // No directory of our own: a named one outlived every SIGKILLed
+        // owner (805 MB after three 400 MB commands, issue 8), and its
+        // name was predictable. Nameless files need none.
+        let spill_dir = config.spill_dir.clone().unwrap_or_else(|| {
+            std::env::var_os("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .filter(|d| d.is_absolute() && d.is_dir())
+                .unwrap_or_else(std::env::temp_dir)
+        });
         Registry {
             inner: Arc::new(Inner {
                 config,
                 spill_dir,
-                own_spill_dir,
                 table: Mutex::new(Table::default()),
                 shut: AtomicBool::new(false),
             }),
@@ -544,11 +543,6 @@ impl Drop for Registry {
             }
         }
         drop(sessions);
-        if self.inner.own_spill_dir {
-            // Fails harmlessly while a session's buffer is still referenced
-            // elsewhere (its spill file goes with it).
-            let _ = std::fs::remove_dir(&self.inner.spill_dir);
-        }
     }
 }
 

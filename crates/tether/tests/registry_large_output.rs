@@ -39,6 +39,20 @@ fn assert_stream(block: &[u8], offset: u64, data: &[u8]) {
     }
 }
 
+/// Sizes of the files this process holds open under `dir`, named or not
+/// (a nameless spill file links as `dir/#inode (deleted)`).
+fn open_file_sizes_under(dir: &std::path::Path) -> Vec<u64> {
+    let dir = dir.canonicalize().unwrap();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.starts_with(&dir)))
+        // metadata follows the magic link to the open file itself.
+        .filter_map(|fd| std::fs::metadata(fd.path()).ok())
+        .map(|meta| meta.len())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_gib_without_newlines_is_bounded_and_byte_exact() {
     let guard = TagGuard::new("registry-1gib");
@@ -105,9 +119,10 @@ async fn one_gib_without_newlines_is_bounded_and_byte_exact() {
         at = chunk.next_offset;
     }
     assert_eq!(at, SPILL_CAP);
-    let files: Vec<_> = std::fs::read_dir(&spill_dir).unwrap().flatten().collect();
-    assert_eq!(files.len(), 1);
-    assert_eq!(files[0].metadata().unwrap().len(), SPILL_CAP);
+    // The spill file has no name: the directory is empty, and the one
+    // file this process holds open under it has the cap's size.
+    assert_eq!(std::fs::read_dir(&spill_dir).unwrap().count(), 0);
+    assert_eq!(open_file_sizes_under(&spill_dir), vec![SPILL_CAP]);
     // Past the cap: the gap is reported, then the ring's bytes follow.
     let tail = registry.read(id.as_str(), at, 2 * RING).unwrap();
     assert_eq!(tail.offset, GIB - RING as u64);
@@ -117,6 +132,7 @@ async fn one_gib_without_newlines_is_bounded_and_byte_exact() {
     assert_stream(&pattern, tail.offset, &tail.data);
 
     drop(registry);
-    assert!(!spill_dir.exists() || std::fs::read_dir(&spill_dir).unwrap().next().is_none());
+    assert_eq!(std::fs::read_dir(&spill_dir).unwrap().count(), 0);
+    assert_eq!(open_file_sizes_under(&spill_dir), Vec::<u64>::new());
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }

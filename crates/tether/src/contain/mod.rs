@@ -46,6 +46,7 @@ use os as imp;
 use unix as imp;
 
 pub(crate) use event::{Termination, TreeEvent};
+pub(crate) use imp::spill;
 pub(crate) use imp::{
     AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,
     become_subreaper, output_pipe, owner_identity, read_both, set_warm_keepers, spawn,

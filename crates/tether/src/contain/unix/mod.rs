@@ -14,6 +14,7 @@ mod orphans;
 mod pool;
 pub(crate) mod protocol;
 mod spawn;
+pub(crate) mod spill;
 mod stdio;
 mod tree;
 mod watcher;

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
 use crate::session::Descendant;
 
+pub(crate) mod spill;
 pub(crate) mod sys;
 
 const OS: &str = "Windows";
