@@ -19,13 +19,10 @@
 //! `macos/` — `sysctl`, kqueue, process group + tag; `windows/` — job
 //! objects (no keeper).
 
-// The Windows backend is a stub until the job-object backend lands: the
-// events and plans it cannot act on yet are unused there.
-#![cfg_attr(windows, allow(dead_code))]
-
 mod event;
 pub(crate) mod ext;
 mod plan;
+pub(crate) mod shell;
 pub mod sys;
 
 #[cfg(target_os = "linux")]

@@ -33,6 +33,7 @@ impl Environment {
     }
 
     /// The current process's environment.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn inherit() -> Environment {
         let mut env = Environment::empty();
         for (name, value) in std::env::vars_os() {
@@ -70,6 +71,7 @@ impl Environment {
     }
 
     /// Removes `name`, whatever its spelling.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn remove(&mut self, name: &OsStr) {
         let name_w: Vec<u16> = name.encode_wide().collect();
         if let Ok(i) = self.position(&name_w) {
@@ -85,6 +87,7 @@ impl Environment {
     }
 
     /// The variables, in block order.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn iter(&self) -> impl Iterator<Item = (OsString, OsString)> + '_ {
         self.vars
             .iter()

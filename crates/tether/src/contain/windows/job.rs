@@ -211,18 +211,6 @@ impl Job {
         }
     }
 
-    /// The limit flags the job reports. Wine 8 reports 0 whatever was set
-    /// (the limits are still enforced), so nothing may depend on this.
-    pub fn limit_flags(&self) -> io::Result<u32> {
-        let mut limits = JOBOBJECT_EXTENDED_LIMIT_INFORMATION::default();
-        self.query(
-            JobObjectExtendedLimitInformation,
-            &mut limits,
-            "QueryInformationJobObject(JobObjectExtendedLimitInformation)",
-        )?;
-        Ok(limits.BasicLimitInformation.LimitFlags)
-    }
-
     fn set<T>(&self, class: JOBOBJECTINFOCLASS, info: &T, call: &'static str) -> io::Result<()> {
         // SAFETY: `info` is the structure `class` expects (each caller pairs
         // them), valid for `size_of::<T>()` bytes.

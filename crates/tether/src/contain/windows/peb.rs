@@ -31,14 +31,15 @@ use windows_sys::Wdk::System::Threading::{NtQueryInformationProcess, ProcessBasi
 use windows_sys::Win32::System::Diagnostics::Debug::ReadProcessMemory;
 use windows_sys::Win32::System::Memory::{MEMORY_BASIC_INFORMATION, VirtualQueryEx};
 use windows_sys::Win32::System::Threading::{
-    PROCESS_BASIC_INFORMATION, PROCESS_QUERY_INFORMATION, PROCESS_VM_READ,
+    PROCESS_BASIC_INFORMATION, PROCESS_QUERY_INFORMATION, PROCESS_SYNCHRONIZE, PROCESS_VM_READ,
 };
 
 use super::environment::Environment;
 use super::win_error::WinError;
 
 /// Access needed on the handle passed to this module's functions.
-pub const PEB_READ: u32 = PROCESS_QUERY_INFORMATION | PROCESS_VM_READ;
+/// (`SYNCHRONIZE` too, so the same handle tells whether it has exited.)
+pub const PEB_READ: u32 = PROCESS_QUERY_INFORMATION | PROCESS_VM_READ | PROCESS_SYNCHRONIZE;
 
 /// Largest environment block read (the largest Windows allows a process to
 /// pass is 32 767 characters per variable, with no total limit; real blocks

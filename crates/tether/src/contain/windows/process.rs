@@ -147,6 +147,7 @@ pub fn terminate(process: BorrowedHandle<'_>, exit_code: u32) -> io::Result<()> 
 }
 
 /// The full path of the process's executable.
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn image_path(process: BorrowedHandle<'_>) -> io::Result<OsString> {
     let mut buf = vec![0u16; 1024];
     loop {
@@ -173,13 +174,40 @@ pub fn image_path(process: BorrowedHandle<'_>) -> io::Result<OsString> {
     }
 }
 
+/// The pid of the process that created `process` (which may have exited
+/// since, its pid reused: compare creation times before trusting it).
+pub fn parent_pid(process: BorrowedHandle<'_>) -> io::Result<u32> {
+    use windows_sys::Wdk::System::Threading::{NtQueryInformationProcess, ProcessBasicInformation};
+    use windows_sys::Win32::System::Threading::PROCESS_BASIC_INFORMATION;
+    let mut info = PROCESS_BASIC_INFORMATION::default();
+    // SAFETY: valid handle; `info` is the structure this class fills.
+    let status = unsafe {
+        NtQueryInformationProcess(
+            process.as_raw_handle(),
+            ProcessBasicInformation,
+            (&mut info as *mut PROCESS_BASIC_INFORMATION).cast(),
+            size_of::<PROCESS_BASIC_INFORMATION>() as u32,
+            std::ptr::null_mut(),
+        )
+    };
+    if status < 0 {
+        return Err(WinError::from_ntstatus(
+            "NtQueryInformationProcess(ProcessBasicInformation)",
+            status,
+        ));
+    }
+    Ok(info.InheritedFromUniqueProcessId as u32)
+}
+
 /// A process held by a handle whose identity was checked after opening.
 #[derive(Debug)]
 pub struct Pinned {
     handle: OwnedHandle,
     /// The process id.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub pid: u32,
     /// Its creation time (see [`creation_time`]).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub creation_time: u64,
 }
 

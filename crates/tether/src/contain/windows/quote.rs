@@ -17,9 +17,12 @@
 //! injection (CVE-2024-24576, "BatBadBut"). [`cmd_script`] and
 //! [`batch_file`] build `cmd.exe` lines by cmd's own rules.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::windows::ffi::OsStrExt;
+use std::os::windows::ffi::{OsStrExt, OsStringExt};
+
+use windows_sys::Win32::Foundation::LocalFree;
+use windows_sys::Win32::UI::Shell::CommandLineToArgvW;
 
 const QUOTE: u16 = b'"' as u16;
 const BACKSLASH: u16 = b'\\' as u16;
@@ -205,33 +208,40 @@ fn push_batch_arg(line: &mut Vec<u16>, arg: &OsStr) -> io::Result<()> {
     Ok(())
 }
 
+/// Splits a NUL-terminated command line the way `CommandLineToArgvW` (the
+/// MSVCRT rules, in shell32) does — how most programs see their `argv`.
+/// Empty if it cannot be split.
+pub fn split(line: &[u16]) -> Vec<OsString> {
+    if line.last() != Some(&0) {
+        let mut terminated = line.to_vec();
+        terminated.push(0);
+        return split(&terminated);
+    }
+    let mut count = 0;
+    // SAFETY: `line` is NUL-terminated; the call allocates the array.
+    let argv = unsafe { CommandLineToArgvW(line.as_ptr(), &mut count) };
+    if argv.is_null() {
+        return Vec::new();
+    }
+    let args = (0..count.max(0) as usize)
+        .map(|i| {
+            // SAFETY: the array holds `count` NUL-terminated strings, valid
+            // until it is freed below.
+            unsafe {
+                let p = *argv.add(i);
+                let len = (0..).take_while(|&j| *p.add(j) != 0).count();
+                OsString::from_wide(std::slice::from_raw_parts(p, len))
+            }
+        })
+        .collect();
+    // SAFETY: the array came from CommandLineToArgvW and is freed once.
+    unsafe { LocalFree(argv.cast()) };
+    args
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::OsString;
-    use std::os::windows::ffi::OsStringExt;
-    use windows_sys::Win32::Foundation::LocalFree;
-    use windows_sys::Win32::UI::Shell::CommandLineToArgvW;
-
-    /// How `CommandLineToArgvW` (the MSVCRT rules, in shell32) splits `line`.
-    fn split(line: &[u16]) -> Vec<OsString> {
-        let mut count = 0;
-        // SAFETY: `line` is NUL-terminated; the returned array (freed with
-        // LocalFree) holds `count` NUL-terminated strings.
-        unsafe {
-            let argv = CommandLineToArgvW(line.as_ptr(), &mut count);
-            assert!(!argv.is_null());
-            let args = (0..count as usize)
-                .map(|i| {
-                    let p = *argv.add(i);
-                    let len = (0..).take_while(|&j| *p.add(j) != 0).count();
-                    OsString::from_wide(std::slice::from_raw_parts(p, len))
-                })
-                .collect();
-            LocalFree(argv.cast());
-            args
-        }
-    }
 
     fn text(line: &[u16]) -> String {
         String::from_utf16(&line[..line.len() - 1]).unwrap()

@@ -92,11 +92,6 @@ pub fn attach_current_process(
     })
 }
 
-/// The job [`attach_current_process`] made, if it was called.
-pub fn own_job() -> Option<&'static Job> {
-    OWN_JOB.get()
-}
-
 fn current_process() -> BorrowedHandle<'static> {
     // SAFETY: the current-process pseudo handle is valid for the life of
     // the process and needs no closing.

@@ -25,7 +25,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::windows::io::{AsRawHandle, BorrowedHandle, OwnedHandle};
+use std::os::windows::io::{AsHandle, AsRawHandle, BorrowedHandle, OwnedHandle};
 
 use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::System::Console::HPCON;
@@ -52,6 +52,8 @@ pub enum Membership {
     Atomic,
     /// Created suspended, assigned, then resumed.
     SuspendedThenAssigned,
+    /// In no job of ours: the caller asked for it explicitly.
+    Uncontained,
 }
 
 /// Which way to try first.
@@ -62,6 +64,7 @@ pub enum MembershipPolicy {
     #[default]
     Atomic,
     /// Always suspend–assign–resume (tests both paths).
+    #[cfg_attr(not(test), allow(dead_code))]
     SuspendedThenAssigned,
 }
 
@@ -83,6 +86,7 @@ pub enum Console<'a> {
     /// a child of an owner whose own stdio is redirected writes to the
     /// owner's handles instead of the pseudoconsole (microsoft/terminal
     /// #11276, and seen under Wine).
+    #[allow(dead_code)] // until PTY sessions (issue 10) use ConPTY
     Pseudo(HPCON),
 }
 
@@ -103,8 +107,9 @@ pub struct Spawn<'a> {
     pub cwd: Option<&'a OsStr>,
     /// The console streams.
     pub console: Console<'a>,
-    /// The job the child is created in.
-    pub job: &'a Job,
+    /// The job the child is created in; `None` only for a caller that asked
+    /// to run uncontained.
+    pub job: Option<&'a Job>,
     /// Start the child as the leader of a new console process group, so a
     /// `CTRL_BREAK_EVENT` can be aimed at it (the graceful kill step). Such
     /// a group ignores CTRL_C; CTRL_BREAK is what reaches it.
@@ -125,6 +130,7 @@ pub struct Spawned {
     /// The process id.
     pub pid: u32,
     /// How it joined the job.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub membership: Membership,
 }
 
@@ -173,18 +179,20 @@ pub fn spawn(mut spec: Spawn<'_>) -> io::Result<Spawned> {
         raw_of(&std_dups[2]),
     ];
     let inherit: Vec<HANDLE> = std_raw.iter().copied().filter(|h| !h.is_null()).collect();
-    let jobs = [spec.job.raw()];
+    let jobs = spec.job.map(|job| [job.raw()]);
 
     let mut attributes = AttributeList::new(3)?;
-    let mut membership = match spec.membership {
-        MembershipPolicy::Atomic => Membership::Atomic,
-        MembershipPolicy::SuspendedThenAssigned => Membership::SuspendedThenAssigned,
+    let mut membership = match (spec.membership, &jobs) {
+        (_, None) => Membership::Uncontained,
+        (MembershipPolicy::Atomic, Some(_)) => Membership::Atomic,
+        (MembershipPolicy::SuspendedThenAssigned, Some(_)) => Membership::SuspendedThenAssigned,
     };
-    if membership == Membership::Atomic
+    if let Some(jobs) = &jobs
+        && membership == Membership::Atomic
         && attributes
             .set_handles(
                 PROC_THREAD_ATTRIBUTE_JOB_LIST,
-                &jobs,
+                jobs,
                 "UpdateProcThreadAttribute(PROC_THREAD_ATTRIBUTE_JOB_LIST)",
             )
             .is_err()
@@ -253,8 +261,10 @@ pub fn spawn(mut spec: Spawn<'_>) -> io::Result<Spawned> {
         )
     };
 
-    if membership == Membership::SuspendedThenAssigned {
-        if let Err(err) = spec.job.assign(process.as_handle()) {
+    if let Some(job) = spec.job
+        && membership == Membership::SuspendedThenAssigned
+    {
+        if let Err(err) = job.assign(process.as_handle()) {
             kill_uncontained(&process);
             return Err(err);
         }
@@ -276,7 +286,14 @@ pub fn spawn(mut spec: Spawn<'_>) -> io::Result<Spawned> {
     drop(thread);
 
     // Belt and braces: never return a process outside its job.
-    match spec.job.contains(process.as_handle()) {
+    let Some(job) = spec.job else {
+        return Ok(Spawned {
+            process,
+            pid: info.dwProcessId,
+            membership,
+        });
+    };
+    match job.contains(process.as_handle()) {
         Ok(true) => {}
         Ok(false) => {
             kill_uncontained(&process);
@@ -295,8 +312,6 @@ pub fn spawn(mut spec: Spawn<'_>) -> io::Result<Spawned> {
         membership,
     })
 }
-
-use std::os::windows::io::AsHandle;
 
 /// Ends a child that could not be contained (it has not run, or must not
 /// keep running). Its handles close when the caller drops them.

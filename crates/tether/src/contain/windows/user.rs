@@ -29,6 +29,11 @@ impl Sid {
         user_of(process.as_raw_handle())
     }
 
+    /// The SID's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     /// The user this process runs as.
     pub fn current() -> io::Result<Sid> {
         // SAFETY: the pseudo handle needs no closing and is always valid.
