@@ -18,7 +18,11 @@
 //!   through tether (in a job, or uncontained by explicit policy; the
 //!   marker only names the process for the test), prints `<own pid> <child pid> <grandchild
 //!   pid>`, sleeps an hour;
-//! - `ctrl-break`: exits 7 on CTRL_BREAK (prints `ready` first).
+//! - `ctrl-break`: exits 7 on CTRL_BREAK (prints `ready` first);
+//! - `self-attach refused|on-request [launcher job handle]`: attaches itself
+//!   to a kill-on-close job, starts a child (`sleep 60`) and, with
+//!   `on-request`, one more with `CREATE_BREAKAWAY_FROM_JOB`; prints
+//!   `<own pid> <child pid> <breakaway child pid or ->`, sleeps an hour.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Command;
@@ -87,6 +91,7 @@ fn main() {
             drop(child);
         }
         "ctrl-break" => ctrl_break(),
+        "self-attach" => self_attach(&me, &arg(2), &arg(3)),
         other => {
             eprintln!("win_tree: unknown mode {other:?}");
             std::process::exit(2);
@@ -114,6 +119,47 @@ fn breakaway(me: &std::path::Path) -> String {
 #[cfg(not(windows))]
 fn breakaway(_me: &std::path::Path) -> String {
     "error unsupported".into()
+}
+
+#[cfg(windows)]
+fn self_attach(me: &std::path::Path, breakaway: &str, launcher: &str) {
+    use std::os::windows::io::{FromRawHandle, OwnedHandle};
+    use std::os::windows::process::CommandExt;
+    use tether::windows::{Breakaway, attach_current_process};
+    let launcher = launcher.parse::<usize>().ok().map(|value| {
+        // SAFETY: the test handed this process an inheritable job handle
+        // with this value; nothing else owns it here.
+        unsafe { OwnedHandle::from_raw_handle(value as *mut std::ffi::c_void) }
+    });
+    let policy = if breakaway == "on-request" {
+        Breakaway::OnRequest
+    } else {
+        Breakaway::Refused
+    };
+    attach_current_process(launcher, policy).expect("attach");
+    let child = Command::new(me)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("child");
+    let escaped = if policy == Breakaway::OnRequest {
+        const CREATE_BREAKAWAY_FROM_JOB: u32 = 0x0100_0000;
+        let c = Command::new(me)
+            .args(["sleep", "60"])
+            .creation_flags(CREATE_BREAKAWAY_FROM_JOB)
+            .spawn()
+            .expect("breakaway child");
+        c.id().to_string()
+    } else {
+        "-".into()
+    };
+    println!("{} {} {escaped}", std::process::id(), child.id());
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(3600));
+}
+
+#[cfg(not(windows))]
+fn self_attach(_me: &std::path::Path, _breakaway: &str, _launcher: &str) {
+    std::process::exit(2)
 }
 
 #[cfg(windows)]

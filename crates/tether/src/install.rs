@@ -12,7 +12,9 @@ use std::path::{Component, Path, PathBuf};
 /// 3. `$HOME/.local/state/tether` (likewise);
 /// 4. `$XDG_RUNTIME_DIR/tether` (per user and 0700 by the spec, but
 ///    emptied at logout);
-/// 5. `/tmp/tether-<uid>`: shared and predictable, so another user can
+/// 5. on Windows, `%LOCALAPPDATA%\tether` (per user; Windows has no
+///    XDG or `$HOME` convention) before any shared fallback;
+/// 6. `/tmp/tether-<uid>`: shared and predictable, so another user can
 ///    create it first. The ledger refuses a state directory that is a
 ///    symbolic link, not owned by the effective user, or writable by group
 ///    or others, so the worst such a user can do is make tether refuse it.
@@ -88,6 +90,10 @@ fn default_state_dir() -> StateDir {
     if let Some(home) = absolute("HOME") {
         return StateDir::Chosen(home.join(".local/state/tether"));
     }
+    #[cfg(windows)]
+    if let Some(local) = absolute("LOCALAPPDATA") {
+        return StateDir::Chosen(local.join("tether"));
+    }
     if let Some(runtime) = absolute("XDG_RUNTIME_DIR") {
         return StateDir::Shared {
             parent: runtime,
@@ -160,6 +166,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)] // Unix spellings; Windows canonical paths are `\\?\C:\…`
     fn a_path_that_does_not_exist_is_normalized_lexically() {
         let base = "/nonexistent-tether-test";
         for spelling in [

@@ -62,6 +62,7 @@ fn kill_9_of_the_owners_wine_process_kills_child_and_grandchild() {
     assert_eq!(unix.len(), 1, "the owner's Unix process: {unix:?}");
     // Wine runs a Unix executable given to CreateProcess; it has no Windows
     // process (no handle to wait on), so wait on the owner instead.
+    #[allow(clippy::zombie_processes)] // a Unix process: nothing to wait on
     let _ = std::process::Command::new("/bin/kill")
         .args(["-9", &unix[0].to_string()])
         .spawn()

@@ -123,3 +123,71 @@ fn coord(cols: u16, rows: u16) -> io::Result<COORD> {
     }
     Ok(COORD { X: x, Y: y })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::windows::io::AsHandle;
+    use std::time::Duration;
+
+    use super::super::environment::Environment;
+    use super::super::job::{Breakaway, Job};
+    use super::super::spawn::{Console, MembershipPolicy, Spawn, spawn};
+    use super::super::{process, quote, wine};
+    use super::*;
+
+    #[test]
+    fn a_child_in_the_job_writes_to_the_pseudoconsole() {
+        if let Some(v) = wine::version() {
+            eprintln!(
+                "skipped under Wine {v}: a pseudoconsole child's std handles are never connected \
+                 to it, so no output reaches the pipe (cross-platform.md)"
+            );
+            return;
+        }
+        let mut pty = PseudoConsole::new(80, 25).unwrap();
+        let cmd = std::path::Path::new(&std::env::var_os("SystemRoot").unwrap())
+            .join(r"System32\cmd.exe");
+        let line = quote::cmd_script(cmd.as_os_str(), "echo hello-conpty".as_ref()).unwrap();
+        let env = Environment::inherit().block();
+        let job = Job::new(Breakaway::Refused).unwrap();
+        let child = spawn(Spawn {
+            application: cmd.as_os_str(),
+            command_line: line,
+            environment: &env,
+            cwd: None,
+            console: Console::Pseudo(pty.handle()),
+            job: Some(&job),
+            new_process_group: false,
+            membership: MembershipPolicy::Atomic,
+            extra_flags: 0,
+        })
+        .unwrap();
+        let mut output = pty.output.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = output.read_to_end(&mut bytes);
+            bytes
+        });
+        assert!(process::wait(child.process.as_handle(), Some(Duration::from_secs(20))).unwrap());
+        // The close order of the module docs: exit, close, drain to EOF.
+        pty.close();
+        let bytes = reader.join().unwrap();
+        assert!(
+            String::from_utf8_lossy(&bytes).contains("hello-conpty"),
+            "{:?}",
+            String::from_utf8_lossy(&bytes)
+        );
+    }
+
+    #[test]
+    fn resize_changes_the_screen() {
+        if let Some(v) = wine::version() {
+            eprintln!("skipped under Wine {v}: ResizePseudoConsole returns E_NOTIMPL there");
+            return;
+        }
+        let pty = PseudoConsole::new(80, 25).unwrap();
+        pty.resize(120, 40).unwrap();
+        assert!(pty.resize(0, 40).is_err());
+    }
+}

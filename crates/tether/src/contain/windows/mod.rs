@@ -60,6 +60,24 @@ pub(crate) use launch::spawn;
 pub(crate) use stdio::{OwnedIo, PipeEnd, output_pipe, read_both};
 pub(crate) use tree::{Tree, TreeHandle, TreeWatcher};
 
+/// The `win_tree` helper (`examples/win_tree.rs`) for the unit tests of
+/// this backend: build it first (`cargo build --example win_tree`).
+#[cfg(test)]
+pub(crate) fn win_tree() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join(r"examples\win_tree.exe");
+    assert!(
+        path.is_file(),
+        "{} is missing: `cargo build --example win_tree`",
+        path.display()
+    );
+    path
+}
+
 /// The owner's pid and start time (creation time since the Unix epoch, in
 /// 100 ns units), read once.
 pub(crate) fn owner_identity() -> (u32, u64) {

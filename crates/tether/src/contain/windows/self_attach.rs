@@ -106,3 +106,90 @@ fn assign(job: windows_sys::Win32::Foundation::HANDLE, call: &'static str) -> io
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::os::windows::io::{AsRawHandle, BorrowedHandle};
+    use std::time::Duration;
+
+    use super::super::{handle, process};
+    use super::*;
+
+    /// Starts `win_tree self-attach …` (by std: in no job of ours) and pins
+    /// it and the pids it printed.
+    fn attached(args: &[&str]) -> (std::process::Child, Vec<Option<process::Pinned>>) {
+        let mut proc_ = std::process::Command::new(super::super::win_tree())
+            .arg("self-attach")
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(proc_.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let pins = line
+            .split_whitespace()
+            .map(|w| {
+                w.parse().ok().map(|pid| {
+                    use windows_sys::Win32::System::Threading::PROCESS_QUERY_INFORMATION;
+                    let access = process::QUERY_TERMINATE | PROCESS_QUERY_INFORMATION;
+                    process::Pinned::open(pid, None, access)
+                        .unwrap()
+                        .expect("alive")
+                })
+            })
+            .collect();
+        (proc_, pins)
+    }
+
+    fn dies(p: &process::Pinned) -> bool {
+        process::wait(p.handle(), Some(Duration::from_secs(10))).unwrap()
+    }
+
+    #[test]
+    fn children_of_a_self_attached_program_die_with_it() {
+        let (mut proc_, pins) = attached(&["refused"]);
+        let (me, child) = (pins[0].as_ref().unwrap(), pins[1].as_ref().unwrap());
+        process::terminate(me.handle(), 1).unwrap();
+        assert!(dies(child), "the self-attached program's child survived it");
+        let _ = proc_.wait();
+    }
+
+    #[test]
+    fn breakaway_lets_only_the_child_that_asks_escape() {
+        let (mut proc_, pins) = attached(&["on-request"]);
+        let me = pins[0].as_ref().unwrap();
+        let child = pins[1].as_ref().unwrap();
+        let escaped = pins[2].as_ref().unwrap();
+        process::terminate(me.handle(), 1).unwrap();
+        assert!(dies(child));
+        // Bounded: kill-on-close takes <1 ms here; 500 ms is ample.
+        assert!(
+            !process::wait(escaped.handle(), Some(Duration::from_millis(500))).unwrap(),
+            "the breakaway child died with the job"
+        );
+        process::terminate(escaped.handle(), 1).unwrap();
+        let _ = proc_.wait();
+    }
+
+    #[test]
+    fn a_launchers_job_holds_the_program_and_its_tree() {
+        let launcher = Job::new(Breakaway::Refused).unwrap();
+        // SAFETY: the job's handle is valid while `launcher` lives.
+        let borrowed = unsafe { BorrowedHandle::borrow_raw(launcher.raw()) };
+        // std's Command inherits every inheritable handle: the hand-over.
+        let inheritable = handle::duplicate(borrowed, true).unwrap();
+        let value = (inheritable.as_raw_handle() as usize).to_string();
+        let (mut proc_, pins) = attached(&["refused", &value]);
+        drop(inheritable);
+        let (me, child) = (pins[0].as_ref().unwrap(), pins[1].as_ref().unwrap());
+        assert!(launcher.contains(me.handle()).unwrap());
+        assert!(launcher.contains(child.handle()).unwrap());
+        drop(launcher); // the launcher's handle was the only one left
+        assert!(dies(me), "the program outlived its launcher's job");
+        assert!(dies(child));
+        let _ = proc_.wait();
+    }
+}

@@ -320,3 +320,139 @@ fn kill_uncontained(process: &OwnedHandle) {
     // nothing better to do: the error being returned already says why.
     unsafe { TerminateProcess(process.as_raw_handle(), UNCONTAINED_EXIT_CODE) };
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::time::Duration;
+
+    use super::super::completion_port::{CompletionPort, JobMessage};
+    use super::super::environment::Environment;
+    use super::super::job::Breakaway;
+    use super::super::{pipe, process, quote};
+    use super::*;
+
+    /// Starts `win_tree tree 60` in `job`; returns it and the pids it printed.
+    fn tree(job: &Job, membership: MembershipPolicy) -> (Spawned, Vec<u32>) {
+        let exe = super::super::win_tree();
+        let line = quote::command_line(exe.as_os_str(), &["tree".as_ref(), "60".as_ref()]).unwrap();
+        let env = Environment::inherit().block();
+        let (read, write) = pipe::pipe().unwrap();
+        let spawned = spawn(Spawn {
+            application: exe.as_os_str(),
+            command_line: line,
+            environment: &env,
+            cwd: None,
+            console: Console::Std {
+                stdin: None,
+                stdout: Some(write.as_handle()),
+                stderr: None,
+            },
+            job: Some(job),
+            new_process_group: true,
+            membership,
+            extra_flags: 0,
+        })
+        .unwrap();
+        drop(write);
+        let mut first = String::new();
+        BufReader::new(read).read_line(&mut first).unwrap();
+        let pids = first
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        (spawned, pids)
+    }
+
+    fn pin(pid: u32) -> process::Pinned {
+        use windows_sys::Win32::System::Threading::PROCESS_QUERY_INFORMATION;
+        // PROCESS_QUERY_INFORMATION: Wine's IsProcessInJob refuses the
+        // limited right (cross-platform.md, test j).
+        let access = process::QUERY_TERMINATE | PROCESS_QUERY_INFORMATION;
+        let pinned = process::Pinned::open(pid, None, access)
+            .unwrap()
+            .expect("alive");
+        assert_eq!(pinned.pid, pid);
+        pinned
+    }
+
+    #[test]
+    fn both_ways_in_put_child_and_instant_grandchild_in_the_job() {
+        for (policy, want) in [
+            (MembershipPolicy::Atomic, Membership::Atomic),
+            (
+                MembershipPolicy::SuspendedThenAssigned,
+                Membership::SuspendedThenAssigned,
+            ),
+        ] {
+            let job = Job::new(Breakaway::Refused).unwrap();
+            let (spawned, pids) = tree(&job, policy);
+            assert_eq!(spawned.membership, want);
+            assert_eq!(pids[0], spawned.pid);
+            let (child, grandchild) = (pin(pids[0]), pin(pids[1]));
+            assert!(job.contains(grandchild.handle()).unwrap(), "{want:?}");
+            let mut listed = job.process_ids().unwrap();
+            listed.sort();
+            let mut expected = pids.clone();
+            expected.sort();
+            assert_eq!(listed, expected);
+            let accounting = job.accounting().unwrap();
+            assert_eq!(
+                (accounting.active_processes, accounting.total_processes),
+                (2, 2)
+            );
+            drop(job); // kill on close
+            for p in [&child, &grandchild] {
+                assert!(process::wait(p.handle(), Some(Duration::from_secs(10))).unwrap());
+            }
+        }
+    }
+
+    #[test]
+    fn tree_empty_is_the_port_message_with_this_jobs_key_confirmed_by_accounting() {
+        let port = CompletionPort::new().unwrap();
+        let other = Job::new(Breakaway::Refused).unwrap();
+        other.associate(&port, 1).unwrap();
+        let job = Job::new(Breakaway::Refused).unwrap();
+        job.associate(&port, 2).unwrap();
+        let (_spawned, pids) = tree(&job, MembershipPolicy::Atomic);
+        let grandchild = pin(pids[1]);
+        job.terminate(77).unwrap();
+        assert!(process::wait(grandchild.handle(), Some(Duration::from_secs(10))).unwrap());
+        assert_eq!(process::exit_code(grandchild.handle()).unwrap(), Some(77));
+        let mut joined = 0;
+        loop {
+            let packet = port
+                .wait(Some(Duration::from_secs(10)))
+                .unwrap()
+                .expect("ActiveProcessZero never came");
+            assert_eq!(packet.key, 2, "a packet of the other job: {packet:?}");
+            match packet.job_message() {
+                Some(JobMessage::NewProcess { .. }) => joined += 1,
+                Some(JobMessage::ActiveProcessZero) => break,
+                _ => {}
+            }
+        }
+        assert_eq!(joined, 2);
+        assert_eq!(job.accounting().unwrap().active_processes, 0);
+    }
+
+    #[test]
+    fn only_the_stdio_handles_are_inherited() {
+        // An inheritable pipe end the child is not given: had it leaked into
+        // the child (which sleeps 60 s), reading the pipe would not end.
+        let (mut read, write) = pipe::pipe().unwrap();
+        let inheritable = super::super::handle::duplicate(write.as_handle(), true).unwrap();
+        drop(write);
+        let job = Job::new(Breakaway::Refused).unwrap();
+        let (spawned, _) = tree(&job, MembershipPolicy::Atomic);
+        drop(inheritable);
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut read, &mut buf).unwrap();
+        assert!(
+            process::exit_code(spawned.process.as_handle())
+                .unwrap()
+                .is_none()
+        );
+    }
+}
