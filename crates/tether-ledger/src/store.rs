@@ -30,6 +30,7 @@
 //!   reopens it if another process quarantined it meanwhile.
 
 use std::fs::{self, File, OpenOptions};
+#[cfg(unix)]
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -440,9 +441,16 @@ pub(crate) fn insert_rebuilt_owner(
     insert_owner(tx, owner, Source::Rebuilt)
 }
 
+#[cfg(unix)]
 fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
     let meta = fs::metadata(path)?;
     Ok((meta.dev(), meta.ino()))
+}
+
+/// Volume serial and file index: Windows' `(st_dev, st_ino)`.
+#[cfg(windows)]
+fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    tether::windows::file_id(&fs::File::open(path)?)
 }
 
 fn is_corruption(e: &rusqlite::Error) -> bool {
@@ -466,7 +474,10 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Attempt::Missing),
         Err(e) => return Err(io(e)),
     };
+    #[cfg(unix)]
     let file_id = (meta.dev(), meta.ino());
+    #[cfg(windows)]
+    let file_id = file_id(path).map_err(io)?;
     let corrupt = |reason: String| Attempt::Corrupt { reason, file_id };
     // A store is born with its header and schema (see create_fresh): a
     // file shorter than SQLite's 100-byte header was damaged.
@@ -545,7 +556,7 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
     }
     // The file we checked must still be the one at the path.
     match fs::metadata(path) {
-        Ok(m) if (m.dev(), m.ino()) == file_id => Ok((conn, file_id)),
+        Ok(_) if self::file_id(path).ok() == Some(file_id) => Ok((conn, file_id)),
         _ => Err(Attempt::Missing),
     }
 }
@@ -573,17 +584,39 @@ impl DirLock {
         let path = dir.join(LOCK_FILE);
         let file = state_dir::open_private(&path)?;
         // Held only around quarantine and creation: bounded work.
-        nix_flock(&file, libc::LOCK_EX).map_err(|source| LedgerError::Io { path, source })?;
+        lock(&file).map_err(|source| LedgerError::Io { path, source })?;
         Ok(DirLock(file))
     }
 }
 
 impl Drop for DirLock {
     fn drop(&mut self) {
-        let _ = nix_flock(&self.0, libc::LOCK_UN);
+        unlock(&self.0);
     }
 }
 
+#[cfg(unix)]
+fn lock(file: &File) -> std::io::Result<()> {
+    nix_flock(file, libc::LOCK_EX)
+}
+
+#[cfg(unix)]
+fn unlock(file: &File) {
+    let _ = nix_flock(file, libc::LOCK_UN);
+}
+
+/// `LockFileEx` (std's `File::lock`): exclusive, released on unlock or close.
+#[cfg(windows)]
+fn lock(file: &File) -> std::io::Result<()> {
+    file.lock()
+}
+
+#[cfg(windows)]
+fn unlock(file: &File) {
+    let _ = file.unlock();
+}
+
+#[cfg(unix)]
 fn nix_flock(file: &File, op: i32) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     loop {
@@ -666,12 +699,11 @@ fn create_fresh(
         source,
     };
     let _ = fs::remove_file(&tmp);
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| io(&tmp, e))?;
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    options.open(&tmp).map_err(|e| io(&tmp, e))?;
     let sqlite = |source| LedgerError::Sqlite {
         path: tmp.clone(),
         source,
@@ -717,7 +749,10 @@ fn create_fresh(
             .optional()
             .map_err(sqlite)?;
         conn.close().map_err(|(_, e)| sqlite(e))?;
-        File::open(&tmp)
+        // Opened for writing: Windows flushes only a handle that may write.
+        OpenOptions::new()
+            .write(true)
+            .open(&tmp)
             .and_then(|f| f.sync_all())
             .map_err(|e| io(&tmp, e))?;
         Ok(quarantine)

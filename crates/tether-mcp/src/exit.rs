@@ -61,6 +61,8 @@ pub fn ending(info: &SessionInfo, timeout: Option<Duration>, shell: bool) -> End
             (None, Some(127)) if shell => {
                 Some("exit 127 from the shell: command not found".to_owned())
             }
+            #[cfg(windows)]
+            (None, Some(code)) => windows_note(code, shell),
             _ => None,
         },
     };
@@ -72,7 +74,31 @@ pub fn ending(info: &SessionInfo, timeout: Option<Duration>, shell: bool) -> End
     }
 }
 
+/// Explains a Windows exit code that is an NTSTATUS (a crash, a Ctrl-C),
+/// or cmd.exe's "not recognized" (9009).
+#[cfg(windows)]
+fn windows_note(code: i32, shell: bool) -> Option<String> {
+    let what = match code as u32 {
+        9009 if shell => "exit 9009 from cmd.exe: command not found",
+        0xC000_0005 => "crashed: access violation (invalid memory access)",
+        0xC000_00FD => "crashed: stack overflow",
+        0xC000_0094 => "crashed: integer division by zero",
+        0xC000_0409 => "crashed: stack buffer overrun (or a fail-fast abort)",
+        0xC000_013A => "ended by Ctrl-C / Ctrl-Break (STATUS_CONTROL_C_EXIT)",
+        0xC000_0135 => "could not start: a DLL it needs was not found",
+        _ => return None,
+    };
+    Some(what.to_owned())
+}
+
+/// Explains a death by signal `sig` that nobody here asked for (Unix).
+#[cfg(not(unix))]
+fn signal_note(sig: i32) -> String {
+    format!("terminated by {}", signal_name(sig))
+}
+
 /// Explains a death by signal `sig` that nobody here asked for.
+#[cfg(unix)]
 fn signal_note(sig: i32) -> String {
     let name = signal_name(sig);
     let what = match sig {
@@ -103,7 +129,24 @@ fn signal_note(sig: i32) -> String {
     }
 }
 
+/// The C runtime's number for Ctrl-Break (`SIGBREAK` in `signal.h`).
+#[cfg(not(unix))]
+pub const SIGBREAK: i32 = 21;
+
+/// The console control events as the server names the cause of its stop
+/// (Windows has no signals; the C runtime's numbers stand in).
+#[cfg(not(unix))]
+pub fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "Ctrl-C".to_owned(),
+        SIGBREAK => "Ctrl-Break".to_owned(),
+        libc::SIGTERM => "console close or shutdown".to_owned(),
+        _ => format!("SIG{sig}"),
+    }
+}
+
 /// `SIGKILL` for 9, and so on; `SIG<n>` for a number without a name.
+#[cfg(unix)]
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {
         libc::SIGHUP => "SIGHUP",

@@ -6,7 +6,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
 /// Why the server stops.
@@ -71,7 +70,9 @@ impl Closing {
 /// Closes `closing` on SIGTERM, SIGINT or SIGHUP. The handlers are
 /// installed before this returns, so a signal sent after it is never
 /// lost to the default action (which would skip the verified kill).
+#[cfg(unix)]
 pub fn watch_signals(closing: Closing) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
@@ -80,6 +81,29 @@ pub fn watch_signals(closing: Closing) -> std::io::Result<()> {
             _ = term.recv() => libc::SIGTERM,
             _ = int.recv() => libc::SIGINT,
             _ = hup.recv() => libc::SIGHUP,
+        };
+        tracing::info!("received {}", crate::exit::signal_name(sig));
+        closing.close(Cause::Signal(sig));
+    });
+    Ok(())
+}
+
+/// Closes `closing` on Ctrl-C, Ctrl-Break, console close or shutdown (the
+/// Windows stand-ins for SIGINT and SIGTERM). Installed before this
+/// returns, like the Unix handlers.
+#[cfg(windows)]
+pub fn watch_signals(closing: Closing) -> std::io::Result<()> {
+    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close, ctrl_shutdown};
+    let mut int = ctrl_c()?;
+    let mut brk = ctrl_break()?;
+    let mut close = ctrl_close()?;
+    let mut shutdown = ctrl_shutdown()?;
+    tokio::spawn(async move {
+        let sig = tokio::select! {
+            _ = int.recv() => libc::SIGINT,
+            _ = brk.recv() => crate::exit::SIGBREAK,
+            _ = close.recv() => libc::SIGTERM,
+            _ = shutdown.recv() => libc::SIGTERM,
         };
         tracing::info!("received {}", crate::exit::signal_name(sig));
         closing.close(Cause::Signal(sig));

@@ -80,3 +80,10 @@ pub fn attach_current_process(
 pub fn wine_version() -> Option<String> {
     crate::contain::os::wine::version()
 }
+
+/// The identity of an open file, `(volume serial number, file index)`: what
+/// `(st_dev, st_ino)` is on Unix. Two opens of one file give the same pair;
+/// a file replaced at the same path gives another.
+pub fn file_id(file: &std::fs::File) -> io::Result<(u64, u64)> {
+    crate::contain::os::file_id::of(file)
+}

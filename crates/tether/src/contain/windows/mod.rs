@@ -33,6 +33,7 @@ mod completion_port;
 mod conpty;
 mod console;
 mod environment;
+pub(crate) mod file_id;
 mod forward;
 mod handle;
 mod job;
