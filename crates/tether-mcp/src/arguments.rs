@@ -36,7 +36,7 @@ pub const DEFAULT_READ_BYTES: usize = 16 * 1024;
 /// What `run` runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CommandArg {
-    /// A script for `/bin/sh -c`.
+    /// A script for the configured shell (`--shell`).
     Shell(String),
     /// A program and its arguments.
     Argv(Vec<String>),

@@ -58,6 +58,7 @@ mod exit;
 mod lifecycle;
 mod options;
 mod screen;
+mod shell;
 mod terminal;
 mod tools;
 
@@ -132,6 +133,7 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
                 .map(|o| o as Arc<dyn tether::registry::SessionObserver>),
             ..tether::registry::RegistryConfig::default()
         },
+        shell: options.shell,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

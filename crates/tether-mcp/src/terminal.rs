@@ -49,6 +49,8 @@ pub struct TerminalConfig {
     pub grace: Duration,
     /// Limits and retention of the registry.
     pub registry: RegistryConfig,
+    /// The shell of `command` strings.
+    pub shell: crate::shell::Shell,
 }
 
 /// A tool's answer: a JSON object, and whether it reports an error.
@@ -84,7 +86,7 @@ struct Tracked {
     cursor: u64,
     /// The hard limit it runs under (for the timeout sentence).
     timeout: Duration,
-    /// Run through `/bin/sh -c`.
+    /// Run through the configured shell (`--shell`).
     shell: bool,
     /// Stdin writes, in order, to the session's writer task.
     stdin: Option<mpsc::UnboundedSender<StdinWrite>>,
@@ -112,6 +114,11 @@ impl Terminal {
             config,
             tracked: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The shell of `command` strings.
+    pub fn shell(&self) -> &crate::shell::Shell {
+        &self.config.shell
     }
 
     /// Runs tool `name`; `None` if there is no such tool.
@@ -165,7 +172,10 @@ impl Terminal {
         };
         let shell = matches!(a.command, CommandArg::Shell(_));
         let mut spec = match a.command {
-            CommandArg::Shell(script) => RunSpec::shell(script),
+            CommandArg::Shell(script) => match self.config.shell.argv(&script) {
+                Some(argv) => RunSpec::argv(argv),
+                None => RunSpec::shell(script),
+            },
             CommandArg::Argv(argv) => RunSpec::argv(argv),
         }
         .cwd(&cwd)

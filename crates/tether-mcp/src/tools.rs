@@ -11,7 +11,7 @@ pub struct ToolSpec {
     /// The name a client calls.
     pub name: &'static str,
     /// What the model reads to decide when and how to call it.
-    pub description: &'static str,
+    pub description: String,
     /// JSON Schema of its arguments (an object schema).
     pub input_schema: Value,
 }
@@ -29,11 +29,12 @@ const ID: &str =
     "Session id returned by `run` (a unique prefix of 4 or more characters also works).";
 
 /// Every tool this server offers.
-pub fn all() -> Vec<ToolSpec> {
+pub fn all(shell: &crate::shell::Shell) -> Vec<ToolSpec> {
+    let shell = shell.describe();
     vec![
         ToolSpec {
             name: "run",
-            description: "Run a shell command (`command`, via /bin/sh -c) or a program with \
+            description: "Run a shell command (`command`, via {shell}) or a program with \
 arguments (`argv`). Returns as soon as the command's main process exits: {id, status: exited | \
 killed | timed_out, exit_code, signal, note, duration_ms, output, next_offset, truncated_bytes, \
 descendants_alive}. If it is still running after `yield_s` seconds (default 10), returns {id, \
@@ -44,13 +45,14 @@ returns at once and lists the background processes under descendants_alive), the
 `until` for their ready line. Every process the command starts stays contained: `kill` ends \
 them all. Output merges stdout and stderr in order. If it starts with status failed_start, \
 the program or cwd was not found. Use `stdin` to feed input (written, then closed); set \
-`keep_stdin_open` to talk to an interactive program with `write`.",
+`keep_stdin_open` to talk to an interactive program with `write`."
+                .replace("{shell}", &shell),
             input_schema: json!({
                 "type": "object",
                 "properties": {
                     "command": {
                         "type": "string",
-                        "description": "Shell command line, run with /bin/sh -c. Give this or argv."
+                        "description": format!("Shell command line, run with {shell}. Give this or argv.")
                     },
                     "argv": {
                         "type": "array", "items": {"type": "string"}, "minItems": 1,
@@ -90,7 +92,8 @@ the program or cwd was not found. Use `stdin` to feed input (written, then close
 end_offset, eof, dropped}. Without `offset` it continues where the last output shown for this \
 id ended, so repeated calls page through new output. Use the `offset` and `max_bytes` named in \
 an omission marker to see bytes that were cut from a result. Returns at once; to wait for \
-output use `wait`.",
+output use `wait`."
+                .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
@@ -113,7 +116,8 @@ output use `wait`.",
             description: "Write to a running session's standard input (it must have been started \
 with keep_stdin_open), then return the output produced within `yield_s` seconds (default 1; \
 sooner if the command exits): {id, status, output, next_offset, ...}. Set `submit` to append a \
-newline (press Enter) and `eof` to close stdin afterwards (like Ctrl-D).",
+newline (press Enter) and `eof` to close stdin afterwards (like Ctrl-D)."
+                .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
@@ -137,7 +141,8 @@ output matches `until` (a regex), or after `timeout_s` with status running (not 
 wait again, read, or kill). Returns {id, status, matched, output (new since the last output \
 shown), next_offset, exit_code, signal, ...}. `until` only looks at output you have not been \
 shown yet (from the start of the last line shown, so a line cut between two results still \
-matches).",
+matches)."
+                .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
@@ -160,7 +165,8 @@ matches).",
             description: "Kill a session's whole process tree (SIGTERM, then SIGKILL after \
 `grace_s`), including background processes it left running, and verify that nothing survives. \
 Returns the final result with the output not yet shown: {id, status, exit_code, signal, \
-descendants_killed, output, ...}. Also ends the leftovers of a command that already exited.",
+descendants_killed, output, ...}. Also ends the leftovers of a command that already exited."
+                .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {
@@ -178,7 +184,8 @@ descendants_killed, output, ...}. Also ends the leftovers of a command that alre
             name: "list",
             description: "List every session of this server, oldest first: {sessions: [{id, \
 command, status, exit_code, signal, duration_ms, output_bytes, unread_bytes, \
-descendants_alive, stdin_open}]}. Finished sessions stay listed for 30 minutes.",
+descendants_alive, stdin_open}]}. Finished sessions stay listed for 30 minutes."
+                .to_owned(),
             input_schema: json!({
                 "type": "object",
                 "properties": {},
@@ -194,7 +201,7 @@ mod tests {
 
     #[test]
     fn every_tool_has_an_object_schema_and_unique_name() {
-        let tools = all();
+        let tools = all(&crate::shell::Shell::default());
         let mut names: Vec<&str> = tools.iter().map(|t| t.name).collect();
         names.sort();
         assert_eq!(names, ["kill", "list", "read", "run", "wait", "write"]);

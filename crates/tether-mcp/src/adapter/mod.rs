@@ -43,9 +43,12 @@ pub async fn serve_stdio(terminal: Arc<Terminal>, closing: Closing, max_line: us
     let (reader, writer) = rmcp::transport::stdio_pipes();
     let transport = transport::LineTransport::new(reader, writer, max_line, closing.clone());
     let handler = Handler {
-        terminal,
+        terminal: Arc::clone(&terminal),
         closing: closing.clone(),
-        tools: tools::all().into_iter().map(to_rmcp_tool).collect(),
+        tools: tools::all(terminal.shell())
+            .into_iter()
+            .map(to_rmcp_tool)
+            .collect(),
     };
     let running = tokio::select! {
         started = handler.serve(transport) => match started {
