@@ -313,7 +313,14 @@ mod tests {
 
     #[test]
     fn a_reaped_child_is_gone() {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let mut child = if cfg!(windows) {
+            std::process::Command::new("cmd")
+                .args(["/c", "exit 0"])
+                .spawn()
+        } else {
+            std::process::Command::new("true").spawn()
+        }
+        .unwrap();
         let pid = child.id();
         let start = tether::sys::process(pid).map(|s| s.start_time);
         child.wait().unwrap();

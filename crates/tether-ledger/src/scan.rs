@@ -128,7 +128,9 @@ pub fn argv_of(pid: u32) -> Vec<String> {
     tether::sys::command_line(pid)
 }
 
-#[cfg(test)]
+// They start `sh` (tether-testkit is Unix-only); Windows has its own
+// tag-scan tests (crates/tether/tests/windows_job.rs).
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

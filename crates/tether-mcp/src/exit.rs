@@ -198,6 +198,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(unix)]
     fn signals_have_names() {
         assert_eq!(signal_name(9), "SIGKILL");
         assert_eq!(signal_name(15), "SIGTERM");
@@ -206,11 +207,25 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)]
     fn an_unexplained_sigkill_suggests_the_oom_killer() {
         let note = signal_note(libc::SIGKILL);
         assert!(note.contains("OOM"), "{note}");
         assert!(signal_note(libc::SIGSEGV).contains("segmentation fault"));
         assert_eq!(signal_note(libc::SIGUSR1), "terminated by SIGUSR1");
+    }
+
+    #[test]
+    #[cfg(windows)]
+    fn crash_codes_are_explained() {
+        assert!(
+            windows_note(0xC000_0005_u32 as i32, false)
+                .unwrap()
+                .contains("access violation")
+        );
+        assert!(windows_note(9009, true).unwrap().contains("not found"));
+        assert_eq!(windows_note(9009, false), None);
+        assert_eq!(signal_name(SIGBREAK), "Ctrl-Break");
     }
 
     #[test]

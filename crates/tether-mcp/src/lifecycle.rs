@@ -127,6 +127,7 @@ mod tests {
         closing.close(Cause::InputClosed);
         assert_eq!(waiter.await.unwrap(), Cause::Signal(libc::SIGTERM));
         assert_eq!(closing.closed().await, Cause::Signal(libc::SIGTERM));
+        #[cfg(unix)]
         assert_eq!(Cause::Signal(libc::SIGHUP).to_string(), "SIGHUP");
     }
 }

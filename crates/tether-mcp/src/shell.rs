@@ -18,7 +18,7 @@ pub enum Shell {
     #[default]
     Platform,
     /// Windows PowerShell: `powershell -NoProfile -NonInteractive -Command`.
-    PowerShell,
+    Powershell,
     /// PowerShell 7: `pwsh -NoProfile -NonInteractive -Command`.
     Pwsh,
     /// `bash -c` (on Windows, Git for Windows' bash from `PATH`).
@@ -33,7 +33,7 @@ pub fn parse(text: &str) -> Result<Shell, String> {
     Ok(match text {
         "" => return Err("empty shell".into()),
         "default" | "sh" | "cmd" | "cmd.exe" => Shell::Platform,
-        "powershell" | "powershell.exe" => Shell::PowerShell,
+        "powershell" | "powershell.exe" => Shell::Powershell,
         "pwsh" | "pwsh.exe" => Shell::Pwsh,
         "bash" | "bash.exe" => Shell::Bash,
         path => Shell::Program(PathBuf::from(path)),
@@ -55,7 +55,7 @@ impl Shell {
         };
         Some(match self {
             Shell::Platform => return None,
-            Shell::PowerShell => ps("powershell"),
+            Shell::Powershell => ps("powershell"),
             Shell::Pwsh => ps("pwsh"),
             Shell::Bash => vec!["bash".into(), "-c".into(), script.into()],
             Shell::Program(path) => vec![path.into(), "-c".into(), script.into()],
@@ -67,7 +67,7 @@ impl Shell {
         match self {
             Shell::Platform if cfg!(windows) => "cmd.exe /d /s /c (Windows cmd syntax)".into(),
             Shell::Platform => "/bin/sh -c".into(),
-            Shell::PowerShell => "Windows PowerShell (powershell -Command)".into(),
+            Shell::Powershell => "Windows PowerShell (powershell -Command)".into(),
             Shell::Pwsh => "PowerShell 7 (pwsh -Command)".into(),
             Shell::Bash => "bash -c".into(),
             Shell::Program(path) => format!("{} -c", path.display()),
