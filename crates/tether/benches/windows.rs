@@ -78,14 +78,23 @@ mod imp {
         }
         let exe = win_tree();
         let std_run = || {
-            let status = std::process::Command::new(&exe).args(["exit", "0"]).status().unwrap();
+            let status = std::process::Command::new(&exe)
+                .args(["exit", "0"])
+                .status()
+                .unwrap();
             assert!(status.success());
         };
         let tether_run = || {
-            let status = tether::Command::new(&exe).args(["exit", "0"]).status().unwrap();
+            let status = tether::Command::new(&exe)
+                .args(["exit", "0"])
+                .status()
+                .unwrap();
             assert!(status.success());
         };
-        let cases: [(&str, &dyn Fn()); 2] = [("std::process::Command", &std_run), ("tether::Command (job)", &tether_run)];
+        let cases: [(&str, &dyn Fn()); 2] = [
+            ("std::process::Command", &std_run),
+            ("tether::Command (job)", &tether_run),
+        ];
         let mut samples = vec![Vec::with_capacity(SPAWNS); cases.len()];
         for (_, f) in &cases {
             f();
@@ -120,8 +129,13 @@ mod imp {
                 .spawn()
                 .unwrap();
             let mut line = String::new();
-            BufReader::new(owner.stdout.take().unwrap()).read_line(&mut line).unwrap();
-            let pids: Vec<u32> = line.split_whitespace().map(|p| p.parse().unwrap()).collect();
+            BufReader::new(owner.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            let pids: Vec<u32> = line
+                .split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect();
             let (o, c, g) = (pin(pids[0]), pin(pids[1]), pin(pids[2]));
             let t = Instant::now();
             o.kill().unwrap();
