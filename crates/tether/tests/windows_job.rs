@@ -79,11 +79,15 @@ fn kept_leftovers_stay_listed_until_killed() {
 fn a_timeout_kills_the_tree_and_says_so() {
     let mut child = tree_command(&["tree", "60"])
         .stdout(Stdio::Piped)
-        .timeout(Duration::from_millis(300))
+        // Long enough for a cold Wine start to print its pids (measured up
+        // to ~400 ms on a loaded 2-core machine), short for a test.
+        .timeout(Duration::from_secs(3))
         .grace(Duration::from_millis(200))
         .spawn()
         .unwrap();
-    let ids = pids(&first_line(&mut child));
+    let line = first_line(&mut child);
+    assert!(!line.is_empty(), "the tree was killed before it printed its pids");
+    let ids = pids(&line);
     let grandchild = pin(ids[1]);
     let status = child.wait().unwrap();
     assert!(status.timed_out());
