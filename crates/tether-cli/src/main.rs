@@ -4,7 +4,6 @@
 mod duration;
 mod ps;
 mod reap;
-mod record;
 mod run;
 
 use std::process::ExitCode;

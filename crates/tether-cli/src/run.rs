@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tether::{Command, ContainmentPolicy, Error, ExitStatus, SignalForwarder};
+use tether_ledger::{Outcome, Recorder, SessionStart};
 
 use crate::EXIT_TETHER_ERROR;
 
@@ -183,21 +184,24 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     }
     let started = Instant::now();
     let mut child = command.spawn()?;
-    let record =
-        crate::record::RunRecord::start(&child, &args.purpose, &args.command, args.cwd.as_deref());
+    let recorder = record_start(&child, &args);
     forwarder.forward_to(&child)?;
 
     if !args.json {
         let status = child.wait()?;
-        record.finish(&status);
+        record_end(recorder, &child, &status);
         return Ok(exit_code(&status));
     }
     let containment = child.containment().to_string();
     let pid = child.id();
     let session = child.session_id().to_string();
+    let session_id = child.session_id().clone();
     let output = child.wait_with_output_limited(args.max_output)?;
     let status = output.status;
-    record.finish(&status);
+    if let Some(recorder) = recorder {
+        recorder.record_end(&session_id, Outcome::of_status(&status));
+        recorder.finish();
+    }
     let result = JsonResult {
         exit_code: status.code(),
         signal: status.code().is_none().then(|| status.shell_code() - 128),
@@ -216,6 +220,36 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     };
     println!("{}", serde_json::to_string(&result).expect("serializable"));
     Ok(exit_code(&status))
+}
+
+/// Records this run (owner and session) in the ledger. Best effort: a run
+/// whose ledger cannot be written still runs — its processes carry spawn
+/// tags, which is what `tether ps` and `tether reap` need most — and says
+/// why once on stderr.
+fn record_start(child: &tether::Child, args: &RunArgs) -> Option<Recorder> {
+    let recorder = match Recorder::register(&tether::Install::from_env(), "run") {
+        Ok(recorder) => recorder,
+        Err(e) => {
+            eprintln!("tether: warning: this run is not in the ledger: {e}");
+            return None;
+        }
+    };
+    let command: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut session = SessionStart::of_child(child, &args.purpose, &command);
+    session.cwd = args.cwd.clone();
+    recorder.record_start(&session);
+    Some(recorder)
+}
+
+fn record_end(recorder: Option<Recorder>, child: &tether::Child, status: &ExitStatus) {
+    if let Some(recorder) = recorder {
+        recorder.record_end(child.session_id(), Outcome::of_status(status));
+        recorder.finish();
+    }
 }
 
 /// `timeout(1)` conventions.

@@ -4,6 +4,10 @@
 //! session's orphans, and (as root, in a private pid namespace) not a
 //! process that took a dead owner's or orphan's pid.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod orphans;
 mod support;
 
@@ -224,13 +228,14 @@ const PIDNS_SCENARIO: &str = "TETHER_REAP_TEST_PIDNS_SCENARIO";
 /// Runs `scenario` (a test of this file) as pid 1 of a private pid
 /// namespace; skips with a message when not root or without `unshare`.
 fn in_private_pid_namespace(scenario: &str) {
-    if !support::is_root() {
-        eprintln!("skipped: forcing pid reuse needs root (CI runs as root)");
+    if !tether_testkit::require_root("forcing pid reuse") {
         return;
     }
     let unshare = Command::new("unshare").arg("--version").output();
-    if !unshare.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: no unshare(1) (util-linux)");
+    if !tether_testkit::require(
+        unshare.is_ok_and(|o| o.status.success()),
+        "no unshare(1) (util-linux)",
+    ) {
         return;
     }
     let out = Command::new("unshare")

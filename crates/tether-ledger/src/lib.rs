@@ -47,10 +47,10 @@
 mod census;
 mod clock;
 mod error;
-mod observer;
 pub mod proof;
 mod reaper;
 mod rebuild;
+mod recorder;
 mod records;
 mod scan;
 mod schema;
@@ -60,12 +60,12 @@ mod store;
 pub use census::{Census, LedgerState, OwnerEntry, ProcessEntry, Role, SessionEntry, SessionState};
 pub use clock::Clock;
 pub use error::{Insecurity, LedgerError, Result};
-pub use observer::LedgerObserver;
 pub use proof::{DeathProof, OwnerKey, OwnerStatus};
 pub use reaper::{
     InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason, Skipped, Target, TargetOutcome,
     execute, plan, reap, reap_install,
 };
+pub use recorder::Recorder;
 pub use records::{
     Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
 };

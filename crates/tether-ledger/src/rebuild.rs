@@ -8,26 +8,27 @@
 //! statuses, commands of sessions that ended — stays in the quarantined
 //! file for a person to inspect.
 
-use rusqlite::Transaction;
 use tether::{ProcessIdentity, SessionId};
 
 use crate::proof::{OwnerStatus, Prover};
-use crate::records::{OwnerRecord, SessionStart, Source, bounded_argv};
+use crate::records::{OwnerRecord, SessionStart, bounded_argv};
 use crate::scan::{Scan, TaggedProcess, argv_of};
-use crate::store::{insert_rebuilt_owner, insert_session};
 
 /// Purpose written for a rebuilt owner: tags do not say what kind of owner
 /// spawned them.
 pub const UNKNOWN_PURPOSE: &str = "unknown";
 
-/// Scans the process table and writes the install's live owners and
-/// sessions into `tx`. Returns (owners, sessions) written.
-pub(crate) fn rebuild(tx: &Transaction<'_>, install: &str) -> rusqlite::Result<(u64, u64)> {
+/// One owner to recreate, with its sessions.
+pub(crate) type Rebuilt = (OwnerRecord, Vec<SessionStart>);
+
+/// Scans the process table for the install's live owners and sessions, as
+/// records for the store to write.
+pub(crate) fn rebuild(install: &str) -> Vec<Rebuilt> {
     let scan = Scan::take();
     let mut prover = Prover::new(&[]);
     let boot = prover.boot_id().to_owned();
     let uid = tether::sys::current_uid();
-    let (mut owners, mut sessions) = (0, 0);
+    let mut out = Vec::new();
     for (key, by_session) in scan.by_owner(install) {
         let alive = prover.owner_status(key) == OwnerStatus::Alive;
         let live = alive
@@ -51,8 +52,7 @@ pub(crate) fn rebuild(tx: &Transaction<'_>, install: &str) -> rusqlite::Result<(
             uid,
             started_at_ms: scan.clock.wall_ms(key.start_time),
         };
-        let owner = insert_rebuilt_owner(tx, &record)?;
-        owners += 1;
+        let mut sessions = Vec::new();
         for (session, procs) in by_session {
             let Some(id) = SessionId::parse(session) else {
                 continue;
@@ -72,11 +72,11 @@ pub(crate) fn rebuild(tx: &Transaction<'_>, install: &str) -> rusqlite::Result<(
                 .map(|p| scan.clock.wall_ms(p.start_time))
                 .min()
                 .unwrap_or(start.started_at_ms);
-            insert_session(tx, owner, &start, Source::Rebuilt)?;
-            sessions += 1;
+            sessions.push(start);
         }
+        out.push((record, sessions));
     }
-    Ok((owners, sessions))
+    out
 }
 
 /// The full identity of a scanned process, if it is still the one scanned.

@@ -128,9 +128,8 @@ pub fn argv_of(pid: u32) -> Vec<String> {
     tether::sys::command_line(pid)
 }
 
-// They start `sh` (tether-testkit is Unix-only); Windows has its own
-// tag-scan tests (crates/tether/tests/windows_job.rs).
-#[cfg(all(test, unix))]
+// The scan is tested against real Linux processes (tether-testkit).
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 

@@ -29,9 +29,7 @@
 //!   handle checks that `ledger.db` is still the file it opened, and
 //!   reopens it if another process quarantined it meanwhile.
 
-use std::fs::{self, File, OpenOptions};
-#[cfg(unix)]
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -400,7 +398,7 @@ fn insert_owner(
     )
 }
 
-pub(crate) fn insert_session(
+fn insert_session(
     tx: &rusqlite::Transaction<'_>,
     owner: OwnerId,
     s: &SessionStart,
@@ -434,23 +432,15 @@ pub(crate) fn insert_session(
     .map(drop)
 }
 
-pub(crate) fn insert_rebuilt_owner(
+fn insert_rebuilt_owner(
     tx: &rusqlite::Transaction<'_>,
     owner: &OwnerRecord,
 ) -> rusqlite::Result<OwnerId> {
     insert_owner(tx, owner, Source::Rebuilt)
 }
 
-#[cfg(unix)]
 fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
-    let meta = fs::metadata(path)?;
-    Ok((meta.dev(), meta.ino()))
-}
-
-/// Volume serial and file index: Windows' `(st_dev, st_ino)`.
-#[cfg(windows)]
-fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
-    tether::windows::file_id(&fs::File::open(path)?)
+    state_dir::file_id(path)
 }
 
 fn is_corruption(e: &rusqlite::Error) -> bool {
@@ -474,9 +464,6 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Attempt::Missing),
         Err(e) => return Err(io(e)),
     };
-    #[cfg(unix)]
-    let file_id = (meta.dev(), meta.ino());
-    #[cfg(windows)]
     let file_id = file_id(path).map_err(io)?;
     let corrupt = |reason: String| Attempt::Corrupt { reason, file_id };
     // A store is born with its header and schema (see create_fresh): a
@@ -555,8 +542,8 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
         Err(e) => return Err(sqlite(e)),
     }
     // The file we checked must still be the one at the path.
-    match fs::metadata(path) {
-        Ok(_) if self::file_id(path).ok() == Some(file_id) => Ok((conn, file_id)),
+    match self::file_id(path) {
+        Ok(id) if id == file_id => Ok((conn, file_id)),
         _ => Err(Attempt::Missing),
     }
 }
@@ -576,7 +563,8 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// An exclusive `flock` on the state directory's lock file, released on drop.
+/// An exclusive lock on the state directory's lock file (`flock` on Unix,
+/// `LockFileEx` on Windows), released on drop.
 struct DirLock(File);
 
 impl DirLock {
@@ -584,51 +572,15 @@ impl DirLock {
         let path = dir.join(LOCK_FILE);
         let file = state_dir::open_private(&path)?;
         // Held only around quarantine and creation: bounded work.
-        lock(&file).map_err(|source| LedgerError::Io { path, source })?;
+        file.lock()
+            .map_err(|source| LedgerError::Io { path, source })?;
         Ok(DirLock(file))
     }
 }
 
 impl Drop for DirLock {
     fn drop(&mut self) {
-        unlock(&self.0);
-    }
-}
-
-#[cfg(unix)]
-fn lock(file: &File) -> std::io::Result<()> {
-    nix_flock(file, libc::LOCK_EX)
-}
-
-#[cfg(unix)]
-fn unlock(file: &File) {
-    let _ = nix_flock(file, libc::LOCK_UN);
-}
-
-/// `LockFileEx` (std's `File::lock`): exclusive, released on unlock or close.
-#[cfg(windows)]
-fn lock(file: &File) -> std::io::Result<()> {
-    file.lock()
-}
-
-#[cfg(windows)]
-fn unlock(file: &File) {
-    let _ = file.unlock();
-}
-
-#[cfg(unix)]
-fn nix_flock(file: &File, op: i32) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: flock on a descriptor we own; no memory is passed.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
-        }
+        let _ = self.0.unlock();
     }
 }
 
@@ -699,11 +651,7 @@ fn create_fresh(
         source,
     };
     let _ = fs::remove_file(&tmp);
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    options.mode(0o600);
-    options.open(&tmp).map_err(|e| io(&tmp, e))?;
+    state_dir::create_new_private(&tmp).map_err(|e| io(&tmp, e))?;
     let sqlite = |source| LedgerError::Sqlite {
         path: tmp.clone(),
         source,
@@ -719,7 +667,15 @@ fn create_fresh(
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(sqlite)?;
-                let (owners, sessions) = crate::rebuild::rebuild(&tx, install).map_err(sqlite)?;
+                let (mut owners, mut sessions) = (0, 0);
+                for (record, starts) in crate::rebuild::rebuild(install) {
+                    let owner = insert_rebuilt_owner(&tx, &record).map_err(sqlite)?;
+                    owners += 1;
+                    for start in &starts {
+                        insert_session(&tx, owner, start, Source::Rebuilt).map_err(sqlite)?;
+                        sessions += 1;
+                    }
+                }
                 let q = Quarantine {
                     at_ms: now_ms(),
                     moved_to: moved_to.to_path_buf(),
@@ -750,7 +706,7 @@ fn create_fresh(
             .map_err(sqlite)?;
         conn.close().map_err(|(_, e)| sqlite(e))?;
         // Opened for writing: Windows flushes only a handle that may write.
-        OpenOptions::new()
+        fs::OpenOptions::new()
             .write(true)
             .open(&tmp)
             .and_then(|f| f.sync_all())

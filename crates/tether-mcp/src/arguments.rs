@@ -1,37 +1,20 @@
-//! Tool arguments: checked against the rules the schemas advertise (the
-//! SDK validates nothing), with an error that says what to send instead.
-//!
-//! Lenient where a model's slip is unambiguous: an id sent as a number, a
-//! number or boolean sent as a string. Strict everywhere else: unknown
-//! arguments, wrong types and out-of-range values are errors, never
-//! silently clamped or ignored.
+//! Tool arguments as typed values: each tool's table in
+//! [`tools`](crate::tools) is checked by [`params::check`] (kinds, ranges,
+//! unknown names), then the rules that span arguments (`command` or
+//! `argv`, exec limits, `head_lines` or `tail_lines`) are checked here.
 
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+use tether::registry::Stream;
 
 use crate::error::ArgError;
+use crate::params::{self, Checked};
+use crate::tools;
 
 /// Longest single argument `execve` takes on Linux (`MAX_ARG_STRLEN`,
 /// 32 pages, including the terminating NUL).
 pub const MAX_EXEC_ARG: usize = 128 * 1024 - 1;
-
-/// Default [`RunArgs::timeout`]: 600 s.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-/// Largest `timeout_s` of `run`: one day.
-pub const MAX_TIMEOUT_S: f64 = 86_400.0;
-/// Default `yield_s` of `run`.
-pub const DEFAULT_RUN_YIELD: Duration = Duration::from_secs(10);
-/// Default `yield_s` of `write`.
-pub const DEFAULT_WRITE_YIELD: Duration = Duration::from_secs(1);
-/// Longest any call waits (`yield_s`, `wait`'s `timeout_s`): 300 s.
-pub const MAX_WAIT_S: f64 = 300.0;
-/// Default `grace_s` of `kill`.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
-/// Largest `grace_s` of `kill`.
-pub const MAX_GRACE_S: f64 = 60.0;
-/// Default `max_bytes` of `read`.
-pub const DEFAULT_READ_BYTES: usize = 16 * 1024;
 
 /// What `run` runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,14 +34,43 @@ pub struct RunArgs {
     pub cwd: Option<String>,
     /// Variables to set.
     pub env: Vec<(String, String)>,
-    /// Hard limit (default [`DEFAULT_TIMEOUT`]).
+    /// Hard limit.
     pub timeout: Duration,
     /// How long the call waits for the command to finish.
     pub yield_for: Duration,
+    /// Return as soon as the output matches this.
+    pub until: Option<String>,
     /// Text for stdin.
     pub stdin: Option<String>,
     /// Keep stdin open for `write`.
     pub keep_stdin_open: bool,
+    /// With `keep_stdin_open`: return once output went quiet this long.
+    pub quiet: Option<Duration>,
+    /// Capture stderr apart.
+    pub separate_stderr: bool,
+}
+
+/// What `read` shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadMode {
+    /// Bytes from an offset, rendered (or exact with `raw`).
+    Page {
+        /// Exact bytes, not rendered.
+        raw: bool,
+    },
+    /// The first N lines from the offset.
+    Head(usize),
+    /// The last N lines of the stream.
+    Tail(usize),
+    /// Lines matching a regex, with context.
+    Grep {
+        /// The regex.
+        pattern: String,
+        /// Lines before and after each match.
+        context: usize,
+        /// Most matches listed.
+        max_matches: usize,
+    },
 }
 
 /// Arguments of `read`.
@@ -66,10 +78,14 @@ pub struct RunArgs {
 pub struct ReadArgs {
     /// Session id or prefix.
     pub id: String,
-    /// Offset to read from (default: the cursor).
+    /// Offset to read from (default depends on the mode).
     pub offset: Option<u64>,
-    /// Most bytes to read.
-    pub max_bytes: usize,
+    /// Most bytes to read (default: the budget).
+    pub max_bytes: Option<usize>,
+    /// What to show.
+    pub mode: ReadMode,
+    /// Which stream.
+    pub stream: Stream,
 }
 
 /// Arguments of `write`.
@@ -81,8 +97,12 @@ pub struct WriteArgs {
     pub data: String,
     /// Close stdin afterwards.
     pub eof: bool,
-    /// How long to collect output afterwards.
+    /// Most time to collect output afterwards.
     pub yield_for: Duration,
+    /// Return as soon as new output matches this.
+    pub until: Option<String>,
+    /// Return once new output went quiet this long.
+    pub quiet: Option<Duration>,
 }
 
 /// Arguments of `wait`.
@@ -94,6 +114,10 @@ pub struct WaitArgs {
     pub timeout: Duration,
     /// Regex that ends the wait.
     pub until: Option<String>,
+    /// Where `until` starts looking (default: after the last match).
+    pub offset: Option<u64>,
+    /// Which stream `until` looks at.
+    pub stream: Stream,
 }
 
 /// Arguments of `kill`.
@@ -103,136 +127,6 @@ pub struct KillArgs {
     pub id: String,
     /// SIGTERM → SIGKILL grace.
     pub grace: Duration,
-}
-
-/// A tool's arguments being checked.
-struct Args<'a> {
-    map: &'a Map<String, Value>,
-}
-
-impl<'a> Args<'a> {
-    /// Refuses arguments not in `known` (comma-separated names).
-    fn new(map: &'a Map<String, Value>, known: &'static str) -> Result<Args<'a>, ArgError> {
-        if let Some(name) = map
-            .keys()
-            .find(|k| !known.split(", ").any(|n| n == k.as_str()))
-        {
-            return Err(ArgError::Unknown {
-                name: name.clone(),
-                known,
-            });
-        }
-        Ok(Args { map })
-    }
-
-    fn get(&self, name: &str) -> Option<&'a Value> {
-        self.map.get(name).filter(|v| !v.is_null())
-    }
-
-    fn string(&self, name: &'static str) -> Result<Option<&'a str>, ArgError> {
-        match self.get(name) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(wrong_type(name, "a string", other)),
-        }
-    }
-
-    fn required_string(&self, name: &'static str, hint: &'static str) -> Result<&'a str, ArgError> {
-        self.string(name)?.ok_or(ArgError::Missing { name, hint })
-    }
-
-    /// A session id; a number is taken as its digits (models send ints).
-    fn id(&self) -> Result<String, ArgError> {
-        let hint = "the session id that `run` returned (see `list`)";
-        match self.get("id") {
-            None => Err(ArgError::Missing { name: "id", hint }),
-            Some(Value::String(s)) if s.trim().is_empty() => {
-                Err(ArgError::Missing { name: "id", hint })
-            }
-            Some(Value::String(s)) => Ok(s.trim().to_owned()),
-            Some(Value::Number(n)) => Ok(n.to_string()),
-            Some(other) => Err(wrong_type("id", "a string", other)),
-        }
-    }
-
-    fn boolean(&self, name: &'static str) -> Result<bool, ArgError> {
-        match self.get(name) {
-            None => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(Value::String(s)) if s == "true" => Ok(true),
-            Some(Value::String(s)) if s == "false" => Ok(false),
-            Some(other) => Err(wrong_type(name, "true or false", other)),
-        }
-    }
-
-    fn number(&self, name: &'static str) -> Result<Option<f64>, ArgError> {
-        let value = match self.get(name) {
-            None => return Ok(None),
-            Some(v) => v,
-        };
-        let n = match value {
-            Value::Number(n) => n.as_f64(),
-            Value::String(s) => s.trim().parse::<f64>().ok(),
-            _ => None,
-        };
-        match n {
-            Some(n) if n.is_finite() => Ok(Some(n)),
-            _ => Err(wrong_type(name, "a number", value)),
-        }
-    }
-
-    /// Seconds in `[min, max]` (`(0, max]` when `min_exclusive`).
-    fn seconds(
-        &self,
-        name: &'static str,
-        range: &'static str,
-        min_exclusive: bool,
-        max: f64,
-    ) -> Result<Option<Duration>, ArgError> {
-        let Some(s) = self.number(name)? else {
-            return Ok(None);
-        };
-        let low_ok = if min_exclusive { s > 0.0 } else { s >= 0.0 };
-        if !low_ok || s > max {
-            return Err(ArgError::OutOfRange {
-                name,
-                range,
-                got: s.to_string(),
-            });
-        }
-        Ok(Some(Duration::from_secs_f64(s)))
-    }
-
-    fn integer(&self, name: &'static str, range: &'static str) -> Result<Option<u64>, ArgError> {
-        let Some(n) = self.number(name)? else {
-            return Ok(None);
-        };
-        if n < 0.0 || n.fract() != 0.0 || n > u64::MAX as f64 {
-            return Err(ArgError::OutOfRange {
-                name,
-                range,
-                got: n.to_string(),
-            });
-        }
-        Ok(Some(n as u64))
-    }
-}
-
-fn wrong_type(name: &'static str, expected: &'static str, got: &Value) -> ArgError {
-    let mut shown = got.to_string();
-    if shown.len() > 60 {
-        let mut cut = 57;
-        while !shown.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        shown.truncate(cut);
-        shown.push_str("...");
-    }
-    ArgError::WrongType {
-        name,
-        expected,
-        got: shown,
-    }
 }
 
 /// A string that becomes one `execve` argument or environment entry.
@@ -256,13 +150,26 @@ fn exec_string(name: &'static str, s: &str) -> Result<(), ArgError> {
     Ok(())
 }
 
+/// A quiet window: 0 turns it off.
+fn quiet(args: &Checked<'_>) -> Option<Duration> {
+    args.seconds("quiet_s").filter(|d| !d.is_zero())
+}
+
+fn stream(args: &Checked<'_>) -> Stream {
+    match args.choice("stream") {
+        "stderr" => Stream::Stderr,
+        _ => Stream::Output,
+    }
+}
+
+fn duration(d: Option<Duration>) -> Duration {
+    d.expect("the table gives this argument a default or requires it")
+}
+
 /// Checks `run`'s arguments.
 pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
-    let args = Args::new(
-        map,
-        "command, argv, cwd, env, timeout_s, yield_s, stdin, keep_stdin_open",
-    )?;
-    let command = match (args.string("command")?, args.get("argv")) {
+    let args = params::check(tools::RUN, map)?;
+    let command = match (args.text("command"), args.strings("argv")) {
         (Some(_), Some(_)) => {
             return Err(ArgError::Invalid {
                 name: "command",
@@ -287,16 +194,9 @@ pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
             exec_string("command", script)?;
             CommandArg::Shell(script.to_owned())
         }
-        (None, Some(Value::Array(items))) => {
-            let mut argv = Vec::with_capacity(items.len());
-            for item in items {
-                match item {
-                    Value::String(s) => {
-                        exec_string("argv", s)?;
-                        argv.push(s.clone());
-                    }
-                    other => return Err(wrong_type("argv", "an array of strings", other)),
-                }
+        (None, Some(argv)) => {
+            for item in &argv {
+                exec_string("argv", item)?;
             }
             if argv.first().is_none_or(|p| p.is_empty()) {
                 return Err(ArgError::Invalid {
@@ -304,180 +204,146 @@ pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
                     reason: "needs at least the program, e.g. [\"ls\", \"-la\"]".into(),
                 });
             }
-            CommandArg::Argv(argv)
+            CommandArg::Argv(argv.into_iter().map(str::to_owned).collect())
         }
-        (None, Some(other)) => return Err(wrong_type("argv", "an array of strings", other)),
     };
-    let cwd = args.string("cwd")?.map(str::to_owned);
-    if let Some(cwd) = &cwd
-        && cwd.contains('\0')
-    {
+    let cwd = args.text("cwd").map(str::to_owned);
+    if cwd.as_ref().is_some_and(|c| c.contains('\0')) {
         return Err(ArgError::Invalid {
             name: "cwd",
             reason: "contains a NUL character".into(),
         });
     }
     let mut env = Vec::new();
-    match args.get("env") {
-        None => {}
-        Some(Value::Object(vars)) => {
-            for (key, value) in vars {
-                let Value::String(value) = value else {
-                    return Err(wrong_type("env", "an object of string values", value));
-                };
-                if key.is_empty() || key.contains('=') || key.contains('\0') {
-                    return Err(ArgError::Invalid {
-                        name: "env",
-                        reason: format!(
-                            "{key:?} is not a variable name (non-empty, without '=' or NUL)"
-                        ),
-                    });
-                }
-                exec_string("env", value)?;
-                env.push((key.clone(), value.clone()));
-            }
+    for (key, value) in args.string_map("env") {
+        if key.is_empty() || key.contains('=') || key.contains('\0') {
+            return Err(ArgError::Invalid {
+                name: "env",
+                reason: format!("{key:?} is not a variable name (non-empty, without '=' or NUL)"),
+            });
         }
-        Some(other) => {
-            return Err(wrong_type(
-                "env",
-                "an object such as {\"KEY\": \"value\"}",
-                other,
-            ));
-        }
+        exec_string("env", value)?;
+        env.push((key.to_owned(), value.to_owned()));
     }
-    let timeout = args
-        .seconds(
-            "timeout_s",
-            "a number of seconds above 0 and at most 86400",
-            true,
-            MAX_TIMEOUT_S,
-        )?
-        .unwrap_or(DEFAULT_TIMEOUT);
-    let yield_for = args
-        .seconds(
-            "yield_s",
-            "a number of seconds from 0 to 300",
-            false,
-            MAX_WAIT_S,
-        )?
-        .unwrap_or(DEFAULT_RUN_YIELD);
+    let keep_stdin_open = args.boolean("keep_stdin_open");
+    let until = args.text("until").map(str::to_owned);
     Ok(RunArgs {
         command,
         cwd,
         env,
-        timeout,
-        yield_for,
-        stdin: args.string("stdin")?.map(str::to_owned),
-        keep_stdin_open: args.boolean("keep_stdin_open")?,
+        timeout: duration(args.seconds("timeout_s")),
+        yield_for: duration(args.seconds("yield_s")),
+        stdin: args.text("stdin").map(str::to_owned),
+        // The quiet rule is for talking to a program; `until` names
+        // exactly what to wait for instead (unless quiet_s is explicit).
+        quiet: if keep_stdin_open && (until.is_none() || args.has("quiet_s")) {
+            quiet(&args)
+        } else {
+            None
+        },
+        until,
+        keep_stdin_open,
+        separate_stderr: args.boolean("separate_stderr"),
     })
 }
 
 /// Checks `read`'s arguments.
 pub fn read(map: &Map<String, Value>) -> Result<ReadArgs, ArgError> {
-    let args = Args::new(map, "id, offset, max_bytes")?;
+    let args = params::check(tools::READ, map)?;
     let id = args.id()?;
-    let offset = args.integer("offset", "a byte offset: an integer from 0")?;
-    let max_bytes = args
-        .integer("max_bytes", "an integer from 1 to 1048576")?
-        .unwrap_or(DEFAULT_READ_BYTES as u64);
-    if !(1..=crate::excerpt::READ_MAX_BYTES as u64).contains(&max_bytes) {
-        return Err(ArgError::OutOfRange {
-            name: "max_bytes",
-            range: "an integer from 1 to 1048576",
-            got: max_bytes.to_string(),
+    let chosen: Vec<&str> = ["tail_lines", "head_lines", "grep"]
+        .into_iter()
+        .filter(|n| args.has(n))
+        .collect();
+    if chosen.len() > 1 {
+        return Err(ArgError::Invalid {
+            name: chosen[1],
+            reason: format!(
+                "give one of tail_lines, head_lines and grep, not {}",
+                chosen.join(" and ")
+            ),
         });
     }
+    let raw = args.boolean("raw");
+    if raw && !chosen.is_empty() {
+        return Err(ArgError::Invalid {
+            name: "raw",
+            reason: format!(
+                "returns bytes as they are; it does not combine with {}",
+                chosen[0]
+            ),
+        });
+    }
+    let count = |name| args.integer(name).map(|n| n as usize);
+    let mode = if let Some(n) = count("tail_lines") {
+        ReadMode::Tail(n)
+    } else if let Some(n) = count("head_lines") {
+        ReadMode::Head(n)
+    } else if let Some(pattern) = args.text("grep") {
+        ReadMode::Grep {
+            pattern: pattern.to_owned(),
+            context: count("context").unwrap_or(0),
+            max_matches: count("max_matches").unwrap_or(1),
+        }
+    } else {
+        ReadMode::Page { raw }
+    };
     Ok(ReadArgs {
         id,
-        offset,
-        max_bytes: max_bytes as usize,
+        offset: args.integer("offset"),
+        max_bytes: count("max_bytes"),
+        mode,
+        stream: stream(&args),
     })
 }
 
 /// Checks `write`'s arguments.
 pub fn write(map: &Map<String, Value>) -> Result<WriteArgs, ArgError> {
-    let args = Args::new(map, "id, data, submit, eof, yield_s")?;
+    let args = params::check(tools::WRITE, map)?;
     let id = args.id()?;
-    let mut data = args
-        .required_string(
-            "data",
-            "the text to write to stdin (\"\" with eof: true just closes it)",
-        )?
-        .to_owned();
-    if args.boolean("submit")? {
+    let mut data = args.text("data").unwrap_or_default().to_owned();
+    if args.boolean("submit") {
         data.push('\n');
     }
-    let yield_for = args
-        .seconds(
-            "yield_s",
-            "a number of seconds from 0 to 300",
-            false,
-            MAX_WAIT_S,
-        )?
-        .unwrap_or(DEFAULT_WRITE_YIELD);
+    let until = args.text("until").map(str::to_owned);
     Ok(WriteArgs {
         id,
         data,
-        eof: args.boolean("eof")?,
-        yield_for,
+        eof: args.boolean("eof"),
+        yield_for: duration(args.seconds("yield_s")),
+        quiet: if until.is_none() || args.has("quiet_s") {
+            quiet(&args)
+        } else {
+            None
+        },
+        until,
     })
 }
 
 /// Checks `wait`'s arguments.
 pub fn wait(map: &Map<String, Value>) -> Result<WaitArgs, ArgError> {
-    let args = Args::new(map, "id, timeout_s, until")?;
-    let id = args.id()?;
-    let range = "a number of seconds from 0 to 300";
-    let timeout =
-        args.seconds("timeout_s", range, false, MAX_WAIT_S)?
-            .ok_or(ArgError::Missing {
-                name: "timeout_s",
-                hint: "how many seconds to wait at most, from 0 to 300",
-            })?;
-    let until = args.string("until")?.map(str::to_owned);
-    if let Some(pattern) = &until {
-        if pattern.is_empty() {
-            return Err(ArgError::Invalid {
-                name: "until",
-                reason: "is empty; give a regex, or leave `until` out to wait for the exit".into(),
-            });
-        }
-        if let Err(e) = regex::bytes::Regex::new(pattern) {
-            return Err(ArgError::Invalid {
-                name: "until",
-                reason: format!(
-                    "is not a valid regex ({}); escape special characters with \\, e.g. \
-                     \"Listening on port 8080\\\\.\"",
-                    e.to_string()
-                        .lines()
-                        .last()
-                        .unwrap_or("syntax error")
-                        .trim()
-                ),
-            });
-        }
-    }
-    Ok(WaitArgs { id, timeout, until })
+    let args = params::check(tools::WAIT, map)?;
+    Ok(WaitArgs {
+        id: args.id()?,
+        timeout: duration(args.seconds("timeout_s")),
+        until: args.text("until").map(str::to_owned),
+        offset: args.integer("offset"),
+        stream: stream(&args),
+    })
 }
 
 /// Checks `kill`'s arguments.
 pub fn kill(map: &Map<String, Value>) -> Result<KillArgs, ArgError> {
-    let args = Args::new(map, "id, grace_s")?;
-    let id = args.id()?;
-    let grace = args
-        .seconds(
-            "grace_s",
-            "a number of seconds from 0 to 60",
-            false,
-            MAX_GRACE_S,
-        )?
-        .unwrap_or(DEFAULT_GRACE);
-    Ok(KillArgs { id, grace })
+    let args = params::check(tools::KILL, map)?;
+    Ok(KillArgs {
+        id: args.id()?,
+        grace: duration(args.seconds("grace_s")),
+    })
 }
 
 /// Checks `list`'s arguments (none).
 pub fn list(map: &Map<String, Value>) -> Result<(), ArgError> {
-    Args::new(map, "")?;
+    params::check(tools::LIST, map)?;
     Ok(())
 }
 
@@ -500,11 +366,17 @@ mod tests {
         assert_eq!(a.command, CommandArg::Shell("echo hi".into()));
         assert_eq!(
             (a.timeout, a.yield_for),
-            (DEFAULT_TIMEOUT, DEFAULT_RUN_YIELD)
+            (Duration::from_secs(600), Duration::from_secs(10))
         );
+        assert_eq!(a.quiet, None, "quiet is for keep_stdin_open");
         let a = run(&map(json!({"argv": ["ls", "-l"], "yield_s": "2.5"}))).unwrap();
         assert_eq!(a.command, CommandArg::Argv(vec!["ls".into(), "-l".into()]));
         assert_eq!(a.yield_for, Duration::from_millis(2500));
+        let a = run(&map(
+            json!({"command": "python3 -i", "keep_stdin_open": true}),
+        ))
+        .unwrap();
+        assert_eq!(a.quiet, Some(Duration::from_millis(200)));
 
         let err = run(&map(json!({}))).unwrap_err();
         assert!(err.to_string().contains("`command` is required"), "{err}");
@@ -531,9 +403,10 @@ mod tests {
             (json!({"command": "x", "yield_s": 301}), "yield_s"),
             (json!({"command": "x", "yield_s": -1}), "yield_s"),
             (json!({"command": "x", "yield_s": "soon"}), "yield_s"),
+            (json!({"command": "x", "until": "(x"}), "until"),
         ] {
             let err = run(&map(args)).unwrap_err().to_string();
-            assert!(err.starts_with(&format!("`{what}` must be")), "{err}");
+            assert!(err.starts_with(&format!("`{what}`")), "{err}");
         }
         let big = "x".repeat(MAX_EXEC_ARG + 1);
         let err = run(&map(json!({"command": big}))).unwrap_err().to_string();
@@ -563,6 +436,34 @@ mod tests {
     }
 
     #[test]
+    fn read_modes_exclude_each_other() {
+        let r = read(&map(json!({"id": "abcd", "grep": "x"}))).unwrap();
+        assert_eq!(
+            r.mode,
+            ReadMode::Grep {
+                pattern: "x".into(),
+                context: 2,
+                max_matches: 50
+            }
+        );
+        assert_eq!(
+            read(&map(json!({"id": "abcd", "tail_lines": 5})))
+                .unwrap()
+                .mode,
+            ReadMode::Tail(5)
+        );
+        assert!(read(&map(json!({"id": "abcd", "tail_lines": 5, "grep": "x"}))).is_err());
+        assert!(read(&map(json!({"id": "abcd", "raw": true, "head_lines": 1}))).is_err());
+        assert!(read(&map(json!({"id": "abcd", "stream": "stdin"}))).is_err());
+        assert_eq!(
+            read(&map(json!({"id": "abcd", "stream": "stderr"})))
+                .unwrap()
+                .stream,
+            Stream::Stderr
+        );
+    }
+
+    #[test]
     fn read_write_wait_kill_bounds() {
         assert!(read(&map(json!({"id": "abcd", "offset": -1}))).is_err());
         assert!(read(&map(json!({"id": "abcd", "offset": 1.5}))).is_err());
@@ -570,6 +471,9 @@ mod tests {
         assert!(read(&map(json!({"id": "abcd", "max_bytes": 2_000_000}))).is_err());
         let w = write(&map(json!({"id": "abcd", "data": "1+1", "submit": true}))).unwrap();
         assert_eq!((w.data.as_str(), w.eof), ("1+1\n", false));
+        assert_eq!(w.quiet, Some(Duration::from_millis(200)));
+        let w = write(&map(json!({"id": "abcd", "data": "x", "until": ">>> "}))).unwrap();
+        assert_eq!(w.quiet, None, "until names what to wait for");
         assert!(write(&map(json!({"id": "abcd"}))).is_err());
         let err = wait(&map(json!({"id": "abcd"}))).unwrap_err().to_string();
         assert!(err.contains("`timeout_s` is required"), "{err}");
@@ -583,7 +487,7 @@ mod tests {
         assert!(kill(&map(json!({"id": "abcd", "grace_s": 61}))).is_err());
         assert_eq!(
             kill(&map(json!({"id": "abcd"}))).unwrap().grace,
-            DEFAULT_GRACE
+            Duration::from_secs(2)
         );
         assert!(list(&map(json!({"x": 1}))).is_err());
         assert!(list(&map(json!({}))).is_ok());

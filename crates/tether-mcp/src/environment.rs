@@ -1,26 +1,34 @@
-//! The environment commands get: the server's own, minus the credentials
-//! of model providers, plus a few defaults that make non-terminal output
-//! behave.
+//! The environment commands get: the server's own, minus credentials,
+//! plus defaults that make commands behave without a terminal.
 //!
-//! An agent's terminal runs whatever the model writes, and the model's
-//! provider key is in the agent's environment: a `printenv` or a curious
-//! script would hand it to the model and whatever it talks to. So
-//! variables matching [`DEFAULT_DENY`] are removed, unless an
-//! `--env-allow` pattern names them; `--env-deny` adds patterns
+//! An agent's terminal runs whatever the model writes, and the agent's
+//! environment holds its provider key, forge tokens and cloud secrets: a
+//! `printenv` or a curious script would hand them to the model and
+//! whatever it talks to. So variables matching [`DEFAULT_DENY`] — model
+//! providers by name, and any credential by the shape of its name
+//! (`*_TOKEN`, `*_SECRET*`, `*_PASSWORD*`, `*_API_KEY`, …) — are removed,
+//! unless an `--env-allow` pattern names them; `--env-deny` adds patterns
 //! (`--env-deny '*'` with `--env-allow` gives an allow-list). Patterns are
-//! case-sensitive globs where `*` matches any run of characters.
+//! globs where `*` matches any run of characters, compared without regard
+//! to ASCII case (`github_token` is as secret as `GITHUB_TOKEN`).
 //! Variables a `run` call sets explicitly with `env` are always passed.
+//!
+//! [`defaults`] fill in what is unset: no pager, no prompt for git
+//! credentials, no interactive installers, and an editor that fails at
+//! once with a message saying to pass `-m` (commands have no terminal; a
+//! real editor would sit there until the timeout).
 
 use std::ffi::{OsStr, OsString};
 
-/// Credential variables of model providers and agent front-ends, removed
-/// from commands' environment by default.
+/// Variables removed from commands' environment by default: model-provider
+/// and agent credentials by name, then any credential by the shape of its
+/// name, then cloud and forge credentials whose names have no such shape.
 pub const DEFAULT_DENY: &[&str] = &[
+    // Model providers and agent front-ends.
     "OPENAI_*",
     "AZURE_OPENAI_*",
     "ANTHROPIC_*",
     "CLAUDE_CODE_OAUTH_TOKEN",
-    "AWS_BEARER_TOKEN_BEDROCK",
     "GEMINI_API_KEY",
     "GOOGLE_API_KEY",
     "GOOGLE_GENERATIVE_AI_API_KEY",
@@ -29,47 +37,99 @@ pub const DEFAULT_DENY: &[&str] = &[
     "CODESTRAL_API_KEY",
     "GROQ_API_KEY",
     "XAI_API_KEY",
-    "GROK_API_KEY",
     "DEEPSEEK_API_KEY",
     "OPENROUTER_API_KEY",
-    "TOGETHER_API_KEY",
-    "TOGETHERAI_API_KEY",
-    "FIREWORKS_API_KEY",
-    "PERPLEXITY_API_KEY",
-    "PPLX_API_KEY",
     "COHERE_API_KEY",
     "CO_API_KEY",
-    "AI21_API_KEY",
-    "CEREBRAS_API_KEY",
-    "SAMBANOVA_API_KEY",
-    "MOONSHOT_API_KEY",
-    "KIMI_API_KEY",
-    "DASHSCOPE_API_KEY",
-    "ZHIPUAI_API_KEY",
-    "NOUS_API_KEY",
-    "NOVITA_API_KEY",
-    "DEEPINFRA_API_KEY",
-    "DEEPINFRA_TOKEN",
-    "REPLICATE_API_TOKEN",
     "HF_TOKEN",
-    "HUGGINGFACE_API_KEY",
+    "HUGGINGFACE_*",
     "HUGGING_FACE_HUB_TOKEN",
-    "VOYAGE_API_KEY",
-    "ELEVENLABS_API_KEY",
-    "LITELLM_API_KEY",
-    "LITELLM_MASTER_KEY",
-    "OLLAMA_API_KEY",
+    "LITELLM_*",
+    // Any credential, by the shape of its name.
+    "*_TOKEN",
+    "*_TOKEN_*",
+    "*_SECRET",
+    "*_SECRET_*",
+    "*_SECRETS",
+    "*_PASSWORD*",
+    "*_PASSWD*",
+    "*_PASSPHRASE*",
+    "*_API_KEY",
+    "*_APIKEY",
+    "*_API_TOKEN",
+    "*_ACCESS_KEY*",
+    "*_SECRET_KEY*",
+    "*_PRIVATE_KEY*",
+    "*_CREDENTIALS*",
+    "*_AUTH_TOKEN",
+    "*_AUTH",
+    "*_CLIENT_SECRET",
+    // Cloud and forge credentials whose names have no such shape.
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_CLIENT_CERTIFICATE_PASSWORD",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_OAUTH_ACCESS_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_PAT",
+    "GITLAB_TOKEN",
+    "GL_TOKEN",
+    "CI_JOB_TOKEN",
+    "BITBUCKET_TOKEN",
+    "NPM_TOKEN",
+    "NODE_AUTH_TOKEN",
+    "PYPI_TOKEN",
+    "TWINE_PASSWORD",
+    "CARGO_REGISTRY_TOKEN",
+    "DOCKER_AUTH_CONFIG",
+    "DOCKER_PASSWORD",
+    "HEROKU_API_KEY",
+    "DIGITALOCEAN_ACCESS_TOKEN",
+    "CLOUDFLARE_API_TOKEN",
+    "VAULT_TOKEN",
+    "PGPASSWORD",
+    "MYSQL_PWD",
+    "REDISCLI_AUTH",
+    "SLACK_BOT_TOKEN",
+    "STRIPE_SECRET_KEY",
+    "SENTRY_AUTH_TOKEN",
 ];
 
 /// Variables set for every command unless the environment already has
-/// them: output reaches a pipe, not a terminal, and these keep it flowing.
-pub const DEFAULTS: &[(&str, &str)] = &[
-    // Python block-buffers a pipe: without this, `print` in a long run or
-    // `python3 -i` shows nothing until exit.
-    ("PYTHONUNBUFFERED", "1"),
-    ("PAGER", "cat"),
-    ("GIT_PAGER", "cat"),
-];
+/// them: commands run without a terminal, their output goes to a pipe.
+pub fn defaults() -> Vec<(&'static str, String)> {
+    let editor = crate::prompt::no_editor_command();
+    vec![
+        // Python block-buffers a pipe: without this, `print` in a long run
+        // or `python3 -i` shows nothing until exit.
+        ("PYTHONUNBUFFERED", "1".into()),
+        ("PAGER", "cat".into()),
+        ("GIT_PAGER", "cat".into()),
+        ("MANPAGER", "cat".into()),
+        // git asks for credentials on the terminal: there is none; fail.
+        ("GIT_TERMINAL_PROMPT", "0".into()),
+        ("GCM_INTERACTIVE", "never".into()),
+        // An editor would wait for a person until the timeout.
+        ("GIT_EDITOR", editor.clone()),
+        ("EDITOR", editor.clone()),
+        ("VISUAL", editor.clone()),
+        ("GIT_SEQUENCE_EDITOR", editor),
+        ("GIT_MERGE_AUTOEDIT", "no".into()),
+        // Installers: no questions.
+        ("DEBIAN_FRONTEND", "noninteractive".into()),
+        ("PIP_NO_INPUT", "1".into()),
+        ("CONDA_ALWAYS_YES", "true".into()),
+        // No colour codes and no terminal tricks: output is shown as text.
+        ("NO_COLOR", "1".into()),
+        ("TERM", "dumb".into()),
+    ]
+}
 
 /// Which variables pass to commands.
 #[derive(Clone, Debug, Default)]
@@ -106,9 +166,9 @@ impl EnvPolicy {
     ) -> Vec<(OsString, OsString)> {
         let mut env: Vec<(OsString, OsString)> =
             vars.into_iter().filter(|(k, _)| self.passes(k)).collect();
-        for (key, value) in DEFAULTS {
+        for (key, value) in defaults() {
             if !env.iter().any(|(k, _)| k == key) {
-                env.push(((*key).into(), (*value).into()));
+                env.push((key.into(), value.into()));
             }
         }
         env
@@ -116,7 +176,8 @@ impl EnvPolicy {
 }
 
 /// Whether `name` matches `pattern`, where `*` matches any run of
-/// characters (including none) and everything else matches itself.
+/// characters (including none) and everything else matches itself,
+/// ignoring ASCII case.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
     let (p, n) = (pattern.as_bytes(), name.as_bytes());
     let (mut pi, mut ni) = (0, 0);
@@ -126,7 +187,7 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
         if pi < p.len() && p[pi] == b'*' {
             star = Some((pi, ni));
             pi += 1;
-        } else if pi < p.len() && p[pi] == n[ni] {
+        } else if pi < p.len() && p[pi].eq_ignore_ascii_case(&n[ni]) {
             pi += 1;
             ni += 1;
         } else if let Some((sp, sn)) = star {
@@ -154,7 +215,7 @@ mod tests {
     fn names(env: &[(OsString, OsString)]) -> Vec<String> {
         env.iter()
             .map(|(k, _)| k.to_string_lossy().into_owned())
-            .filter(|k| !DEFAULTS.iter().any(|(d, _)| d == k))
+            .filter(|k| !defaults().iter().any(|(d, _)| d == k))
             .collect()
     }
 
@@ -168,7 +229,8 @@ mod tests {
         assert!(glob_match("A*B*C", "AxxBxxC"));
         assert!(!glob_match("A*B*C", "AxxBxx"));
         assert!(glob_match("HF_TOKEN", "HF_TOKEN"));
-        assert!(!glob_match("HF_TOKEN", "hf_token"));
+        assert!(glob_match("HF_TOKEN", "hf_token"));
+        assert!(!glob_match("HF_TOKEN", "HF_TOKENS"));
     }
 
     #[test]
@@ -183,8 +245,39 @@ mod tests {
             "GEMINI_API_KEY",
             "HF_TOKEN",
             "STRIPE_API_KEY",
+            "TOKENIZERS_PARALLELISM",
+            "SSH_AUTH_SOCK",
         ]));
-        assert_eq!(names(&env), ["PATH", "HOME", "STRIPE_API_KEY"]);
+        assert_eq!(
+            names(&env),
+            ["PATH", "HOME", "TOKENIZERS_PARALLELISM", "SSH_AUTH_SOCK"]
+        );
+    }
+
+    /// Issue 12: GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY and MY_DB_PASSWORD
+    /// reached commands; only provider names were removed.
+    #[test]
+    fn credentials_are_removed_by_the_shape_of_their_names() {
+        let policy = EnvPolicy::new(vec!["NPM_TOKEN".into()], vec![]);
+        let env = policy.apply(vars(&[
+            "GITHUB_TOKEN",
+            "GH_TOKEN",
+            "GITLAB_TOKEN",
+            "NPM_TOKEN",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_REGION",
+            "MY_DB_PASSWORD",
+            "DB_PASSWORD_FILE",
+            "STRIPE_SECRET_KEY",
+            "MY_SERVICE_SECRET",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "SOME_API_KEY",
+            "github_token",
+            "LANG",
+        ]));
+        assert_eq!(names(&env), ["NPM_TOKEN", "AWS_REGION", "LANG"]);
     }
 
     #[test]
@@ -212,5 +305,9 @@ mod tests {
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(get("PYTHONUNBUFFERED"), Some("0".into()));
         assert_eq!(get("GIT_PAGER"), Some("cat".into()));
+        assert_eq!(get("GIT_TERMINAL_PROMPT"), Some("0".into()));
+        assert_eq!(get("DEBIAN_FRONTEND"), Some("noninteractive".into()));
+        let editor = get("EDITOR").unwrap();
+        assert!(editor.to_string_lossy().contains("git commit -m"));
     }
 }

@@ -34,7 +34,7 @@ pub enum ArgError {
         /// The argument.
         name: &'static str,
         /// The allowed range, in words.
-        range: &'static str,
+        range: String,
         /// What was sent.
         got: String,
     },
@@ -44,7 +44,7 @@ pub enum ArgError {
         /// The argument.
         name: String,
         /// The arguments it takes.
-        known: &'static str,
+        known: String,
     },
     /// Any other invalid value.
     #[error("`{name}`: {reason}")]

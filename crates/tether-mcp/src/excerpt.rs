@@ -12,9 +12,6 @@ use crate::screen::{complete_len, continuation_prefix, incomplete_utf8_tail, ren
 /// Default per-result budget for rendered output: 16 KiB.
 pub const DEFAULT_BUDGET: usize = 16 * 1024;
 
-/// Largest `max_bytes` a `read` accepts.
-pub const READ_MAX_BYTES: usize = 1024 * 1024;
-
 /// Share of the budget given to the head when output is cut; the tail
 /// (where errors and final results are) gets the rest.
 const HEAD_SHARE: f64 = 0.4;
@@ -42,10 +39,12 @@ pub struct Excerpt {
 }
 
 /// Shows the output of session `id` from `from` to its current end within
-/// `budget` rendered bytes.
+/// `budget` rendered bytes. `stream` is named in the omission marker's
+/// `read` call when it is not the main one.
 pub fn excerpt(
     source: &impl Source,
     id: &str,
+    stream: Option<&str>,
     from: u64,
     budget: usize,
 ) -> Result<Excerpt, tether::Error> {
@@ -103,7 +102,7 @@ pub fn excerpt(
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
-    text.push_str(&omission_marker(id, omitted_from, omitted));
+    text.push_str(&omission_marker(id, stream, omitted_from, omitted, budget));
     text.push_str(&tail_text);
     Ok(Excerpt {
         text,
@@ -114,23 +113,38 @@ pub fn excerpt(
     })
 }
 
-/// The marker put where bytes were left out, naming the call that shows them.
-pub fn omission_marker(id: &str, offset: u64, omitted: u64) -> String {
-    let max = omitted.min(READ_MAX_BYTES as u64);
-    let more = if omitted > READ_MAX_BYTES as u64 {
-        ", then again from its next_offset"
+/// The marker put where bytes were left out, naming the call that shows
+/// them in pages of `page` bytes (a `read` shows at most the budget), and
+/// the other ways to look.
+pub fn omission_marker(
+    id: &str,
+    stream: Option<&str>,
+    offset: u64,
+    omitted: u64,
+    page: usize,
+) -> String {
+    let max = omitted.min(page as u64);
+    let more = if omitted > page as u64 {
+        ", then again from its next_offset; or grep/tail_lines to search"
     } else {
         ""
     };
+    let stream = stream
+        .map(|s| format!(", \"stream\": \"{s}\""))
+        .unwrap_or_default();
     format!(
-        "[… {omitted} bytes omitted here; to see them call read {{\"id\": \"{id}\", \"offset\": {offset}, \"max_bytes\": {max}}}{more} …]\n"
+        "[… {omitted} bytes omitted here; to see them call read {{\"id\": \"{id}\"{stream}, \"offset\": {offset}, \"max_bytes\": {max}}}{more} …]\n"
     )
 }
 
 /// Bytes `[from, to)` (fewer if the stream holds fewer), and whether
 /// they reach the stream's EOF. `from` is at or after the first byte
 /// still held (the caller's first read found it).
-fn read_range(source: &impl Source, from: u64, to: u64) -> Result<(Vec<u8>, bool), tether::Error> {
+pub fn read_range(
+    source: &impl Source,
+    from: u64,
+    to: u64,
+) -> Result<(Vec<u8>, bool), tether::Error> {
     let mut data = Vec::with_capacity((to - from) as usize);
     let mut at = from;
     let mut eof = false;
@@ -159,7 +173,7 @@ fn read_range(source: &impl Source, from: u64, to: u64) -> Result<(Vec<u8>, bool
 
 /// The longest prefix of `raw` (ending on a character boundary) whose
 /// rendering fits `budget`: its text and raw length.
-fn fit_prefix(raw: &[u8], budget: usize) -> (String, usize) {
+pub fn fit_prefix(raw: &[u8], budget: usize) -> (String, usize) {
     let whole = raw.len() - incomplete_utf8_tail(raw);
     let text = render(&raw[..whole]);
     if text.len() <= budget {
@@ -181,7 +195,7 @@ fn fit_prefix(raw: &[u8], budget: usize) -> (String, usize) {
 
 /// The longest suffix of `raw` (starting on a character boundary) whose
 /// rendering fits `budget`: its text and how many raw bytes were skipped.
-fn fit_suffix(raw: &[u8], budget: usize) -> (String, usize) {
+pub fn fit_suffix(raw: &[u8], budget: usize) -> (String, usize) {
     let skip = continuation_prefix(raw);
     let text = render(&raw[skip..]);
     if text.len() <= budget {
@@ -241,15 +255,15 @@ mod tests {
     #[test]
     fn small_output_is_shown_whole() {
         let s = stream(b"hello\nworld\n", true);
-        let e = excerpt(&s, "abcd", 0, 100).unwrap();
+        let e = excerpt(&s, "abcd", None, 0, 100).unwrap();
         assert_eq!(e.text, "hello\nworld\n");
         assert_eq!(
             (e.next_offset, e.omitted, e.dropped, e.eof),
             (12, 0, 0, true)
         );
-        let e = excerpt(&s, "abcd", 6, 100).unwrap();
+        let e = excerpt(&s, "abcd", None, 6, 100).unwrap();
         assert_eq!(e.text, "world\n");
-        let e = excerpt(&s, "abcd", 12, 100).unwrap();
+        let e = excerpt(&s, "abcd", None, 12, 100).unwrap();
         assert_eq!((e.text.as_str(), e.next_offset, e.eof), ("", 12, true));
     }
 
@@ -260,7 +274,7 @@ mod tests {
             bytes.extend_from_slice(format!("line {i:05}\n").as_bytes());
         }
         let s = stream(&bytes, true);
-        let e = excerpt(&s, "abcdef", 0, 1000).unwrap();
+        let e = excerpt(&s, "abcdef", None, 0, 1000).unwrap();
         assert!(e.text.starts_with("line 00000\n"), "{}", &e.text[..40]);
         assert!(e.text.ends_with("line 01999\n"));
         assert_eq!(e.next_offset, bytes.len() as u64);
@@ -269,8 +283,9 @@ mod tests {
         // from the first whole line in the last 600 bytes.
         let offset = 396;
         assert_eq!(e.omitted, 1946 * 11 - offset);
-        let marker = omission_marker("abcdef", offset, e.omitted);
-        assert!(marker.contains(r#"read {"id": "abcdef", "offset": 396, "max_bytes": 21010}"#));
+        let marker = omission_marker("abcdef", None, offset, e.omitted, 1000);
+        // Pages of the budget: a read shows at most that much.
+        assert!(marker.contains(r#"read {"id": "abcdef", "offset": 396, "max_bytes": 1000}"#));
         // What the marker names is exactly what is missing.
         let shown_head = &bytes[..offset as usize];
         let shown_tail = &bytes[(offset + e.omitted) as usize..];
@@ -287,8 +302,9 @@ mod tests {
 
     #[test]
     fn huge_omissions_name_a_paged_read() {
-        let m = omission_marker("x1y2", 10, 5 << 20);
-        assert!(m.contains("\"max_bytes\": 1048576"), "{m}");
+        let m = omission_marker("x1y2", Some("stderr"), 10, 5 << 20, 16384);
+        assert!(m.contains("\"max_bytes\": 16384"), "{m}");
+        assert!(m.contains("\"stream\": \"stderr\""), "{m}");
         assert!(m.contains("next_offset"), "{m}");
     }
 
@@ -296,7 +312,7 @@ mod tests {
     fn binary_output_stays_within_budget() {
         // Every byte invalid: rendering triples it.
         let s = stream(&[0xff; 900], true);
-        let e = excerpt(&s, "abcd", 0, 1000).unwrap();
+        let e = excerpt(&s, "abcd", None, 0, 1000).unwrap();
         let marker_len = e
             .text
             .find('[')
@@ -314,11 +330,11 @@ mod tests {
     fn a_character_in_flight_is_left_for_the_next_read() {
         let euro = "€".as_bytes();
         let s = stream(&[b'a', euro[0], euro[1]], false);
-        let e = excerpt(&s, "abcd", 0, 100).unwrap();
+        let e = excerpt(&s, "abcd", None, 0, 100).unwrap();
         assert_eq!((e.text.as_str(), e.next_offset, e.eof), ("a", 1, false));
         // At EOF nothing more will come: show what there is.
         let s = stream(&[b'a', euro[0], euro[1]], true);
-        let e = excerpt(&s, "abcd", 0, 100).unwrap();
+        let e = excerpt(&s, "abcd", None, 0, 100).unwrap();
         assert_eq!((e.text.as_str(), e.next_offset), ("a\u{fffd}", 3));
     }
 
@@ -326,7 +342,7 @@ mod tests {
     fn cuts_never_split_a_character() {
         let text = "é".repeat(3000); // 6000 bytes
         let s = stream(text.as_bytes(), true);
-        let e = excerpt(&s, "abcd", 0, 1001).unwrap();
+        let e = excerpt(&s, "abcd", None, 0, 1001).unwrap();
         assert!(!e.text.contains('\u{fffd}'), "a character was split");
         assert_eq!(e.omitted % 2, 0);
     }
@@ -338,7 +354,7 @@ mod tests {
             gone: 100,
             eof: true,
         };
-        let e = excerpt(&s, "abcd", 0, 100).unwrap();
+        let e = excerpt(&s, "abcd", None, 0, 100).unwrap();
         assert_eq!(
             (e.text.as_str(), e.dropped, e.next_offset),
             ("tail\n", 100, 105)

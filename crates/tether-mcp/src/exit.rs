@@ -1,11 +1,12 @@
 //! How a command ended, said for a model: the status word, the exit code
 //! or the signal's name, and a sentence when the ending needs explaining
 //! (a signal nobody here sent, a timeout, a kill, a shell that could not
-//! find the program).
+//! find the program). Signal numbers differ between Unix kernels, so their
+//! names come from `libc` on Unix (`cfg(unix)`); Windows has no signals.
 
 use std::time::Duration;
 
-use tether::registry::{KillReason, SessionInfo, SessionState};
+use tether::registry::{CommandLine, KillReason, SessionInfo, SessionState};
 
 /// The ending of a session's main process as results report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,10 +21,12 @@ pub struct Ending {
     pub note: Option<String>,
 }
 
-/// The ending of `info`'s main process; `timeout` is the hard limit it ran
-/// under, for the timeout sentence; `shell` says whether `/bin/sh -c` ran
-/// it (exit codes 126/127 then come from the shell).
-pub fn ending(info: &SessionInfo, timeout: Option<Duration>, shell: bool) -> Ending {
+/// The ending of `info`'s main process. Its timeout is named in the
+/// timeout sentence; when `/bin/sh -c` ran it, exit codes 126 and 127 come
+/// from the shell and are explained as such.
+pub fn ending(info: &SessionInfo) -> Ending {
+    let timeout = info.timeout;
+    let shell = matches!(info.command_line, CommandLine::Shell(_));
     let exit = info.exit;
     let exit_code = exit.and_then(|e| e.code());
     // No exit code: a signal ended it, and the shell code is 128 + its number.
@@ -48,11 +51,11 @@ pub fn ending(info: &SessionInfo, timeout: Option<Duration>, shell: bool) -> End
             Some(KillReason::Shutdown) => "killed because the server is shutting down".to_owned(),
             _ => "killed on request, with its whole tree".to_owned(),
         }),
-        SessionState::Lost => Some(
-            "its keeper died without reporting how it ended; every process of the session was \
-             found by its spawn tag and killed"
-                .to_owned(),
-        ),
+        SessionState::Lost => Some(format!(
+            "its keeper died without reporting how it ended; the session's processes were found \
+             by their spawn tag and killed ({} besides the main process)",
+            info.descendants_killed
+        )),
         SessionState::Exited => match (signo, exit_code) {
             (Some(sig), _) => Some(signal_note(sig)),
             (None, Some(126)) if shell => {
@@ -91,10 +94,16 @@ fn windows_note(code: i32, shell: bool) -> Option<String> {
     Some(what.to_owned())
 }
 
-/// Explains a death by signal `sig` that nobody here asked for (Unix).
+/// Explains a death by signal `sig` that nobody here asked for.
 #[cfg(not(unix))]
 fn signal_note(sig: i32) -> String {
     format!("terminated by {}", signal_name(sig))
+}
+
+/// `SIG<n>`: there are no signal names where there are no signals.
+#[cfg(not(unix))]
+pub fn signal_name(sig: i32) -> String {
+    format!("SIG{sig}")
 }
 
 /// Explains a death by signal `sig` that nobody here asked for.
@@ -126,22 +135,6 @@ fn signal_note(sig: i32) -> String {
         format!("terminated by {name}")
     } else {
         format!("terminated by {name}: {what}")
-    }
-}
-
-/// The C runtime's number for Ctrl-Break (`SIGBREAK` in `signal.h`).
-#[cfg(not(unix))]
-pub const SIGBREAK: i32 = 21;
-
-/// The console control events as the server names the cause of its stop
-/// (Windows has no signals; the C runtime's numbers stand in).
-#[cfg(not(unix))]
-pub fn signal_name(sig: i32) -> String {
-    match sig {
-        libc::SIGINT => "Ctrl-C".to_owned(),
-        SIGBREAK => "Ctrl-Break".to_owned(),
-        libc::SIGTERM => "console close or shutdown".to_owned(),
-        _ => format!("SIG{sig}"),
     }
 }
 
@@ -193,12 +186,20 @@ pub fn seconds(d: Duration) -> String {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
     #[test]
-    #[cfg(unix)]
+    #[cfg(windows)]
+    fn windows_crash_codes_are_explained() {
+        let note = windows_note(0xC000_0005_u32 as i32, false).unwrap();
+        assert!(note.contains("access violation"), "{note}");
+        assert!(windows_note(9009, true).unwrap().contains("not found"));
+        assert_eq!(windows_note(9009, false), None);
+    }
+
+    #[test]
     fn signals_have_names() {
         assert_eq!(signal_name(9), "SIGKILL");
         assert_eq!(signal_name(15), "SIGTERM");
@@ -207,25 +208,11 @@ mod tests {
     }
 
     #[test]
-    #[cfg(unix)]
     fn an_unexplained_sigkill_suggests_the_oom_killer() {
         let note = signal_note(libc::SIGKILL);
         assert!(note.contains("OOM"), "{note}");
         assert!(signal_note(libc::SIGSEGV).contains("segmentation fault"));
         assert_eq!(signal_note(libc::SIGUSR1), "terminated by SIGUSR1");
-    }
-
-    #[test]
-    #[cfg(windows)]
-    fn crash_codes_are_explained() {
-        assert!(
-            windows_note(0xC000_0005_u32 as i32, false)
-                .unwrap()
-                .contains("access violation")
-        );
-        assert!(windows_note(9009, true).unwrap().contains("not found"));
-        assert_eq!(windows_note(9009, false), None);
-        assert_eq!(signal_name(SIGBREAK), "Ctrl-Break");
     }
 
     #[test]

@@ -25,23 +25,35 @@
 //!
 //! - `adapter/` is the only code that knows the MCP SDK (rmcp, pinned
 //!   exactly). It owns the stdio transport (which answers every malformed
-//!   line instead of ignoring it), runs each call in its own task, catches
-//!   panics, and makes calls in flight return the moment the server
-//!   starts closing.
-//! - `tools.rs` holds the names, descriptions and schemas the model sees;
-//!   `arguments.rs` enforces them (the SDK validates nothing) with errors
-//!   that say what to send instead.
+//!   line instead of ignoring it, with the request's id or `"id": null`),
+//!   bounds the requests in flight (backpressure on stdin) and gives memory
+//!   back after a burst, runs each call in its own task, catches panics,
+//!   sends progress notifications, and makes calls in flight return the
+//!   moment the server starts closing.
+//! - `tools.rs` holds the names, descriptions, output schemas and
+//!   annotations the model sees, and each tool's argument table;
+//!   `params.rs` turns a table into the JSON schema *and* the checks and
+//!   error messages (the SDK validates nothing), so every limit is written
+//!   once; `arguments.rs` adds the rules that span arguments.
 //! - `terminal.rs` turns calls into registry calls and results. It keeps,
-//!   per session, the end of the output already shown (so `read` and
-//!   `wait … until` look at what is new) and a queue of stdin writes
-//!   (so a command slow to read never blocks a call).
+//!   per session, only what the model was shown (where the output shown so
+//!   far ends, where the last `until` match ended); the command line, the
+//!   timeout and the stdin queue are the registry's. A call that carries a
+//!   progress token reports every second while it waits; a cancelled `run`
+//!   kills its session.
+//! - `reply.rs` holds the typed results (`status`, `exit_code`, `output`
+//!   first) and their short text summaries.
 //! - `screen.rs` and `excerpt.rs` turn output bytes into what the model is
 //!   shown: no ANSI escapes, progress lines collapsed, invalid UTF-8
 //!   replaced, head and tail within a budget with the exact `read` call
-//!   for what was cut. `exit.rs` explains endings (signal names, a
-//!   SIGKILL nobody sent → maybe the OOM killer, timeouts).
-//! - `environment.rs` removes model-provider credentials from commands'
-//!   environment.
+//!   for what was cut; `read.rs` and `grep.rs` are `read`'s pages, head and
+//!   tail lines, raw bytes and search. `exit.rs` explains endings (signal
+//!   names, a SIGKILL nobody sent → maybe the OOM killer, timeouts);
+//!   `prompt.rs` notices a command that wants an editor or waits at a
+//!   prompt.
+//! - `environment.rs` removes credentials from commands' environment (by
+//!   provider name and by the shape of the name) and sets the
+//!   non-interactive defaults.
 //! - `lifecycle.rs`: the server stops on stdin EOF, on a broken stdout,
 //!   and on SIGTERM/SIGINT/SIGHUP; then every session's tree is killed and
 //!   verified empty before the process exits. If the server is
@@ -55,8 +67,13 @@ mod environment;
 mod error;
 mod excerpt;
 mod exit;
+mod grep;
 mod lifecycle;
 mod options;
+mod params;
+mod prompt;
+mod read;
+mod reply;
 mod screen;
 mod shell;
 mod terminal;
@@ -67,7 +84,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use environment::{DEFAULT_DENY, DEFAULTS as ENV_DEFAULTS, EnvPolicy};
+pub use environment::{DEFAULT_DENY, EnvPolicy, defaults as env_defaults};
 pub use error::{ArgError, ServeError};
 pub use options::{DEFAULT_MAX_REQUEST, Options};
 
@@ -113,7 +130,7 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
         reap_orphans(&install);
     }
     // Best effort: without a ledger the sessions still carry spawn tags.
-    let observer = match tether_ledger::LedgerObserver::register(&install, terminal::PURPOSE) {
+    let observer = match tether_ledger::Recorder::register(&install, terminal::PURPOSE) {
         Ok(observer) => Some(Arc::new(observer)),
         Err(e) => {
             eprintln!("tether mcp: not recording sessions in the ledger: {e}");

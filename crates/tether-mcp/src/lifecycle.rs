@@ -1,7 +1,8 @@
 //! When the server stops: its input ends, its output breaks, or it gets
-//! SIGTERM, SIGINT or SIGHUP. The first cause wins; everything that waits
-//! on [`Closing`] (calls in flight, the MCP loop, `serve`) learns it at
-//! once.
+//! SIGTERM, SIGINT or SIGHUP (on Windows: Ctrl-C, Ctrl-Break, console
+//! close — how each OS asks a process to stop differs, hence the
+//! `cfg`s). The first cause wins; everything that waits on [`Closing`]
+//! (calls in flight, the MCP loop, `serve`) learns it at once.
 
 use std::fmt;
 use std::sync::Arc;
@@ -88,30 +89,27 @@ pub fn watch_signals(closing: Closing) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Closes `closing` on Ctrl-C, Ctrl-Break, console close or shutdown (the
-/// Windows stand-ins for SIGINT and SIGTERM). Installed before this
-/// returns, like the Unix handlers.
+/// Closes `closing` on Ctrl-C, Ctrl-Break or the console's close (reported
+/// as the signal numbers 2, 21 and 1 — `SIGINT`, `SIGBREAK`, `SIGHUP` in
+/// the C runtime's terms).
 #[cfg(windows)]
 pub fn watch_signals(closing: Closing) -> std::io::Result<()> {
-    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close, ctrl_shutdown};
-    let mut int = ctrl_c()?;
+    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close};
+    let mut c = ctrl_c()?;
     let mut brk = ctrl_break()?;
     let mut close = ctrl_close()?;
-    let mut shutdown = ctrl_shutdown()?;
     tokio::spawn(async move {
         let sig = tokio::select! {
-            _ = int.recv() => libc::SIGINT,
-            _ = brk.recv() => crate::exit::SIGBREAK,
-            _ = close.recv() => libc::SIGTERM,
-            _ = shutdown.recv() => libc::SIGTERM,
+            _ = c.recv() => 2,
+            _ = brk.recv() => 21,
+            _ = close.recv() => 1,
         };
-        tracing::info!("received {}", crate::exit::signal_name(sig));
         closing.close(Cause::Signal(sig));
     });
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
@@ -127,7 +125,6 @@ mod tests {
         closing.close(Cause::InputClosed);
         assert_eq!(waiter.await.unwrap(), Cause::Signal(libc::SIGTERM));
         assert_eq!(closing.closed().await, Cause::Signal(libc::SIGTERM));
-        #[cfg(unix)]
         assert_eq!(Cause::Signal(libc::SIGHUP).to_string(), "SIGHUP");
     }
 }

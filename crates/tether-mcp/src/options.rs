@@ -18,9 +18,13 @@ read, write, wait, kill, list. Every process a command starts stays contained in
 and is killed — verified — when the server exits (stdin EOF, SIGTERM/SIGINT/SIGHUP), or by \
 the keepers if the server is SIGKILLed. Logs go to stderr (TETHER_LOG=info|debug, default warn).
 
-Commands inherit this environment minus model-provider credentials (OPENAI_*, ANTHROPIC_*, \
-GEMINI_API_KEY, HF_TOKEN, …; see the tether-mcp docs for the list). --env-allow lets one \
-through; --env-deny removes more (--env-deny '*' with --env-allow makes an allow-list).")]
+Commands inherit this environment minus credentials: model-provider keys (OPENAI_*, \
+ANTHROPIC_*, HF_TOKEN, …) and anything named like one (*_TOKEN, *_SECRET*, *_PASSWORD*, \
+*_API_KEY, *_ACCESS_KEY*, *_CREDENTIALS*, AWS_*, GITHUB_TOKEN, …; see tether_mcp::DEFAULT_DENY). \
+--env-allow lets one through; --env-deny removes more (--env-deny '*' with --env-allow makes an \
+allow-list). Unless set, commands get GIT_TERMINAL_PROMPT=0, an EDITOR/VISUAL/GIT_EDITOR that \
+fails at once saying to pass -m, DEBIAN_FRONTEND=noninteractive, PIP_NO_INPUT=1, PAGER=cat, \
+NO_COLOR=1, TERM=dumb: they have no terminal.")]
 pub struct Options {
     /// Default working directory of commands, and the base of relative `cwd`s (default: the
     /// current directory).

@@ -65,8 +65,7 @@ impl Shell {
     /// How the tool description names it.
     pub fn describe(&self) -> String {
         match self {
-            Shell::Platform if cfg!(windows) => "cmd.exe /d /s /c (Windows cmd syntax)".into(),
-            Shell::Platform => "/bin/sh -c".into(),
+            Shell::Platform => crate::platform_shell!().into(),
             Shell::Powershell => "Windows PowerShell (powershell -Command)".into(),
             Shell::Pwsh => "PowerShell 7 (pwsh -Command)".into(),
             Shell::Bash => "bash -c".into(),

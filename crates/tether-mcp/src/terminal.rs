@@ -1,12 +1,15 @@
 //! The terminal the tools drive: a [`Registry`] of sessions, plus what the
-//! front-end remembers per session (where the output shown so far ends,
-//! the queue of stdin writes, how the command was run), and the turning
-//! of each tool call into registry calls and a JSON result.
+//! front-end remembers per session for the model (where the output shown
+//! so far ends, where the last `until` match ended), and the turning of
+//! each tool call into registry calls and a [`Reply`].
 //!
-//! Every call is bounded: waits by the caller's window (at most 300 s),
-//! stdin writes by a per-session queue that keeps writing in the
-//! background when a command is slow to read, kills by their grace plus a
-//! margin. Calls run concurrently (the adapter gives each its own task).
+//! Everything else about a session — its command line, its timeout, its
+//! stdin queue — is the registry's. Every call is bounded: waits by the
+//! caller's window (at most 300 s), stdin writes by the registry's queue
+//! (a command slow to read never blocks a call), kills by their grace plus
+//! a margin. Calls run concurrently (the adapter gives each its own task);
+//! a call that carries a progress sink reports every second while it
+//! waits, and a cancelled `run` kills the session it started.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -14,26 +17,39 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use futures::FutureExt as _;
+use regex::bytes::{Regex, RegexBuilder};
 use tether::registry::{
-    ReadResult, Registry, RegistryConfig, RunSpec, SessionInfo, StdinMode, WaitOptions, WaitOutcome,
+    OutputMode, QueuedWrite, ReadResult, Registry, RegistryConfig, RunSpec, SessionInfo, StdinMode,
+    Stream, WaitOptions, WaitOutcome, WaitResult,
 };
 use tether::{Error, SessionId};
-use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
-use crate::arguments::{self, CommandArg, KillArgs, ReadArgs, RunArgs, WaitArgs, WriteArgs};
+use crate::arguments::{
+    self, CommandArg, KillArgs, ReadArgs, ReadMode, RunArgs, WaitArgs, WriteArgs,
+};
 use crate::excerpt::{Source, excerpt};
 use crate::exit::{ending, seconds};
-use crate::screen::{complete_len, render};
+use crate::grep::grep;
+use crate::prompt::{editor_refused, waiting_prompt};
+use crate::read::{Shown, head, page, tail};
+use crate::reply::{Alive, ListReport, Listed, ReadReport, Reply, SessionReport, Span};
+use crate::screen::render;
 
 /// Purpose written into the spawn tag of every process the server starts.
 pub const PURPOSE: &str = "mcp";
 
-/// How far back `wait` looks for the start of the line the cursor is in.
-const LINE_LOOKBACK: u64 = 4096;
-
 /// Extra time a `kill` call waits beyond its grace for the verified end.
 const KILL_MARGIN: Duration = Duration::from_secs(10);
+
+/// How often a waiting call reports progress (when the client asked).
+/// Clients that reset their timeout on progress (the TypeScript SDK's
+/// `resetTimeoutOnProgress`) then never time out a call that is alive.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// How far back a `wait` looks for an earlier match of its pattern.
+const EARLIER_LOOKBACK: u64 = 4 << 20;
 
 /// How the terminal runs commands.
 #[derive(Clone, Debug)]
@@ -45,65 +61,60 @@ pub struct TerminalConfig {
     /// Rendered bytes of output per result.
     pub budget: usize,
     /// SIGTERM → SIGKILL grace for kills the server starts itself
-    /// (timeouts, shutdown).
+    /// (timeouts, shutdown, cancelled runs).
     pub grace: Duration,
     /// Limits and retention of the registry.
     pub registry: RegistryConfig,
-    /// The shell of `command` strings.
+    /// The shell of `command` strings (`--shell`).
     pub shell: crate::shell::Shell,
 }
 
-/// A tool's answer: a JSON object, and whether it reports an error.
+/// One progress report of a waiting call.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Reply {
-    /// The result object.
-    pub body: Value,
-    /// The call failed (bad arguments, unknown id, failed start, …).
-    pub is_error: bool,
+pub struct Progress {
+    /// Seconds waited so far (increases with every report).
+    pub elapsed: f64,
+    /// The most this call waits, in seconds.
+    pub total: f64,
+    /// What happened so far, for a person.
+    pub message: String,
 }
 
-impl Reply {
-    fn ok(body: Map<String, Value>) -> Reply {
-        Reply {
-            body: Value::Object(body),
-            is_error: false,
-        }
-    }
+/// Where progress reports go (the adapter sends them to the client).
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
-    /// An error the model can act on.
-    pub fn error(message: impl Into<String>) -> Reply {
-        Reply {
-            body: json!({ "error": message.into() }),
-            is_error: true,
-        }
-    }
+/// What a call brings besides its arguments.
+#[derive(Clone, Default)]
+pub struct CallContext {
+    /// Cancelled when the client cancels the call.
+    pub cancel: CancellationToken,
+    /// Set when the client asked for progress (gave a progressToken).
+    pub progress: Option<ProgressSink>,
 }
 
-/// What the terminal remembers of one session.
-struct Tracked {
+/// What the terminal remembers of one session, for the model.
+#[derive(Clone, Copy, Debug, Default)]
+struct View {
     /// End of the output shown so far: where `read` continues and what
-    /// `wait`'s `until` looks after.
-    cursor: u64,
-    /// The hard limit it runs under (for the timeout sentence).
-    timeout: Duration,
-    /// Run through the configured shell (`--shell`).
-    shell: bool,
-    /// Stdin writes, in order, to the session's writer task.
-    stdin: Option<mpsc::UnboundedSender<StdinWrite>>,
-}
-
-/// One queued stdin write.
-struct StdinWrite {
-    data: Vec<u8>,
-    close: bool,
-    done: oneshot::Sender<Result<(), String>>,
+    /// results show from.
+    shown: u64,
+    /// The same for stderr, when captured apart.
+    stderr_shown: u64,
+    /// End of the last `until` match: where the next `wait … until` looks.
+    matched: u64,
 }
 
 /// Sessions and the tools over them.
 pub struct Terminal {
     registry: Arc<Registry>,
     config: TerminalConfig,
-    tracked: Mutex<HashMap<String, Tracked>>,
+    views: Mutex<HashMap<String, View>>,
+}
+
+/// What the wait part of a call ended with.
+enum Waited {
+    Done(Box<WaitResult>),
+    Cancelled,
 }
 
 impl Terminal {
@@ -112,7 +123,7 @@ impl Terminal {
         Terminal {
             registry: Arc::new(Registry::new(config.registry.clone())),
             config,
-            tracked: Mutex::new(HashMap::new()),
+            views: Mutex::new(HashMap::new()),
         }
     }
 
@@ -122,10 +133,15 @@ impl Terminal {
     }
 
     /// Runs tool `name`; `None` if there is no such tool.
-    pub async fn call(&self, name: &str, args: &Map<String, Value>) -> Option<Reply> {
+    pub async fn call(
+        &self,
+        name: &str,
+        args: &serde_json::Map<String, serde_json::Value>,
+        context: CallContext,
+    ) -> Option<Reply> {
         let reply = match name {
             "run" => match arguments::run(args) {
-                Ok(a) => self.run(a).await,
+                Ok(a) => self.run(a, &context).await,
                 Err(e) => invalid("run", e),
             },
             "read" => match arguments::read(args) {
@@ -133,11 +149,11 @@ impl Terminal {
                 Err(e) => invalid("read", e),
             },
             "write" => match arguments::write(args) {
-                Ok(a) => self.write(a).await,
+                Ok(a) => self.write(a, &context).await,
                 Err(e) => invalid("write", e),
             },
             "wait" => match arguments::wait(args) {
-                Ok(a) => self.wait(a).await,
+                Ok(a) => self.wait(a, &context).await,
                 Err(e) => invalid("wait", e),
             },
             "kill" => match arguments::kill(args) {
@@ -158,19 +174,14 @@ impl Terminal {
     /// # Errors
     /// [`Error::KillIncomplete`] naming what survived.
     pub async fn shutdown(&self) -> Result<(), Error> {
-        // Writer tasks end when their queue closes.
-        for tracked in lock(&self.tracked).values_mut() {
-            tracked.stdin = None;
-        }
         self.registry.shutdown().await
     }
 
-    async fn run(&self, a: RunArgs) -> Reply {
+    async fn run(&self, a: RunArgs, context: &CallContext) -> Reply {
         let cwd = match &a.cwd {
             Some(dir) => self.config.cwd.join(dir),
             None => self.config.cwd.clone(),
         };
-        let shell = matches!(a.command, CommandArg::Shell(_));
         let mut spec = match a.command {
             CommandArg::Shell(script) => match self.config.shell.argv(&script) {
                 Some(argv) => RunSpec::argv(argv),
@@ -192,32 +203,66 @@ impl Terminal {
         if a.stdin.is_some() || a.keep_stdin_open {
             spec = spec.stdin(StdinMode::Piped);
         }
+        if a.separate_stderr {
+            spec = spec.output(OutputMode::Separate);
+        }
         let id = match self.registry.run(spec).await {
             Ok(id) => id,
             Err(e) => return failed_start(&e, &cwd),
         };
         {
-            let mut tracked = lock(&self.tracked);
-            // Forget sessions the registry has evicted (their writer tasks
-            // end with their queues).
-            tracked.retain(|known, _| self.registry.resolve(known).is_ok());
-            tracked.insert(
-                id.to_string(),
-                Tracked {
-                    cursor: 0,
-                    timeout: a.timeout,
-                    shell,
-                    stdin: None,
-                },
-            );
+            let mut views = lock(&self.views);
+            // Forget sessions the registry has evicted.
+            views.retain(|known, _| self.registry.resolve(known).is_ok());
+            views.insert(id.to_string(), View::default());
         }
-        let mut stdin_note = None;
-        let deadline = Instant::now() + a.yield_for;
+        let mut stdin = None;
+        let mut stdin_error = None;
         if let Some(data) = a.stdin {
-            let done = self.queue_stdin(&id, data.into_bytes(), !a.keep_stdin_open);
-            stdin_note = stdin_outcome(done, deadline).await;
+            match self
+                .registry
+                .queue_write(id.as_str(), data.into_bytes(), !a.keep_stdin_open)
+            {
+                Ok(queued) => stdin = Some(queued),
+                Err(e) => stdin_error = Some(stdin_error_text(&e, &id)),
+            }
         }
-        self.report_at(&id, deadline, stdin_note).await
+        let mut options = WaitOptions::new(a.yield_for);
+        if let Some(pattern) = &a.until {
+            options = options.until(pattern.as_str()).through_exit();
+        }
+        if let Some(quiet) = a.quiet {
+            options = options.quiet(quiet);
+        }
+        let waited = match self.waiting(&id, options, a.yield_for, context).await {
+            Ok(Waited::Done(w)) => *w,
+            Ok(Waited::Cancelled) => return self.cancelled_run(&id).await,
+            Err(e) => return session_error(&e, id.as_str()),
+        };
+        let stdin_error = stdin_error.or_else(|| stdin.and_then(stdin_outcome));
+        self.reply(&id, waited, a.until.is_some(), stdin_error)
+    }
+
+    /// A `run` whose call the client cancelled: the client will not learn
+    /// the id, so nobody could stop the command; kill it (verified).
+    async fn cancelled_run(&self, id: &SessionId) -> Reply {
+        let killed = tokio::time::timeout(
+            self.config.grace + KILL_MARGIN,
+            self.registry.kill(id.as_str(), self.config.grace),
+        )
+        .await;
+        match killed {
+            Ok(Ok(_)) => Reply::error(format!(
+                "cancelled by the client; session {id} was killed with every process it started"
+            )),
+            Ok(Err(e)) => {
+                tracing::error!("killing cancelled session {id}: {e}");
+                Reply::error(format!("cancelled by the client; killing {id} failed: {e}"))
+            }
+            Err(_) => Reply::error(format!(
+                "cancelled by the client; the kill of {id} goes on in the background"
+            )),
+        }
     }
 
     fn read(&self, a: ReadArgs) -> Reply {
@@ -225,56 +270,133 @@ impl Terminal {
             Ok(id) => id,
             Err(e) => return session_error(&e, &a.id),
         };
-        let offset = a.offset.unwrap_or_else(|| self.cursor(&id));
-        let chunk = match self.registry.read(id.as_str(), offset, a.max_bytes) {
-            Ok(chunk) => chunk,
+        let info = match self.registry.info(id.as_str()) {
+            Ok(info) => info,
             Err(e) => return session_error(&e, id.as_str()),
         };
-        if offset > chunk.end_offset {
+        if a.stream == Stream::Stderr && info.stderr_bytes.is_none() {
             return Reply::error(format!(
-                "offset {offset} is past the end of the output of {id} ({} bytes so far); \
-                 leave `offset` out to continue where you left off",
-                chunk.end_offset
+                "{id} merges stderr into its output (read it without `stream`); start a command \
+                 with separate_stderr: true to read stderr apart"
             ));
         }
-        let shown = if chunk.eof {
-            chunk.data.len()
-        } else {
-            complete_len(&chunk.data)
+        let source = RegistrySource {
+            registry: &self.registry,
+            id: id.as_str(),
+            stream: a.stream,
         };
-        let next_offset = chunk.offset + shown as u64;
-        self.set_cursor(&id, next_offset);
-        let status = self
-            .registry
-            .info(id.as_str())
-            .map(|i| i.state.name())
-            .unwrap_or("unknown");
-        let mut body = Map::new();
-        body.insert("id".into(), id.to_string().into());
-        body.insert("status".into(), status.into());
-        body.insert("output".into(), render(&chunk.data[..shown]).into());
-        body.insert("offset".into(), chunk.offset.into());
-        body.insert("next_offset".into(), next_offset.into());
-        body.insert("end_offset".into(), chunk.end_offset.into());
-        body.insert(
-            "eof".into(),
-            (chunk.eof && shown == chunk.data.len()).into(),
-        );
-        body.insert("dropped".into(), chunk.dropped.into());
-        if chunk.dropped > 0 {
-            body.insert(
-                "note".into(),
-                format!(
-                    "{} bytes before offset {} are gone (beyond the spill cap)",
-                    chunk.dropped, chunk.offset
-                )
-                .into(),
-            );
+        let budget = self.config.budget;
+        let view = self.view(&id);
+        let cursor = match a.stream {
+            Stream::Output => view.shown,
+            Stream::Stderr => view.stderr_shown,
+        };
+        let end = match a.stream {
+            Stream::Output => info.output_bytes,
+            Stream::Stderr => info.stderr_bytes.unwrap_or(0),
+        };
+        if let Some(offset) = a.offset
+            && offset > end
+        {
+            return Reply::error(format!(
+                "offset {offset} is past the end of the output of {id} ({end} bytes so far); \
+                 leave `offset` out to continue where you left off"
+            ));
         }
-        Reply::ok(body)
+        let mut report = ReadReport {
+            status: info.state.name(),
+            id: id.to_string(),
+            stream: (a.stream == Stream::Stderr).then_some("stderr"),
+            ..ReadReport::default()
+        };
+        let shown: Result<Shown, Error> = match &a.mode {
+            ReadMode::Page { raw } => {
+                let from = a.offset.unwrap_or(cursor);
+                let shown = page(&source, from, a.max_bytes.unwrap_or(budget), budget, *raw);
+                if let Ok(shown) = &shown {
+                    self.move_cursor(&id, a.stream, shown.next_offset);
+                }
+                shown
+            }
+            ReadMode::Head(n) => head(&source, a.offset.unwrap_or(0), *n, budget),
+            ReadMode::Tail(n) => tail(&source, *n, budget),
+            ReadMode::Grep {
+                pattern,
+                context,
+                max_matches,
+            } => {
+                let regex = match until_regex(pattern) {
+                    Ok(regex) => regex,
+                    Err(e) => return Reply::error(format!("read: `grep` {e}")),
+                };
+                match grep(
+                    &source,
+                    &regex,
+                    a.offset.unwrap_or(0),
+                    *context,
+                    *max_matches,
+                    budget,
+                ) {
+                    Ok(found) => {
+                        report.match_count = Some(found.count);
+                        report.matches = Some(found.matches);
+                        let listed = report.matches.as_ref().map_or(0, Vec::len) as u64;
+                        let note = if found.cut || listed < found.count {
+                            Some(format!(
+                                "{} matching line(s); {} listed{} (narrow the pattern, or pass \
+                                 max_matches and offset)",
+                                found.count,
+                                listed,
+                                if found.cut {
+                                    ", and the text is cut at the output budget"
+                                } else {
+                                    ""
+                                }
+                            ))
+                        } else {
+                            None
+                        };
+                        Ok(Shown {
+                            output: found.text,
+                            offset: found.offset,
+                            next_offset: found.end,
+                            end_offset: found.end,
+                            eof: info.output_eof && found.end == end,
+                            dropped: found.dropped,
+                            encoding: None,
+                            lines: None,
+                            note,
+                        })
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let shown = match shown {
+            Ok(shown) => shown,
+            Err(e) => return session_error(&e, id.as_str()),
+        };
+        report.output = shown.output;
+        report.offset = shown.offset;
+        report.next_offset = shown.next_offset;
+        report.end_offset = shown.end_offset;
+        report.eof = shown.eof;
+        report.dropped = shown.dropped;
+        report.encoding = shown.encoding;
+        report.lines = shown.lines;
+        report.note = match (shown.note, shown.dropped) {
+            (note, 0) => note,
+            (note, dropped) => Some(format!(
+                "{dropped} bytes before offset {} are gone (beyond the spill cap){}",
+                shown.offset,
+                note.map(|n| format!("; {n}")).unwrap_or_default()
+            )),
+        };
+        let text = report.text();
+        Reply::ok(&report, text)
     }
 
-    async fn write(&self, a: WriteArgs) -> Reply {
+    async fn write(&self, a: WriteArgs, context: &CallContext) -> Reply {
         let info = match self.registry.info(&a.id) {
             Ok(info) => info,
             Err(e) => return session_error(&e, &a.id),
@@ -299,60 +421,82 @@ impl Terminal {
                 )
             });
         }
-        let deadline = Instant::now() + a.yield_for;
-        let done = self.queue_stdin(&id, a.data.into_bytes(), a.eof);
-        let stdin_note = stdin_outcome(done, deadline).await;
-        self.report_at(&id, deadline, stdin_note).await
+        let from = info.output_bytes;
+        let queued = match self
+            .registry
+            .queue_write(id.as_str(), a.data.into_bytes(), a.eof)
+        {
+            Ok(queued) => queued,
+            Err(e) => return Reply::error(stdin_error_text(&e, &id)),
+        };
+        // `until` and the quiet rule look at what this write makes the
+        // command print, even if it arrives before the wait begins.
+        let mut options = WaitOptions::new(a.yield_for).from(from);
+        if let Some(pattern) = &a.until {
+            options = options.until(pattern.as_str());
+        }
+        if let Some(quiet) = a.quiet {
+            options = options.quiet(quiet);
+        }
+        let waited = match self.waiting(&id, options, a.yield_for, context).await {
+            Ok(Waited::Done(w)) => *w,
+            Ok(Waited::Cancelled) => return Reply::error("cancelled by the client"),
+            Err(e) => return session_error(&e, id.as_str()),
+        };
+        self.reply(&id, waited, a.until.is_some(), stdin_outcome(queued))
     }
 
-    async fn wait(&self, a: WaitArgs) -> Reply {
+    async fn wait(&self, a: WaitArgs, context: &CallContext) -> Reply {
         let id = match self.registry.resolve(&a.id) {
             Ok(id) => id,
             Err(e) => return session_error(&e, &a.id),
         };
-        let from = self.line_start(&id, self.cursor(&id));
-        let mut options = WaitOptions::new(a.timeout).from(from);
+        let from = a.offset.unwrap_or_else(|| self.view(&id).matched);
+        let mut options = WaitOptions::new(a.timeout).stream(a.stream);
         if let Some(pattern) = &a.until {
-            options = options.until(pattern.as_str());
+            options = options.until(pattern.as_str()).from(from).through_exit();
         }
-        let waited = match self.registry.wait(id.as_str(), options).await {
-            Ok(w) => w,
+        let waited = match self.waiting(&id, options, a.timeout, context).await {
+            Ok(Waited::Done(w)) => *w,
+            Ok(Waited::Cancelled) => return Reply::error("cancelled by the client"),
             Err(e) => return session_error(&e, id.as_str()),
         };
-        let mut body = self.report(&id, &waited.info);
-        let matched = match waited.outcome {
-            WaitOutcome::Matched { start, end } => {
-                let text = self
-                    .registry
-                    .read(id.as_str(), start, (end - start) as usize)
-                    .map(|r| render(&r.data))
-                    .unwrap_or_default();
-                body.insert(
-                    "match".into(),
-                    json!({ "text": text, "start": start, "end": end }),
-                );
-                true
-            }
-            WaitOutcome::Exited => false,
-            WaitOutcome::StillRunning => {
-                body.insert(
-                    "hint".into(),
-                    format!(
-                        "still running after {} s{}; wait again, read, or kill",
-                        seconds(a.timeout),
-                        if a.until.is_some() {
-                            " and no new output matched `until`"
-                        } else {
-                            ""
-                        }
-                    )
-                    .into(),
-                );
-                false
-            }
-        };
-        body.insert("matched".into(), matched.into());
-        Reply::ok(body)
+        let still_running = waited.outcome == WaitOutcome::StillRunning;
+        let no_match = !matches!(waited.outcome, WaitOutcome::Matched { .. });
+        let mut reply_report = self.report(&id, &waited, a.until.is_some());
+        if let Some(pattern) = a.until.as_deref().filter(|_| no_match)
+            && let Some(span) = self.earlier_match(&id, a.stream, pattern, from)
+        {
+            reply_report.hint = Some(format!(
+                "`until` matched nothing from offset {from}, but the same pattern matched \
+                 earlier output at offset {} (already matched or shown before); pass \
+                 \"offset\": {} to match from there{}",
+                span.start,
+                span.start,
+                if still_running {
+                    ", or wait again for a new line"
+                } else {
+                    ""
+                }
+            ));
+            reply_report.earlier_match = Some(span);
+        } else if still_running {
+            let base = format!(
+                "still running after {} s{}; wait again, read, or kill",
+                seconds(a.timeout),
+                if a.until.is_some() {
+                    " and no output matched `until`"
+                } else {
+                    ""
+                }
+            );
+            reply_report.hint = Some(match reply_report.hint.take() {
+                Some(prompt) if prompt.starts_with("it seems") => format!("{base}. {prompt}"),
+                _ => base,
+            });
+        }
+        let text = reply_report.text();
+        Reply::ok(&reply_report, text)
     }
 
     async fn kill(&self, a: KillArgs) -> Reply {
@@ -392,226 +536,330 @@ impl Terminal {
             Ok(info) => info,
             Err(e) => return session_error(&e, id.as_str()),
         };
-        let mut body = self.report(&id, &info);
-        body.insert("already_exited".into(), outcome.already_exited.into());
-        body.insert(
-            "descendants_killed".into(),
-            outcome.descendants_killed.into(),
-        );
-        Reply::ok(body)
+        let waited = WaitResult {
+            outcome: WaitOutcome::Exited,
+            info,
+        };
+        let mut report = self.report(&id, &waited, false);
+        report.already_exited = Some(outcome.already_exited);
+        report.descendants_killed = Some(outcome.descendants_killed);
+        let text = report.text();
+        Reply::ok(&report, text)
     }
 
     fn list(&self) -> Reply {
-        let tracked = lock(&self.tracked);
-        let sessions: Vec<Value> = self
+        let views = lock(&self.views);
+        let sessions = self
             .registry
             .list()
             .iter()
             .map(|info| {
-                let (timeout, shell, cursor) = tracked
-                    .get(info.id.as_str())
-                    .map_or((None, true, 0), |t| (Some(t.timeout), t.shell, t.cursor));
-                let end = ending(info, timeout, shell);
-                json!({
-                    "id": info.id.as_str(),
-                    "command": truncate(&info.command, 200),
-                    "status": end.status,
-                    "exit_code": end.exit_code,
-                    "signal": end.signal,
-                    "duration_ms": info.uptime.as_millis() as u64,
-                    "output_bytes": info.output_bytes,
-                    "unread_bytes": info.output_bytes.saturating_sub(cursor),
-                    "descendants_alive": info.descendants.len(),
-                    "stdin_open": info.stdin_open,
-                })
+                let shown = views.get(info.id.as_str()).map_or(0, |v| v.shown);
+                let end = ending(info);
+                Listed {
+                    id: info.id.to_string(),
+                    status: end.status,
+                    exit_code: end.exit_code,
+                    command: truncate(&info.command, 200),
+                    signal: end.signal,
+                    duration_ms: info.uptime.as_millis() as u64,
+                    output_bytes: info.output_bytes,
+                    unread_bytes: info.output_bytes.saturating_sub(shown),
+                    descendants_alive: info.descendants.len(),
+                    stdin_open: info.stdin_open,
+                }
             })
             .collect();
-        let mut body = Map::new();
-        body.insert("sessions".into(), sessions.into());
-        Reply::ok(body)
+        let report = ListReport { sessions };
+        let text = report.text();
+        Reply::ok(&report, text)
+    }
+
+    /// Runs a registry wait; reports progress every [`PROGRESS_EVERY`]
+    /// when the client asked; gives up when the client cancels.
+    async fn waiting(
+        &self,
+        id: &SessionId,
+        options: WaitOptions,
+        bound: Duration,
+        context: &CallContext,
+    ) -> Result<Waited, Error> {
+        let started = Instant::now();
+        let wait = self.registry.wait(id.as_str(), options);
+        tokio::pin!(wait);
+        let mut ticks = tokio::time::interval_at((started + PROGRESS_EVERY).into(), PROGRESS_EVERY);
+        loop {
+            tokio::select! {
+                waited = &mut wait => return waited.map(|w| Waited::Done(Box::new(w))),
+                _ = context.cancel.cancelled() => return Ok(Waited::Cancelled),
+                _ = ticks.tick(), if context.progress.is_some() => {
+                    if let (Some(sink), Ok(info)) = (&context.progress, self.registry.info(id.as_str())) {
+                        sink(progress_of(&info, started.elapsed(), bound));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The reply to a call that waited.
+    fn reply(
+        &self,
+        id: &SessionId,
+        waited: WaitResult,
+        had_until: bool,
+        stdin_error: Option<String>,
+    ) -> Reply {
+        let mut report = self.report(id, &waited, had_until);
+        if let Some(e) = stdin_error {
+            report.stdin_error = Some(e);
+        }
+        let text = report.text();
+        Reply::ok(&report, text)
     }
 
     /// The result fields every session-bearing reply shares, with the
-    /// output from the cursor on; moves the cursor past what it shows.
-    /// Waits for the session until `deadline` (early when it exits) and
-    /// reports it, with the stdin note of this call if any.
-    async fn report_at(
-        &self,
-        id: &SessionId,
-        deadline: Instant,
-        stdin_note: Option<String>,
-    ) -> Reply {
-        let waited = match self
-            .registry
-            .wait(id.as_str(), WaitOptions::new(left(deadline)))
-            .await
-        {
-            Ok(w) => w,
-            Err(e) => return session_error(&e, id.as_str()),
+    /// output from the view's cursor on; moves the cursor past what it
+    /// shows, and the match cursor past a match.
+    fn report(&self, id: &SessionId, waited: &WaitResult, had_until: bool) -> SessionReport {
+        let info = &waited.info;
+        let end = ending(info);
+        let view = self.view(id);
+        let budget = self.config.budget;
+        let mut report = SessionReport {
+            status: end.status,
+            exit_code: end.exit_code,
+            id: id.to_string(),
+            signal: end.signal,
+            note: end.note,
+            duration_ms: info.uptime.as_millis() as u64,
+            ..SessionReport::default()
         };
-        let mut body = self.report(id, &waited.info);
-        if let Some(note) = stdin_note {
-            body.insert("stdin_error".into(), note.into());
+        // Stderr apart: it gets up to half the budget, the main stream the rest.
+        let mut main_budget = budget;
+        if info.stderr_bytes.is_some() {
+            let source = self.source(id, Stream::Stderr);
+            match excerpt(
+                &source,
+                id.as_str(),
+                Some("stderr"),
+                view.stderr_shown,
+                budget / 2,
+            ) {
+                Ok(shown) => {
+                    main_budget = budget - shown.text.len().min(budget / 2);
+                    self.move_cursor(id, Stream::Stderr, shown.next_offset);
+                    report.stderr = Some(shown.text);
+                    report.stderr_next_offset = Some(shown.next_offset);
+                    report.stderr_truncated_bytes = Some(shown.omitted);
+                }
+                Err(e) => report.output_error = Some(e.to_string()),
+            }
         }
-        Reply::ok(body)
-    }
-
-    fn report(&self, id: &SessionId, info: &SessionInfo) -> Map<String, Value> {
-        let (timeout, shell, from) = {
-            let tracked = lock(&self.tracked);
-            tracked
-                .get(id.as_str())
-                .map_or((None, true, 0), |t| (Some(t.timeout), t.shell, t.cursor))
-        };
-        let end = ending(info, timeout, shell);
-        let source = RegistrySource {
-            registry: &self.registry,
-            id: id.as_str(),
-        };
-        let mut body = Map::new();
-        body.insert("id".into(), id.as_str().into());
-        body.insert("status".into(), end.status.into());
-        body.insert("exit_code".into(), end.exit_code.into());
-        body.insert("signal".into(), end.signal.into());
-        if let Some(note) = end.note {
-            body.insert("note".into(), note.into());
-        }
-        body.insert(
-            "duration_ms".into(),
-            (info.uptime.as_millis() as u64).into(),
-        );
-        match excerpt(&source, id.as_str(), from, self.config.budget) {
+        let source = self.source(id, Stream::Output);
+        match excerpt(
+            &source,
+            id.as_str(),
+            None,
+            view.shown,
+            main_budget.max(1024),
+        ) {
             Ok(shown) => {
-                self.set_cursor(id, shown.next_offset);
-                body.insert("output".into(), shown.text.into());
-                body.insert("next_offset".into(), shown.next_offset.into());
-                body.insert("truncated_bytes".into(), shown.omitted.into());
+                self.move_cursor(id, Stream::Output, shown.next_offset);
+                report.output = shown.text;
+                report.next_offset = shown.next_offset;
+                report.truncated_bytes = shown.omitted;
                 if shown.dropped > 0 {
-                    body.insert("dropped_bytes".into(), shown.dropped.into());
+                    report.dropped_bytes = Some(shown.dropped);
                 }
             }
-            Err(e) => {
-                body.insert("output".into(), "".into());
-                body.insert("output_error".into(), e.to_string().into());
-            }
+            Err(e) => report.output_error = Some(e.to_string()),
         }
-        let descendants: Vec<Value> = info
+        match waited.outcome {
+            WaitOutcome::Matched { start, end } => {
+                lock(&self.views).entry(id.to_string()).or_default().matched = end;
+                let text = self
+                    .registry
+                    .read(id.as_str(), start, (end - start) as usize)
+                    .map(|r| render(&r.data))
+                    .unwrap_or_default();
+                report.matched = Some(true);
+                report.matched_at = Some(Span { text, start, end });
+            }
+            _ if had_until => report.matched = Some(false),
+            _ => {}
+        }
+        if matches!(waited.outcome, WaitOutcome::Quiet { .. }) {
+            report.quiet = Some(true);
+        }
+        report.descendants_alive = info
             .descendants
             .iter()
-            .map(|d| json!({ "pid": d.pid, "command": truncate(&d.command, 200) }))
+            .map(|d| Alive {
+                pid: d.pid,
+                command: truncate(&d.command, 200),
+            })
             .collect();
-        let alive = !descendants.is_empty();
-        body.insert("descendants_alive".into(), descendants.into());
-        if info.stdin_open {
-            body.insert("stdin_open".into(), true.into());
+        report.stdin_open = info.stdin_open;
+        report.hint = self.hint(id, info, &report);
+        report
+    }
+
+    /// What to do next, from where the session stands.
+    fn hint(&self, id: &SessionId, info: &SessionInfo, report: &SessionReport) -> Option<String> {
+        let shown = format!(
+            "{}{}",
+            report.output,
+            report.stderr.as_deref().unwrap_or_default()
+        );
+        if editor_refused(&shown) {
+            return Some(
+                "the command wanted an editor, and commands here have none (EDITOR, VISUAL and \
+                 GIT_EDITOR fail on purpose): pass the text on the command line, e.g. git commit \
+                 -m \"message\", git merge --no-edit, git rebase with GIT_SEQUENCE_EDITOR=true"
+                    .to_owned(),
+            );
         }
         if info.is_running() {
-            body.insert(
-                "hint".into(),
-                format!(
-                    "still running: wait {{\"id\": \"{id}\", \"timeout_s\": 30}} for it to \
-                     finish (add \"until\": a regex to stop at a line), read for new output, \
-                     {}kill to stop it",
-                    if info.stdin_open {
-                        "write for input, "
-                    } else {
-                        ""
-                    }
-                )
-                .into(),
-            );
-        } else if alive {
-            body.insert(
-                "hint".into(),
-                format!(
-                    "the command exited but left processes running (descendants_alive); they \
-                     stay contained in {id}: read shows their output, kill {{\"id\": \"{id}\"}} \
-                     ends them, and they die when this server exits"
-                )
-                .into(),
-            );
+            let tail = self.tail_text(id);
+            if let Some(prompt) = waiting_prompt(&tail) {
+                let how = if info.stdin_open {
+                    format!(
+                        "answer with write {{\"id\": \"{id}\", \"data\": \"...\", \"submit\": true}}"
+                    )
+                } else {
+                    "its stdin is /dev/null, so nobody can answer: kill it and run it \
+                     non-interactively (-y, --yes, --non-interactive, a token in env), or with \
+                     keep_stdin_open to answer with write"
+                        .to_owned()
+                };
+                return Some(format!(
+                    "it seems to wait for input (its output ends with the prompt {prompt:?}; \
+                     commands here have no terminal): {how}"
+                ));
+            }
+            return Some(format!(
+                "still running: wait {{\"id\": \"{id}\", \"timeout_s\": 30}} for it to finish \
+                 (add \"until\": a regex to stop at a line), read for new output, {}kill to stop it",
+                if info.stdin_open {
+                    "write for input, "
+                } else {
+                    ""
+                }
+            ));
         }
-        body
+        if !info.descendants.is_empty() {
+            return Some(format!(
+                "the command exited but left processes running (descendants_alive); they stay \
+                 contained in {id}: wait with until for their output, read shows it, kill \
+                 {{\"id\": \"{id}\"}} ends them, and they die when this server exits"
+            ));
+        }
+        None
     }
 
-    /// Where the line holding `offset` starts (at most [`LINE_LOOKBACK`]
-    /// back): `until` matches from there, so a line that one result cut
-    /// in two (`>>` shown, `> ` not yet) still matches as a whole.
-    fn line_start(&self, id: &SessionId, offset: u64) -> u64 {
-        let back = offset.saturating_sub(LINE_LOOKBACK);
-        match self
+    /// The end of the output (last 512 bytes), rendered: for prompts.
+    fn tail_text(&self, id: &SessionId) -> String {
+        let end = self
             .registry
-            .read(id.as_str(), back, (offset - back) as usize)
-        {
-            Ok(r) => match r.data.iter().rposition(|&b| b == b'\n') {
-                Some(nl) => r.offset + nl as u64 + 1,
-                None => r.offset,
-            },
-            Err(_) => offset,
-        }
+            .info(id.as_str())
+            .map_or(0, |i| i.output_bytes);
+        self.registry
+            .read(id.as_str(), end.saturating_sub(512), 512)
+            .map(|r| render(&r.data))
+            .unwrap_or_default()
     }
 
-    fn cursor(&self, id: &SessionId) -> u64 {
-        lock(&self.tracked).get(id.as_str()).map_or(0, |t| t.cursor)
-    }
-
-    fn set_cursor(&self, id: &SessionId, offset: u64) {
-        if let Some(t) = lock(&self.tracked).get_mut(id.as_str()) {
-            t.cursor = offset;
-        }
-    }
-
-    /// Queues `data` for the session's stdin (closing it afterwards if
-    /// `close`); the returned receiver answers when it was written.
-    fn queue_stdin(
+    /// The last match of `pattern` in the [`EARLIER_LOOKBACK`] bytes before
+    /// `before`.
+    fn earlier_match(
         &self,
         id: &SessionId,
-        data: Vec<u8>,
-        close: bool,
-    ) -> oneshot::Receiver<Result<(), String>> {
-        let (done, answer) = oneshot::channel();
-        let write = StdinWrite { data, close, done };
-        let mut tracked = lock(&self.tracked);
-        let entry = tracked.entry(id.to_string()).or_insert(Tracked {
-            cursor: 0,
-            timeout: arguments::DEFAULT_TIMEOUT,
-            shell: true,
-            stdin: None,
-        });
-        let queue = entry.stdin.get_or_insert_with(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(write_stdin(Arc::clone(&self.registry), id.clone(), rx));
-            tx
-        });
-        if let Err(mpsc::error::SendError(write)) = queue.send(write) {
-            // The writer ended: stdin was closed.
-            let _ = write.done.send(Err(format!("stdin of {id} is closed")));
+        stream: Stream,
+        pattern: &str,
+        before: u64,
+    ) -> Option<Span> {
+        let regex = until_regex(pattern).ok()?;
+        let from = before.saturating_sub(EARLIER_LOOKBACK);
+        let chunk = self
+            .registry
+            .read_stream(id.as_str(), stream, from, (before - from) as usize)
+            .ok()?;
+        let m = regex.find_iter(&chunk.data).last()?;
+        Some(Span {
+            text: render(m.as_bytes()),
+            start: chunk.offset + m.start() as u64,
+            end: chunk.offset + m.end() as u64,
+        })
+    }
+
+    fn source<'a>(&'a self, id: &'a SessionId, stream: Stream) -> RegistrySource<'a> {
+        RegistrySource {
+            registry: &self.registry,
+            id: id.as_str(),
+            stream,
         }
-        answer
+    }
+
+    fn view(&self, id: &SessionId) -> View {
+        lock(&self.views)
+            .get(id.as_str())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    fn move_cursor(&self, id: &SessionId, stream: Stream, offset: u64) {
+        let mut views = lock(&self.views);
+        let view = views.entry(id.to_string()).or_default();
+        match stream {
+            Stream::Output => view.shown = offset,
+            Stream::Stderr => view.stderr_shown = offset,
+        }
     }
 }
 
-/// A session's stdin writer: writes queued data in order, each write
-/// whole, however long the command takes to read it.
-async fn write_stdin(
-    registry: Arc<Registry>,
-    id: SessionId,
-    mut queue: mpsc::UnboundedReceiver<StdinWrite>,
-) {
-    while let Some(write) = queue.recv().await {
-        let mut result = registry.write(id.as_str(), &write.data).await;
-        if result.is_ok() && write.close {
-            result = registry.close_stdin(id.as_str());
-        }
-        // Once stdin is closed (by us or by the command) nothing more can
-        // be written: end, and let later writes fail at once.
-        let finished = write.close || result.is_err();
-        let _ = write
-            .done
-            .send(result.map_err(|e| stdin_error_text(&e, &id)));
-        if finished {
-            return;
-        }
+/// The regex `until` and `grep` use, as the registry builds it.
+fn until_regex(pattern: &str) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(pattern)
+        .multi_line(true)
+        .size_limit(1 << 22)
+        .build()
+}
+
+/// A progress report from a session's snapshot.
+fn progress_of(info: &SessionInfo, elapsed: Duration, bound: Duration) -> Progress {
+    let bytes = info.output_bytes + info.stderr_bytes.unwrap_or(0);
+    let lines = info.output_lines + info.stderr_lines.unwrap_or(0);
+    let state = if info.is_running() {
+        "running".to_owned()
+    } else {
+        format!(
+            "{}; {} process(es) it left still run",
+            info.state.name(),
+            info.descendants.len()
+        )
+    };
+    Progress {
+        elapsed: elapsed.as_secs_f64(),
+        total: bound.as_secs_f64(),
+        message: format!(
+            "{} {state} for {:.0} s: {bytes} bytes, {lines} lines of output so far",
+            info.id,
+            info.uptime.as_secs_f64()
+        ),
+    }
+}
+
+/// How a queued write stands when the call returns; `Some(text)` when it
+/// failed or is still going on.
+fn stdin_outcome(queued: QueuedWrite) -> Option<String> {
+    match queued.now_or_never() {
+        Some(Ok(())) => None,
+        Some(Err(e)) => Some(e.to_string()),
+        None => Some(
+            "not all of the input is written yet: the command has not read it; the rest is \
+             written in the background as it reads"
+                .into(),
+        ),
     }
 }
 
@@ -625,38 +873,17 @@ fn stdin_error_text(e: &Error, id: &SessionId) -> String {
     }
 }
 
-/// Waits until `deadline` for a queued write; `Some(text)` when it failed
-/// or is still going on.
-async fn stdin_outcome(
-    done: oneshot::Receiver<Result<(), String>>,
-    deadline: Instant,
-) -> Option<String> {
-    match tokio::time::timeout_at(deadline.into(), done).await {
-        Ok(Ok(Ok(()))) => None,
-        Ok(Ok(Err(e))) => Some(e),
-        Ok(Err(_)) => Some("the write was abandoned (the server is shutting down)".into()),
-        Err(_) => Some(
-            "not all of the input is written yet: the command has not read it; the rest is \
-             written in the background as it reads"
-                .into(),
-        ),
-    }
-}
-
 /// Output of one session, read through the registry.
 struct RegistrySource<'a> {
     registry: &'a Registry,
     id: &'a str,
+    stream: Stream,
 }
 
 impl Source for RegistrySource<'_> {
     fn read(&self, offset: u64, max: usize) -> Result<ReadResult, Error> {
-        self.registry.read(self.id, offset, max)
+        self.registry.read_stream(self.id, self.stream, offset, max)
     }
-}
-
-fn left(deadline: Instant) -> Duration {
-    deadline.saturating_duration_since(Instant::now())
 }
 
 fn invalid(tool: &str, e: crate::error::ArgError) -> Reply {
@@ -665,28 +892,39 @@ fn invalid(tool: &str, e: crate::error::ArgError) -> Reply {
 
 /// The reply to a `run` whose command could not start.
 fn failed_start(e: &Error, cwd: &Path) -> Reply {
+    #[derive(serde::Serialize)]
+    struct FailedStart {
+        status: &'static str,
+        error: String,
+        cwd: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        hint: Option<&'static str>,
+    }
     let hint = match e {
         Error::ProgramNotFound { .. } => {
-            "check the program name, or use `command` to run it through the shell"
+            Some("check the program name, or use `command` to run it through the shell")
         }
-        Error::NotExecutable { .. } => "the file is not executable; run it with its interpreter",
-        Error::BadCwd { .. } => "give an existing directory as `cwd`",
+        Error::NotExecutable { .. } => {
+            Some("the file is not executable; run it with its interpreter")
+        }
+        Error::BadCwd { .. } => Some("give an existing directory as `cwd`"),
         Error::TooManySessions { .. } => {
-            "kill sessions you no longer need (see list), or wait for one to finish"
+            Some("kill sessions you no longer need (see list), or wait for one to finish")
         }
-        _ => "",
+        _ => None,
     };
-    let mut body = Map::new();
-    body.insert("status".into(), "failed_start".into());
-    body.insert("error".into(), e.to_string().into());
-    body.insert("cwd".into(), cwd.display().to_string().into());
-    if !hint.is_empty() {
-        body.insert("hint".into(), hint.into());
-    }
-    Reply {
-        body: Value::Object(body),
-        is_error: true,
-    }
+    let body = FailedStart {
+        status: "failed_start",
+        error: e.to_string(),
+        cwd: cwd.display().to_string(),
+        hint,
+    };
+    let text = format!(
+        "failed to start: {}{}",
+        body.error,
+        hint.map(|h| format!("\n{h}")).unwrap_or_default()
+    );
+    Reply::error_with(&body, text)
 }
 
 /// The reply to an id that names no session, or another registry error.

@@ -1,198 +1,652 @@
 //! The tools as a model sees them: names, descriptions (when to use each,
-//! what comes back, what to do next) and JSON schemas for the arguments.
-//! The schemas are advertised only; [`arguments`](crate::arguments)
-//! enforces the same rules with messages that say what to send instead.
+//! what comes back, what to do next), the argument tables that produce
+//! their input schemas and checks ([`params`](crate::params)), their
+//! output schemas, and their annotations.
 
 use serde_json::{Value, json};
 
-/// One tool: its name, description and input schema.
+use crate::params::{Kind, Param, schema};
+
+/// One tool.
 #[derive(Clone, Debug)]
 pub struct ToolSpec {
     /// The name a client calls.
     pub name: &'static str,
     /// What the model reads to decide when and how to call it.
-    pub description: String,
+    pub description: &'static str,
+    /// Its arguments: the one source of the input schema and the checks.
+    pub params: &'static [Param],
+    /// JSON Schema of its (successful) structured result.
+    pub output_schema: Value,
+    /// Hints for clients: does it change anything, can it destroy, is a
+    /// repeat harmless.
+    pub annotations: Annotations,
+}
+
+impl ToolSpec {
     /// JSON Schema of its arguments (an object schema).
-    pub input_schema: Value,
+    pub fn input_schema(&self) -> Value {
+        schema(self.params)
+    }
+}
+
+/// MCP tool annotations (hints; clients must not trust them blindly).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Annotations {
+    /// A human-readable title.
+    pub title: &'static str,
+    /// Changes nothing.
+    pub read_only: bool,
+    /// May destroy (kill) something.
+    pub destructive: bool,
+    /// Calling it again with the same arguments has no further effect.
+    pub idempotent: bool,
 }
 
 /// Instructions sent to the client at initialization.
 pub const INSTRUCTIONS: &str = "A terminal that cannot hang and cannot leak. `run` starts a \
 command and returns as soon as it finishes, or after `yield_s` seconds with an id while it keeps \
-running; continue with `read`, `wait`, `write` and `kill`. Every process a command starts \
-(background jobs, daemons, `setsid` escapes) belongs to its session: `kill` ends all of them, \
-and all of them die when this server exits. Output is shown cleaned (no colour codes, progress \
-lines collapsed) and, when long, cut to its head and tail with the exact `read` call that shows \
-the rest.";
+running (with `until`, as soon as its output matches); continue with `read`, `wait`, `write` \
+and `kill`. Every process a command starts (background jobs, daemons, `setsid` escapes) belongs \
+to its session: `kill` ends all of them, and all of them die when this server exits. Output is \
+shown cleaned (no colour codes, progress lines collapsed) and, when long, cut to its head and \
+tail with the exact `read` call that shows the rest. Commands run without a terminal: editors \
+and password prompts fail fast instead of hanging (pass `-m` to git commit, `-y` to installers).";
 
-const ID: &str =
-    "Session id returned by `run` (a unique prefix of 4 or more characters also works).";
+/// Longest any call waits (`yield_s`, `wait`'s `timeout_s`): 300 s.
+pub const MAX_WAIT_S: f64 = 300.0;
+/// Largest `timeout_s` of `run`: one day.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+/// Largest `max_bytes` of `read`: 1 MiB (a page is also cut to the output budget).
+pub const READ_MAX_BYTES: u64 = 1024 * 1024;
+
+const ID: Param = Param {
+    name: "id",
+    kind: Kind::Id,
+    required: true,
+    doc: "Session id returned by `run` (a unique prefix of 4 or more characters also works; \
+          see `list`).",
+};
+
+const fn yield_param(default: f64, doc: &'static str) -> Param {
+    Param {
+        name: "yield_s",
+        kind: Kind::Seconds {
+            min: 0.0,
+            min_exclusive: false,
+            max: MAX_WAIT_S,
+            default: Some(default),
+        },
+        required: false,
+        doc,
+    }
+}
+
+const fn quiet_param(doc: &'static str) -> Param {
+    Param {
+        name: "quiet_s",
+        kind: Kind::Seconds {
+            min: 0.0,
+            min_exclusive: false,
+            max: 60.0,
+            default: Some(0.2),
+        },
+        required: false,
+        doc,
+    }
+}
+
+const UNTIL_DOC: &str = "Regex (Rust syntax; ^ and $ match at line ends) that ends the call as soon \
+as the output matches it, e.g. \"Listening on|ERROR\". Keeps waiting after the main process \
+exits while processes it left can still print (`server &`).";
+
+/// How the tool texts name the platform's shell (a literal, for
+/// `concat!`; a `--shell` other than the default is substituted for it by
+/// the adapter, see `shell::Shell::describe`).
+#[cfg(unix)]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! platform_shell {
+    () => {
+        "/bin/sh -c"
+    };
+}
+/// How the tool texts name the platform's shell.
+#[cfg(windows)]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! platform_shell {
+    () => {
+        "cmd.exe /d /s /c (Windows cmd syntax)"
+    };
+}
+
+/// `run`'s arguments.
+pub const RUN: &[Param] = &[
+    Param {
+        name: "command",
+        kind: Kind::Text,
+        required: false,
+        doc: concat!(
+            "Shell command line, run with ",
+            platform_shell!(),
+            ". Give this or argv."
+        ),
+    },
+    Param {
+        name: "argv",
+        kind: Kind::StringArray,
+        required: false,
+        doc: "Program and arguments, run without a shell. Give this or command.",
+    },
+    Param {
+        name: "cwd",
+        kind: Kind::Text,
+        required: false,
+        doc: "Working directory; relative paths are taken from the server's default directory.",
+    },
+    Param {
+        name: "env",
+        kind: Kind::StringMap,
+        required: false,
+        doc: "Environment variables to set on top of the server's environment (always passed, \
+              even names the server removes by default).",
+    },
+    Param {
+        name: "timeout_s",
+        kind: Kind::Seconds {
+            min: 0.0,
+            min_exclusive: true,
+            max: MAX_TIMEOUT_S,
+            default: Some(600.0),
+        },
+        required: false,
+        doc: "Hard limit in seconds: when the main process has run this long, its whole tree is \
+              killed (status timed_out). For long-lived servers give a large value.",
+    },
+    yield_param(
+        10.0,
+        "Most seconds to wait for the command to finish (or match `until`) before returning \
+         with status running; it keeps running either way.",
+    ),
+    Param {
+        name: "until",
+        kind: Kind::Regex,
+        required: false,
+        doc: UNTIL_DOC,
+    },
+    Param {
+        name: "stdin",
+        kind: Kind::Text,
+        required: false,
+        doc: "Text written to the command's standard input, which is then closed (unless \
+              keep_stdin_open).",
+    },
+    Param {
+        name: "keep_stdin_open",
+        kind: Kind::Bool { default: false },
+        required: false,
+        doc: "Keep standard input open for `write` (interactive programs: cat, python3 -i, a \
+              REPL); the call then also returns once output has gone quiet (quiet_s). Without it \
+              and without `stdin`, the command's stdin is /dev/null.",
+    },
+    quiet_param(
+        "With keep_stdin_open and no `until`: return once output arrived and then stopped for \
+         this many seconds (a prompt is waiting); 0 turns it off.",
+    ),
+    Param {
+        name: "separate_stderr",
+        kind: Kind::Bool { default: false },
+        required: false,
+        doc: "Capture stderr apart from stdout (results then have `stderr`; read it with \
+              `read {\"stream\": \"stderr\"}`). Default: one stream in arrival order.",
+    },
+];
+
+const STREAM: Param = Param {
+    name: "stream",
+    kind: Kind::Choice {
+        values: &["output", "stderr"],
+        default: "output",
+    },
+    required: false,
+    doc: "Which stream: output (the merged stream, or stdout when the session was started with \
+          separate_stderr) or stderr (only then).",
+};
+
+/// `read`'s arguments.
+pub const READ: &[Param] = &[
+    ID,
+    Param {
+        name: "offset",
+        kind: Kind::Integer {
+            what: "a byte offset: ",
+            min: 0,
+            max: u64::MAX,
+            default: None,
+        },
+        required: false,
+        doc: "Absolute byte offset to read from (default: where the last output shown for this \
+              id ended; with head_lines or grep: 0).",
+    },
+    Param {
+        name: "max_bytes",
+        kind: Kind::Integer {
+            what: "",
+            min: 1,
+            max: READ_MAX_BYTES,
+            default: None,
+        },
+        required: false,
+        doc: "Most bytes to read (default and upper bound: the server's output budget per \
+              result, set with --output-budget; continue from next_offset).",
+    },
+    Param {
+        name: "tail_lines",
+        kind: Kind::Integer {
+            what: "",
+            min: 1,
+            max: 100_000,
+            default: None,
+        },
+        required: false,
+        doc: "Show the last N lines of the output (within the budget).",
+    },
+    Param {
+        name: "head_lines",
+        kind: Kind::Integer {
+            what: "",
+            min: 1,
+            max: 100_000,
+            default: None,
+        },
+        required: false,
+        doc: "Show the first N lines from `offset` (default 0), within the budget.",
+    },
+    Param {
+        name: "grep",
+        kind: Kind::Regex,
+        required: false,
+        doc: "Regex: show only the lines that match (searching all the output from `offset`, \
+              default 0), each with `context` lines around it and its offset and line number.",
+    },
+    Param {
+        name: "context",
+        kind: Kind::Integer {
+            what: "",
+            min: 0,
+            max: 20,
+            default: Some(2),
+        },
+        required: false,
+        doc: "With grep: lines shown before and after each match.",
+    },
+    Param {
+        name: "max_matches",
+        kind: Kind::Integer {
+            what: "",
+            min: 1,
+            max: 10_000,
+            default: Some(50),
+        },
+        required: false,
+        doc: "With grep: most matches listed (all are counted).",
+    },
+    Param {
+        name: "raw",
+        kind: Kind::Bool { default: false },
+        required: false,
+        doc: "Return the exact bytes (no cleaning): as text when they are UTF-8, else base64.",
+    },
+    STREAM,
+];
+
+/// `write`'s arguments.
+pub const WRITE: &[Param] = &[
+    ID,
+    Param {
+        name: "data",
+        kind: Kind::Text,
+        required: true,
+        doc: "the text to write to stdin (\"\" with eof: true just closes it)",
+    },
+    Param {
+        name: "submit",
+        kind: Kind::Bool { default: false },
+        required: false,
+        doc: "Append a newline (press Enter).",
+    },
+    Param {
+        name: "eof",
+        kind: Kind::Bool { default: false },
+        required: false,
+        doc: "Close stdin after writing (like Ctrl-D).",
+    },
+    yield_param(
+        5.0,
+        "Most seconds to collect output after writing; the call returns sooner when the output \
+         goes quiet (quiet_s), matches `until`, or the command exits.",
+    ),
+    Param {
+        name: "until",
+        kind: Kind::Regex,
+        required: false,
+        doc: "Regex that ends the call as soon as output produced after this write matches it \
+              (the quiet rule is then off unless quiet_s is given).",
+    },
+    quiet_param(
+        "Return once output arrived after the write and then stopped for this many seconds (a \
+         REPL's answer and prompt are in); 0 turns it off.",
+    ),
+];
+
+/// `wait`'s arguments.
+pub const WAIT: &[Param] = &[
+    ID,
+    Param {
+        name: "timeout_s",
+        kind: Kind::Seconds {
+            min: 0.0,
+            min_exclusive: false,
+            max: MAX_WAIT_S,
+            default: None,
+        },
+        required: true,
+        doc: "how many seconds to wait at most (see the schema's maximum)",
+    },
+    Param {
+        name: "until",
+        kind: Kind::Regex,
+        required: false,
+        doc: UNTIL_DOC,
+    },
+    Param {
+        name: "offset",
+        kind: Kind::Integer {
+            what: "a byte offset: ",
+            min: 0,
+            max: u64::MAX,
+            default: None,
+        },
+        required: false,
+        doc: "With until: match output from this byte offset (default: the end of the last \
+              match in this session, 0 before any — so a line already shown still matches).",
+    },
+    STREAM,
+];
+
+/// `kill`'s arguments.
+pub const KILL: &[Param] = &[
+    ID,
+    Param {
+        name: "grace_s",
+        kind: Kind::Seconds {
+            min: 0.0,
+            min_exclusive: false,
+            max: 60.0,
+            default: Some(2.0),
+        },
+        required: false,
+        doc: "Seconds between SIGTERM and SIGKILL.",
+    },
+];
+
+/// `list` takes nothing.
+pub const LIST: &[Param] = &[];
 
 /// Every tool this server offers.
-pub fn all(shell: &crate::shell::Shell) -> Vec<ToolSpec> {
-    let shell = shell.describe();
+pub fn all() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: "run",
-            description: "Run a shell command (`command`, via {shell}) or a program with \
-arguments (`argv`). Returns as soon as the command's main process exits: {id, status: exited | \
-killed | timed_out, exit_code, signal, note, duration_ms, output, next_offset, truncated_bytes, \
-descendants_alive}. If it is still running after `yield_s` seconds (default 10), returns {id, \
-status: \"running\", output so far, next_offset}: it keeps running, and you continue with \
-`wait` (until it exits or prints a pattern), `read` (new output), `write` (stdin) or `kill`. \
-Servers and watchers: run them with a small `yield_s` (or end the command with `&`: the call \
-returns at once and lists the background processes under descendants_alive), then `wait` with \
-`until` for their ready line. Every process the command starts stays contained: `kill` ends \
-them all. Output merges stdout and stderr in order. If it starts with status failed_start, \
-the program or cwd was not found. Use `stdin` to feed input (written, then closed); set \
-`keep_stdin_open` to talk to an interactive program with `write`."
-                .replace("{shell}", &shell),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": format!("Shell command line, run with {shell}. Give this or argv.")
-                    },
-                    "argv": {
-                        "type": "array", "items": {"type": "string"}, "minItems": 1,
-                        "description": "Program and arguments, run without a shell. Give this or command."
-                    },
-                    "cwd": {
-                        "type": "string",
-                        "description": "Working directory; relative paths are taken from the server's default directory."
-                    },
-                    "env": {
-                        "type": "object", "additionalProperties": {"type": "string"},
-                        "description": "Environment variables to set on top of the server's environment."
-                    },
-                    "timeout_s": {
-                        "type": "number", "exclusiveMinimum": 0, "maximum": 86400, "default": 600,
-                        "description": "Hard limit in seconds: when the main process has run this long, its whole tree is killed (status timed_out). For long-lived servers give a large value."
-                    },
-                    "yield_s": {
-                        "type": "number", "minimum": 0, "maximum": 300, "default": 10,
-                        "description": "Seconds to wait for the command to finish before returning with status running."
-                    },
-                    "stdin": {
-                        "type": "string",
-                        "description": "Text written to the command's standard input, which is then closed (unless keep_stdin_open)."
-                    },
-                    "keep_stdin_open": {
-                        "type": "boolean", "default": false,
-                        "description": "Keep standard input open for `write` (interactive programs: cat, python3 -i, a REPL). Without it and without `stdin`, the command's stdin is /dev/null."
-                    }
-                },
-                "additionalProperties": false
-            }),
+            description: concat!(
+                "Run a shell command (`command`, via ",
+                platform_shell!(),
+                ") or a program with arguments \
+(`argv`). Returns as soon as the command's main process exits: {status: exited | killed | \
+timed_out, exit_code, output, id, signal, note, duration_ms, next_offset, truncated_bytes, \
+descendants_alive}. If it is still running after `yield_s` seconds, returns {status: \
+\"running\", output so far, id}: it keeps running, and you continue with `wait`, `read`, `write` \
+(stdin) or `kill`. Servers and watchers: give `until` with their ready line (e.g. {\"command\": \
+\"npm run dev\", \"until\": \"ready|error\", \"yield_s\": 60}): the call returns the moment it \
+appears, even from a process started with `&`. Every process the command starts stays contained: \
+`kill` ends them all. Output merges stdout and stderr in order (separate_stderr splits them). \
+Status failed_start means the program or cwd was not found. `stdin` feeds input (written, then \
+closed); `keep_stdin_open` lets you talk to an interactive program with `write`. Commands get no \
+terminal and no editor: git commit needs -m. If a cancelled call had started a command, that \
+command is killed. ",
+                "Most clients stop waiting for a call after 60 s (the TypeScript SDK's default) \
+unless they reset the timeout on progress, which this server reports every second when the call \
+carries a progressToken; Claude Desktop stops a call at about 4 minutes."
+            ),
+            params: RUN,
+            output_schema: session_result_schema(&[]),
+            annotations: Annotations {
+                title: "Run a command",
+                read_only: false,
+                destructive: true,
+                idempotent: false,
+            },
         },
         ToolSpec {
             name: "read",
-            description: "Read a session's output: {id, status, output, offset, next_offset, \
+            description: "Read a session's output: {status, output, id, offset, next_offset, \
 end_offset, eof, dropped}. Without `offset` it continues where the last output shown for this \
-id ended, so repeated calls page through new output. Use the `offset` and `max_bytes` named in \
-an omission marker to see bytes that were cut from a result. Returns at once; to wait for \
-output use `wait`."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "description": ID},
-                    "offset": {
-                        "type": "integer", "minimum": 0,
-                        "description": "Absolute byte offset to read from (default: where the last output shown for this id ended)."
-                    },
-                    "max_bytes": {
-                        "type": "integer", "minimum": 1, "maximum": 1048576, "default": 16384,
-                        "description": "Most bytes to read."
-                    }
-                },
-                "required": ["id"],
-                "additionalProperties": false
-            }),
+id ended, so repeated calls page through new output; a page is at most the server's output \
+budget. Use the call an omission marker names to see bytes cut from a result. \
+`tail_lines`/`head_lines` show the last/first lines; `grep` searches all the output and lists \
+each matching line with context, offset and line number (matches: [...], match_count); `raw` \
+returns the exact bytes (base64 when not UTF-8); `stream: \"stderr\"` reads stderr of a session \
+started with separate_stderr. Returns at once; to wait for output use `wait`.",
+            params: READ,
+            output_schema: read_result_schema(),
+            annotations: Annotations {
+                title: "Read output",
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+            },
         },
         ToolSpec {
             name: "write",
-            description: "Write to a running session's standard input (it must have been started \
-with keep_stdin_open), then return the output produced within `yield_s` seconds (default 1; \
-sooner if the command exits): {id, status, output, next_offset, ...}. Set `submit` to append a \
-newline (press Enter) and `eof` to close stdin afterwards (like Ctrl-D)."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "description": ID},
-                    "data": {"type": "string", "description": "Text to write (may be empty with eof)."},
-                    "submit": {"type": "boolean", "default": false, "description": "Append a newline."},
-                    "eof": {"type": "boolean", "default": false, "description": "Close stdin after writing."},
-                    "yield_s": {
-                        "type": "number", "minimum": 0, "maximum": 300, "default": 1,
-                        "description": "Seconds to collect output after writing."
-                    }
-                },
-                "required": ["id", "data"],
-                "additionalProperties": false
-            }),
+            description: concat!(
+                "Write to a running session's standard input (it must have been started with \
+keep_stdin_open), then return the output it produces: as soon as that output goes quiet for \
+quiet_s (a REPL's answer and its next prompt are in), matches `until`, or the command \
+exits, and at most after `yield_s`. Returns {status, exit_code, output, id, ...}. \
+Set `submit` to append a newline (press Enter) and `eof` to close stdin afterwards (like \
+Ctrl-D). Input the command has not read yet is written in the background, in order. ",
+                "Most clients stop waiting for a call after 60 s unless they reset the timeout \
+on progress (reported every second when the call carries a progressToken)."
+            ),
+            params: WRITE,
+            output_schema: session_result_schema(&[]),
+            annotations: Annotations {
+                title: "Write to stdin",
+                read_only: false,
+                destructive: false,
+                idempotent: false,
+            },
         },
         ToolSpec {
             name: "wait",
-            description: "Wait for a session: returns when its main process exits, when new \
-output matches `until` (a regex), or after `timeout_s` with status running (not an error: \
-wait again, read, or kill). Returns {id, status, matched, output (new since the last output \
-shown), next_offset, exit_code, signal, ...}. `until` only looks at output you have not been \
-shown yet (from the start of the last line shown, so a line cut between two results still \
-matches)."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "description": ID},
-                    "timeout_s": {
-                        "type": "number", "minimum": 0, "maximum": 300,
-                        "description": "Most seconds to wait."
-                    },
-                    "until": {
-                        "type": "string",
-                        "description": "Regex (Rust syntax; ^ and $ match at line ends) that ends the wait when new output matches it, e.g. \"Listening on|ERROR\"."
-                    }
-                },
-                "required": ["id", "timeout_s"],
-                "additionalProperties": false
-            }),
+            description: concat!(
+                "Wait for a session: returns when its main process exits, when its output \
+matches `until` (a regex), or after `timeout_s` with status running (not an error: wait again, \
+read, or kill). Returns {status, exit_code, output (new since the last output shown), id, \
+matched, match: {text, start, end}, ...}. `until` looks at output from `offset` (default: after \
+the last match in this session, so a ready line that an earlier result already showed still \
+matches), and keeps waiting after the main process exits while processes it left can still \
+print. When the pattern only appeared before where it looked, the result says where \
+(earlier_match). ",
+                "Most clients stop waiting for a call after 60 s (the TypeScript SDK's default) \
+unless they reset the timeout on progress, which this server reports every second when the call \
+carries a progressToken; Claude Desktop stops a call at about 4 minutes: keep timeout_s at 50 or \
+less unless your client waits longer, and call wait again."
+            ),
+            params: WAIT,
+            output_schema: session_result_schema(&[]),
+            annotations: Annotations {
+                title: "Wait for a session",
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+            },
         },
         ToolSpec {
             name: "kill",
             description: "Kill a session's whole process tree (SIGTERM, then SIGKILL after \
 `grace_s`), including background processes it left running, and verify that nothing survives. \
-Returns the final result with the output not yet shown: {id, status, exit_code, signal, \
-descendants_killed, output, ...}. Also ends the leftovers of a command that already exited."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string", "description": ID},
-                    "grace_s": {
-                        "type": "number", "minimum": 0, "maximum": 60, "default": 2,
-                        "description": "Seconds between SIGTERM and SIGKILL."
-                    }
-                },
-                "required": ["id"],
-                "additionalProperties": false
-            }),
+Returns the final result with the output not yet shown: {status, exit_code, output, id, signal, \
+already_exited, descendants_killed, ...}. Also ends the leftovers of a command that already \
+exited.",
+            params: KILL,
+            output_schema: session_result_schema(&["already_exited", "descendants_killed"]),
+            annotations: Annotations {
+                title: "Kill a session",
+                read_only: false,
+                destructive: true,
+                idempotent: true,
+            },
         },
         ToolSpec {
             name: "list",
             description: "List every session of this server, oldest first: {sessions: [{id, \
-command, status, exit_code, signal, duration_ms, output_bytes, unread_bytes, \
-descendants_alive, stdin_open}]}. Finished sessions stay listed for 30 minutes."
-                .to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {},
-                "additionalProperties": false
-            }),
+status, exit_code, command, signal, duration_ms, output_bytes, unread_bytes, descendants_alive, \
+stdin_open}]}. Finished sessions stay listed for 30 minutes.",
+            params: LIST,
+            output_schema: list_result_schema(),
+            annotations: Annotations {
+                title: "List sessions",
+                read_only: true,
+                destructive: false,
+                idempotent: true,
+            },
         },
     ]
+}
+
+const STATUS: &[&str] = &["running", "exited", "killed", "timed_out", "lost"];
+
+fn object(properties: Value, required: &[&str]) -> Value {
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// Schema of the results of run, write, wait and kill (`required_extra`:
+/// fields that tool always has).
+fn session_result_schema(required_extra: &[&str]) -> Value {
+    let offsets = json!({"type": "object", "properties": {
+        "text": {"type": "string"},
+        "start": {"type": "integer", "minimum": 0},
+        "end": {"type": "integer", "minimum": 0},
+    }, "required": ["text", "start", "end"], "additionalProperties": false});
+    let mut required = vec![
+        "status",
+        "exit_code",
+        "output",
+        "id",
+        "signal",
+        "duration_ms",
+    ];
+    required.extend_from_slice(required_extra);
+    object(
+        json!({
+            "status": {"type": "string", "enum": STATUS},
+            "exit_code": {"type": ["integer", "null"]},
+            "output": {"type": "string", "description": "Output not shown before, cleaned, within the budget."},
+            "id": {"type": "string"},
+            "signal": {"type": ["string", "null"]},
+            "note": {"type": "string"},
+            "duration_ms": {"type": "integer", "minimum": 0},
+            "next_offset": {"type": "integer", "minimum": 0},
+            "truncated_bytes": {"type": "integer", "minimum": 0},
+            "dropped_bytes": {"type": "integer", "minimum": 0},
+            "output_error": {"type": "string"},
+            "stderr": {"type": "string"},
+            "stderr_next_offset": {"type": "integer", "minimum": 0},
+            "stderr_truncated_bytes": {"type": "integer", "minimum": 0},
+            "matched": {"type": "boolean"},
+            "match": offsets,
+            "earlier_match": offsets,
+            "quiet": {"type": "boolean", "description": "Returned because output went quiet."},
+            "already_exited": {"type": "boolean"},
+            "descendants_killed": {"type": "integer", "minimum": 0},
+            "descendants_alive": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"pid": {"type": "integer"}, "command": {"type": "string"}},
+                "required": ["pid", "command"],
+                "additionalProperties": false,
+            }},
+            "stdin_open": {"type": "boolean"},
+            "stdin_error": {"type": "string"},
+            "waiting_for_input": {"type": "string"},
+            "hint": {"type": "string"},
+        }),
+        &required,
+    )
+}
+
+fn read_result_schema() -> Value {
+    object(
+        json!({
+            "status": {"type": "string", "enum": STATUS},
+            "output": {"type": "string"},
+            "id": {"type": "string"},
+            "stream": {"type": "string", "enum": ["output", "stderr"]},
+            "offset": {"type": "integer", "minimum": 0},
+            "next_offset": {"type": "integer", "minimum": 0},
+            "end_offset": {"type": "integer", "minimum": 0},
+            "eof": {"type": "boolean"},
+            "dropped": {"type": "integer", "minimum": 0},
+            "encoding": {"type": "string", "enum": ["utf-8", "base64"]},
+            "lines": {"type": "integer", "minimum": 0},
+            "match_count": {"type": "integer", "minimum": 0},
+            "matches": {"type": "array", "items": {
+                "type": "object",
+                "properties": {
+                    "line": {"type": ["integer", "null"], "minimum": 1},
+                    "offset": {"type": "integer", "minimum": 0},
+                    "text": {"type": "string"},
+                },
+                "required": ["line", "offset", "text"],
+                "additionalProperties": false,
+            }},
+            "note": {"type": "string"},
+        }),
+        &[
+            "status",
+            "output",
+            "id",
+            "offset",
+            "next_offset",
+            "end_offset",
+            "eof",
+        ],
+    )
+}
+
+fn list_result_schema() -> Value {
+    object(
+        json!({"sessions": {"type": "array", "items": object(json!({
+            "id": {"type": "string"},
+            "status": {"type": "string", "enum": STATUS},
+            "exit_code": {"type": ["integer", "null"]},
+            "command": {"type": "string"},
+            "signal": {"type": ["string", "null"]},
+            "duration_ms": {"type": "integer", "minimum": 0},
+            "output_bytes": {"type": "integer", "minimum": 0},
+            "unread_bytes": {"type": "integer", "minimum": 0},
+            "descendants_alive": {"type": "integer", "minimum": 0},
+            "stdin_open": {"type": "boolean"},
+        }), &["id", "status", "exit_code", "command", "signal", "duration_ms", "output_bytes",
+              "unread_bytes", "descendants_alive", "stdin_open"])}}),
+        &["sessions"],
+    )
 }
 
 #[cfg(test)]
@@ -200,26 +654,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_tool_has_an_object_schema_and_unique_name() {
-        let tools = all(&crate::shell::Shell::default());
+    fn every_tool_has_object_schemas_and_a_unique_name() {
+        let tools = all();
         let mut names: Vec<&str> = tools.iter().map(|t| t.name).collect();
         names.sort();
         assert_eq!(names, ["kill", "list", "read", "run", "wait", "write"]);
         for tool in &tools {
-            assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
-            assert_eq!(tool.input_schema["additionalProperties"], false);
-            for required in tool.input_schema["required"]
+            let input = tool.input_schema();
+            assert_eq!(input["type"], "object", "{}", tool.name);
+            assert_eq!(input["additionalProperties"], false);
+            assert_eq!(tool.output_schema["type"], "object", "{}", tool.name);
+            for required in tool.output_schema["required"]
                 .as_array()
                 .into_iter()
                 .flatten()
             {
                 let name = required.as_str().unwrap();
                 assert!(
-                    tool.input_schema["properties"].get(name).is_some(),
-                    "{}: required {name} is not a property",
+                    tool.output_schema["properties"].get(name).is_some(),
+                    "{}: required output {name} is not a property",
                     tool.name
                 );
             }
         }
+    }
+
+    #[test]
+    fn limits_are_written_once() {
+        // The schema's numbers come from the same table the checks use.
+        let run = all().into_iter().find(|t| t.name == "run").unwrap();
+        let schema = run.input_schema();
+        assert_eq!(schema["properties"]["timeout_s"]["maximum"], MAX_TIMEOUT_S);
+        assert_eq!(schema["properties"]["yield_s"]["maximum"], MAX_WAIT_S);
+        let read = all().into_iter().find(|t| t.name == "read").unwrap();
+        assert_eq!(
+            read.input_schema()["properties"]["max_bytes"]["maximum"],
+            READ_MAX_BYTES
+        );
     }
 }

@@ -9,10 +9,12 @@
 //! that tag, never by process name, so tests running in parallel — or
 //! anything else on the machine — are never confused with each other.
 
-use std::fs;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::*;
 
 /// Environment variable carrying a test's unique tag.
 pub const TAG_VAR: &str = "TETHER_TEST_TAG";
@@ -22,202 +24,6 @@ pub fn unique_tag(name: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{name}-{}-{n}", std::process::id())
-}
-
-/// Pids of live (not zombie) processes whose environment has
-/// `TETHER_TEST_TAG=<tag>`.
-pub fn tagged_pids(tag: &str) -> Vec<u32> {
-    let needle = format!("{TAG_VAR}={tag}");
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| has_env_entry(pid, needle.as_bytes()))
-        .filter(|&pid| !is_zombie(pid))
-        .collect()
-}
-
-/// Whether `pid`'s environment holds `entry`. A process inside execve can
-/// show an empty environment for a moment; an empty or unreadable one is
-/// read again a few times before it counts as "no".
-fn has_env_entry(pid: u32, entry: &[u8]) -> bool {
-    for _ in 0..5 {
-        match fs::read(format!("/proc/{pid}/environ")) {
-            Ok(env) if !env.is_empty() => return env.split(|&b| b == 0).any(|v| v == entry),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
-            _ => std::thread::yield_now(),
-        }
-    }
-    false
-}
-
-/// A process in state `Z` has exited; PID 1 here reaps orphans only every
-/// ~2 s, so a zombie counts as dead.
-pub fn is_zombie(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
-        Err(_) => true,
-    }
-}
-
-/// A pidfd, for waiting on a process that is not our child.
-pub fn pidfd(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open(pid, 0) returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };
-    // SAFETY: the descriptor is new and ours.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-/// Waits — on pidfds, not by sleeping — until no live process carries
-/// `tag`, for at most `bound`. Returns the survivors (empty = all dead).
-/// Processes forked while waiting are found by re-scanning after each wave
-/// of deaths.
-pub fn wait_all_dead(tag: &str, bound: Duration) -> Vec<u32> {
-    let deadline = Instant::now() + bound;
-    loop {
-        let alive = tagged_pids(tag);
-        if alive.is_empty() {
-            return alive;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return alive;
-        }
-        let fds: Vec<OwnedFd> = alive.iter().filter_map(|&p| pidfd(p)).collect();
-        if fds.is_empty() {
-            // All of them died between the scan and the open: look again.
-            continue;
-        }
-        let mut pfds: Vec<libc::pollfd> = fds
-            .iter()
-            .map(|fd| libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // Wait for at least one of them to die (or the deadline), then look
-        // again: a process may have forked before dying.
-        let ms = left.as_millis().min(i32::MAX as u128) as i32;
-        // SAFETY: valid pollfd array.
-        unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    }
-}
-
-/// Waits until at least `n` live processes carry `tag`, for at most
-/// `bound`; returns how many there are. Process creation raises no event
-/// visible from outside the tree, so this polls the process table every
-/// 5 ms — only used to make sure a fixture is fully built before a test
-/// tries to break it.
-pub fn wait_for_count(tag: &str, n: usize, bound: Duration) -> usize {
-    let deadline = Instant::now() + bound;
-    loop {
-        let count = tagged_pids(tag).len();
-        if count >= n || Instant::now() >= deadline {
-            return count;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// SIGKILLs every process carrying `tag` (through pidfds, so a recycled
-/// pid is never hit) until none is left.
-pub fn kill_tagged(tag: &str) {
-    for _ in 0..100 {
-        let alive = tagged_pids(tag);
-        if alive.is_empty() {
-            return;
-        }
-        for pid in alive {
-            if let Some(fd) = pidfd(pid) {
-                // SAFETY: pidfd_send_signal on our own pidfd, no siginfo.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        fd.as_raw_fd(),
-                        libc::SIGKILL,
-                        std::ptr::null::<u8>(),
-                        0u32,
-                    )
-                };
-            }
-        }
-        wait_all_dead(tag, Duration::from_millis(200));
-    }
-}
-
-/// Kills whatever still carries the tag when dropped, so that a failing
-/// test does not leak its processes into the next one.
-pub struct TagGuard(pub String);
-
-impl TagGuard {
-    /// A guard for a fresh unique tag.
-    pub fn new(name: &str) -> TagGuard {
-        TagGuard(unique_tag(name))
-    }
-
-    /// The tag.
-    pub fn tag(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Drop for TagGuard {
-    fn drop(&mut self) {
-        kill_tagged(&self.0);
-    }
-}
-
-/// `sh -c 'echo ready; read x'` with `var` set to `value` (or explicitly
-/// removed when `None`), returned once it said `ready` — so it has exec'd
-/// and its environment is in place. It exits when its stdin closes.
-pub fn spawn_ready(var: &str, value: Option<&str>) -> std::process::Child {
-    use std::io::BufRead;
-    use std::process::{Command, Stdio};
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", "echo ready; read x"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    match value {
-        Some(value) => cmd.env(var, value),
-        None => cmd.env_remove(var),
-    };
-    let mut child = cmd.spawn().expect("spawn sh");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line, "ready\n");
-    child
-}
-
-/// Open descriptors of this process.
-pub fn fd_count() -> usize {
-    fs::read_dir("/proc/self/fd")
-        .map(|d| d.count())
-        .unwrap_or(0)
-}
-
-/// Children of this process (any thread) in state `Z`.
-pub fn zombie_children() -> usize {
-    let me = std::process::id();
-    let Ok(tasks) = fs::read_dir(format!("/proc/{me}/task")) else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|t| fs::read_to_string(t.path().join("children")).ok())
-        .flat_map(|text| {
-            text.split_ascii_whitespace()
-                .filter_map(|p| p.parse::<u32>().ok())
-                .collect::<Vec<_>>()
-        })
-        .filter(|&pid| is_zombie(pid))
-        .count()
 }
 
 /// Adversarial process trees. Each is a `/bin/sh` script that prints
@@ -313,4 +119,76 @@ os.wait()
             Tree::Hundred => 100,
         }
     }
+}
+
+/// Environment variable that makes root-only tests fail instead of skip:
+/// CI sets it (it runs as root), so a test that cannot run there is a
+/// failure, never a silent pass.
+pub const REQUIRE_ROOT_VAR: &str = "TETHER_REQUIRE_ROOT";
+
+/// Whether a root-only test can run. As root: `true`. Otherwise: prints
+/// `skipped: <what> needs root` and returns `false` — unless
+/// `TETHER_REQUIRE_ROOT=1`, where it panics, so the test fails.
+pub fn require_root(what: &str) -> bool {
+    require(is_root(), &format!("{what} needs root"))
+}
+
+/// Like [`require_root`], for any precondition: `ok`, or skip with
+/// `why` — or fail when `TETHER_REQUIRE_ROOT=1` (CI has every
+/// precondition a root-only test needs).
+pub fn require(ok: bool, why: &str) -> bool {
+    if ok {
+        return true;
+    }
+    if std::env::var_os(REQUIRE_ROOT_VAR).is_some_and(|v| v == "1") {
+        panic!("cannot run: {why} ({REQUIRE_ROOT_VAR}=1 says it must run here)");
+    }
+    eprintln!("skipped: {why}");
+    false
+}
+
+/// Whether this process runs as root (never, where there is no root).
+pub fn is_root() -> bool {
+    #[cfg(unix)]
+    // SAFETY: geteuid cannot fail and touches no memory.
+    return unsafe { libc::geteuid() == 0 };
+    #[cfg(not(unix))]
+    return false;
+}
+
+/// Set in a test process started by [`alone`].
+const ALONE_VAR: &str = "TETHER_TEST_ALONE";
+
+/// Runs the calling test alone, in a fresh process of the same test binary
+/// with one test thread: for tests whose baselines (descriptor, zombie and
+/// memory counts of the test process) other tests of the binary would
+/// disturb by running at the same time.
+///
+/// Call it first: `if !alone(module_path!(), "my_test") { return; }`. In
+/// the fresh process it returns `true` (run the body); in the original one
+/// it runs the fresh process, asserts that the test passed there, and
+/// returns `false`.
+pub fn alone(module_path: &str, test: &str) -> bool {
+    if std::env::var_os(ALONE_VAR).is_some() {
+        return true;
+    }
+    // `module_path!()` starts with the crate (the test binary's) name; the
+    // harness names tests without it.
+    let name = match module_path.split_once("::") {
+        Some((_, rest)) => format!("{rest}::{test}"),
+        None => test.to_owned(),
+    };
+    let exe = std::env::current_exe().expect("current test binary");
+    let out = std::process::Command::new(exe)
+        .args([name.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+        .env(ALONE_VAR, "1")
+        .output()
+        .expect("run the test alone");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{name} failed when run alone:\n{stdout}\n{stderr}"
+    );
+    false
 }

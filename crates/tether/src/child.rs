@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
+use crate::contain::Descendant;
 use crate::contain::{Tree, TreeEvent, TreeHandle};
 use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::exit::{ExitStatus, Output};
 use crate::identity::ProcessIdentity;
-use crate::session::Descendant;
 use crate::session_id::SessionId;
 use crate::stdio::{ChildStderr, ChildStdin, ChildStdout};
 

@@ -137,6 +137,25 @@ pub enum Error {
         /// Why (`close_stdin` was called, the main process exited, …).
         why: &'static str,
     },
+    /// A queued stdin write would hold more than the session's stdin queue
+    /// takes ([`RegistryConfig::stdin_queue_limit`](crate::RegistryConfig::stdin_queue_limit)):
+    /// nothing was queued. Wait until the command has read what is queued,
+    /// or send less at once.
+    #[error(
+        "stdin of session {id} cannot take {bytes} more bytes now: {queued} bytes are queued, \
+         not yet read by the command, and the queue holds at most {limit}; wait until it \
+         reads them or send less"
+    )]
+    StdinQueueFull {
+        /// The session.
+        id: String,
+        /// Bytes of the refused write.
+        bytes: usize,
+        /// Bytes already queued.
+        queued: usize,
+        /// The queue's limit in bytes.
+        limit: usize,
+    },
     /// Stderr was asked for, but the session merges it into one stream.
     #[error(
         "session {id} merges stderr into its output stream; start it with OutputMode::Separate to read stderr apart"

@@ -22,7 +22,9 @@ pub struct ProcessIdentity {
     pub boot_id: String,
     /// The process id in tether's (the initial) pid namespace.
     pub pid: u32,
-    /// Start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+    /// Start time in the process table's unit (see
+    /// [`sys::ProcessInfo::start_time`](crate::sys::ProcessInfo::start_time)):
+    /// clock ticks since boot on Linux (field 22 of `/proc/<pid>/stat`).
     pub start_time: u64,
     /// Inode of the process's pidfd on pidfs, where the kernel has pidfs.
     pub pidfs_inode: Option<u64>,
@@ -39,33 +41,6 @@ impl ProcessIdentity {
             && self.start_time == other.start_time
             && self.boot_id == other.boot_id
             && inode_agrees
-    }
-
-    /// The identity of the live process `pid`, read from the kernel now.
-    ///
-    /// Fails with `NotFound` if no such process exists (or it is a zombie
-    /// that can no longer be opened).
-    pub fn of_pid(pid: u32) -> std::io::Result<ProcessIdentity> {
-        crate::contain::sys::identity_of(pid)
-    }
-
-    /// The identity of the calling process.
-    pub fn current() -> std::io::Result<ProcessIdentity> {
-        Self::of_pid(std::process::id())
-    }
-
-    /// Whether the process this identity names is still alive (not reaped).
-    ///
-    /// `false` also when its pid now belongs to another process. A zombie
-    /// counts as dead.
-    pub fn is_alive(&self) -> bool {
-        if self.boot_id != crate::contain::sys::boot_id() {
-            return false;
-        }
-        match crate::contain::sys::identity_of(self.pid) {
-            Ok(now) => now.matches(self),
-            Err(_) => false,
-        }
     }
 }
 

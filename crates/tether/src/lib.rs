@@ -75,6 +75,7 @@ mod stdio;
 
 pub use child::{Child, ChildHandle};
 pub use command::{Command, DEFAULT_GRACE};
+pub use contain::Descendant;
 pub use contain::ext::*;
 pub use contain::sys;
 pub use containment::{Containment, ContainmentPolicy};

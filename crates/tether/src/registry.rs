@@ -51,9 +51,13 @@ use crate::session::{Control, Driver, Owner, Session, lock};
 use crate::session_id::SessionId;
 
 mod wait;
+pub use crate::contain::Descendant;
 pub use crate::run_spec::{CommandLine, OutputMode, RunSpec, SHELL, StdinMode};
 pub use crate::session::pattern::MAX_MATCH_LEN;
-pub use crate::session::{Descendant, KillOutcome, KillReason, SessionInfo, SessionState, Stream};
+pub use crate::session::{
+    DEFAULT_STDIN_QUEUE_LIMIT, KillOutcome, KillReason, QueuedWrite, SessionInfo, SessionState,
+    Stream,
+};
 pub use wait::{WaitOptions, WaitOutcome, WaitResult};
 
 /// Default [`RegistryConfig::max_live`].
@@ -90,6 +94,11 @@ pub struct RegistryConfig {
     /// front-end records sessions in the ledger without this crate
     /// depending on it. Default: none.
     pub observer: Option<Arc<dyn SessionObserver>>,
+    /// Most bytes queued for one session's stdin with
+    /// [`Registry::queue_write`] and not yet read by the command (default
+    /// [`DEFAULT_STDIN_QUEUE_LIMIT`], 16 MiB); a write beyond it is refused
+    /// with [`Error::StdinQueueFull`].
+    pub stdin_queue_limit: usize,
 }
 
 /// Hears about every session of a [`Registry`]. Called from the registry's
@@ -110,6 +119,7 @@ impl Default for RegistryConfig {
             finished_ttl: DEFAULT_FINISHED_TTL,
             spill_dir: None,
             observer: None,
+            stdin_queue_limit: DEFAULT_STDIN_QUEUE_LIMIT,
         }
     }
 }
@@ -339,6 +349,30 @@ impl Registry {
         session.write_stdin(bytes).await
     }
 
+    /// Queues `bytes` for the session's stdin and returns at once, never
+    /// waiting for the command to read: one background task per session
+    /// writes queued writes in order, each whole (interleaving with nothing
+    /// else). With `close`, stdin is closed after these bytes (the command
+    /// then reads EOF). Await the returned [`QueuedWrite`] to learn when
+    /// the bytes are in the pipe; dropping it does not cancel the write.
+    ///
+    /// # Errors
+    /// [`Error::NoStdin`], [`Error::StdinClosed`] (closed, or a queued close
+    /// is pending), [`Error::StdinQueueFull`] when the bytes queued and not
+    /// yet read would exceed [`RegistryConfig::stdin_queue_limit`] — nothing
+    /// is queued then.
+    pub fn queue_write(&self, id: &str, bytes: Vec<u8>, close: bool) -> Result<QueuedWrite> {
+        let session = self.inner.find(id)?;
+        if !session.meta.stdin_piped {
+            return Err(Error::NoStdin {
+                id: session.id.to_string(),
+            });
+        }
+        session
+            .stdin_queue
+            .push(&session, bytes, close, self.inner.config.stdin_queue_limit)
+    }
+
     /// Closes the session's stdin: the command reads EOF once the bytes
     /// already written are consumed.
     ///
@@ -379,39 +413,51 @@ impl Registry {
         let deadline = Instant::now() + options.timeout;
         let mut changes = session.changed.subscribe();
         let mut scanned = options.from;
+        // The quiet window: output past `from` seen so far, and when it
+        // last grew (output already there counts as arriving now).
+        let mut seen_end = options.from;
+        let mut grew_at: Option<Instant> = None;
+        let result = |outcome| WaitResult {
+            outcome,
+            info: session.info(),
+        };
         loop {
             changes.borrow_and_update();
             if let Some(regex) = &regex
                 && let Some((start, end)) =
                     scan(&session, options.stream, regex, options.from, &mut scanned)?
             {
-                let outcome = WaitOutcome::Matched { start, end };
-                return Ok(WaitResult {
-                    outcome,
-                    info: session.info(),
-                });
+                return Ok(result(WaitOutcome::Matched { start, end }));
             }
-            let done = {
+            let (done, end) = {
                 let shared = session.shared();
-                if options.settled {
+                let done = if options.settled {
                     shared.settled
+                } else if options.through_exit {
+                    shared.state != SessionState::Running && shared.eof(options.stream)
                 } else {
                     shared.state != SessionState::Running
-                }
+                };
+                let end = shared.buffer(options.stream).map_or(0, |b| b.end_offset());
+                (done, end)
             };
             if done {
-                return Ok(WaitResult {
-                    outcome: WaitOutcome::Exited,
-                    info: session.info(),
-                });
+                return Ok(result(WaitOutcome::Exited));
             }
+            if end > seen_end {
+                seen_end = end;
+                grew_at = Some(Instant::now());
+            }
+            let quiet_at = options.quiet.zip(grew_at).map(|(window, at)| at + window);
             tokio::select! {
                 _ = changes.changed() => {}
+                _ = sleep_until(quiet_at), if quiet_at.is_some() => {
+                    // Nothing changed during the window (a change would
+                    // have won the select and moved `grew_at`).
+                    return Ok(result(WaitOutcome::Quiet { end: seen_end }));
+                }
                 _ = tokio::time::sleep_until(deadline.into()) => {
-                    return Ok(WaitResult {
-                        outcome: WaitOutcome::StillRunning,
-                        info: session.info(),
-                    });
+                    return Ok(result(WaitOutcome::StillRunning));
                 }
             }
         }
@@ -647,6 +693,13 @@ impl Owner for Inner {
     fn expired(&self, id: &SessionId) {
         let removed = lock(&self.table).sessions.remove(id.as_str());
         drop(removed);
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -18,6 +18,7 @@
 mod driver;
 pub(crate) mod pattern;
 pub(crate) mod spawn;
+mod stdin;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,15 +28,18 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::child::Child;
-use crate::contain::AsyncWriter;
+use crate::contain::{AsyncWriter, Descendant};
 use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::exit::ExitStatus;
 use crate::identity::ProcessIdentity;
 use crate::output::OutputBuffer;
+use crate::run_spec::CommandLine;
 use crate::session_id::SessionId;
 
 pub(crate) use driver::{Driver, Owner};
+pub(crate) use stdin::StdinQueue;
+pub use stdin::{DEFAULT_STDIN_QUEUE_LIMIT, QueuedWrite};
 
 /// Where a session stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -90,15 +94,6 @@ pub enum KillReason {
     Shutdown,
 }
 
-/// A live process of a session other than its main process.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Descendant {
-    /// Its pid.
-    pub pid: u32,
-    /// Its command line (empty if unreadable).
-    pub command: String,
-}
-
 /// Which output stream to read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Stream {
@@ -118,6 +113,11 @@ pub struct SessionInfo {
     pub id: SessionId,
     /// The command as one line of text.
     pub command: String,
+    /// The command as it was given: an argv, or a script for `/bin/sh -c`
+    /// (so a front-end can tell the shell's exit codes 126/127 apart).
+    pub command_line: CommandLine,
+    /// The hard timeout it runs under ([`RunSpec::timeout`](crate::RunSpec::timeout)), if any.
+    pub timeout: Option<Duration>,
     /// Its working directory, if one was set.
     pub cwd: Option<PathBuf>,
     /// The purpose written into its spawn tags.
@@ -147,6 +147,13 @@ pub struct SessionInfo {
     pub output_bytes: u64,
     /// Bytes captured on stderr, when streams are separate.
     pub stderr_bytes: Option<u64>,
+    /// Newlines captured on the output stream (merged or stdout).
+    pub output_lines: u64,
+    /// Newlines captured on stderr, when streams are separate.
+    pub stderr_lines: Option<u64>,
+    /// Bytes queued for stdin with [`Registry::queue_write`](crate::Registry::queue_write)
+    /// and not yet taken by the command.
+    pub stdin_queued: usize,
     /// Whether every output pipe reached EOF (all writers gone; the read
     /// ends are closed).
     pub output_eof: bool,
@@ -198,6 +205,8 @@ pub(crate) enum Control {
 #[derive(Debug)]
 pub(crate) struct Meta {
     pub command: String,
+    pub command_line: CommandLine,
+    pub timeout: Option<Duration>,
     pub cwd: Option<PathBuf>,
     pub purpose: String,
     pub started_at: SystemTime,
@@ -220,6 +229,9 @@ pub(crate) struct Shared {
     pub stderr: Option<OutputBuffer>,
     pub output_eof: bool,
     pub stderr_eof: bool,
+    /// Newlines seen on each stream (for progress reports).
+    pub output_lines: u64,
+    pub stderr_lines: u64,
     pub settled: bool,
     pub descendants_killed: u32,
     pub spill_error: Option<String>,
@@ -259,6 +271,8 @@ pub(crate) struct Session {
     pub stdin: Mutex<Option<Arc<AsyncWriter>>>,
     /// Serialises writers, so two writes never interleave their bytes.
     pub stdin_writer: tokio::sync::Mutex<()>,
+    /// Writes queued for stdin (see [`Registry::queue_write`](crate::Registry::queue_write)).
+    pub stdin_queue: StdinQueue,
     pub driver: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -293,6 +307,8 @@ impl Session {
                 stderr,
                 output_eof: false,
                 stderr_eof: false,
+                output_lines: 0,
+                stderr_lines: 0,
                 settled: false,
                 descendants_killed: 0,
                 spill_error: None,
@@ -302,6 +318,7 @@ impl Session {
             child: Mutex::new(Some(child)),
             stdin: Mutex::new(stdin.map(Arc::new)),
             stdin_writer: tokio::sync::Mutex::new(()),
+            stdin_queue: StdinQueue::default(),
             driver: Mutex::new(None),
         });
         (session, requests)
@@ -328,6 +345,8 @@ impl Session {
         let mut info = SessionInfo {
             id: self.id.clone(),
             command: self.meta.command.clone(),
+            command_line: self.meta.command_line.clone(),
+            timeout: self.meta.timeout,
             cwd: self.meta.cwd.clone(),
             purpose: self.meta.purpose.clone(),
             state: s.state,
@@ -342,6 +361,9 @@ impl Session {
             descendants_killed: s.descendants_killed,
             output_bytes: s.output.end_offset(),
             stderr_bytes: s.stderr.as_ref().map(OutputBuffer::end_offset),
+            output_lines: s.output_lines,
+            stderr_lines: s.stderr.as_ref().map(|_| s.stderr_lines),
+            stdin_queued: self.stdin_queue.queued(),
             output_eof: s.output_eof && (s.stderr.is_none() || s.stderr_eof),
             stdin_open,
             settled,
@@ -367,6 +389,8 @@ impl Session {
     /// in flight). `false` if it was not open.
     pub(crate) fn close_stdin(&self) -> bool {
         let closed = lock(&self.stdin).take().is_some();
+        // Writes still queued fail (stdin is closed); later ones at once.
+        self.stdin_queue.close();
         if closed {
             self.notify();
         }
@@ -403,7 +427,7 @@ impl Session {
         Ok(())
     }
 
-    fn stdin_error(&self) -> Error {
+    pub(crate) fn stdin_error(&self) -> Error {
         let id = self.id.to_string();
         if !self.meta.stdin_piped {
             return Error::NoStdin { id };

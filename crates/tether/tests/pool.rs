@@ -5,6 +5,10 @@
 //! One test function: the pool is process-wide, and descriptor counts
 //! would see a parallel test's keepers.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 

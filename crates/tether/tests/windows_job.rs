@@ -86,7 +86,10 @@ fn a_timeout_kills_the_tree_and_says_so() {
         .spawn()
         .unwrap();
     let line = first_line(&mut child);
-    assert!(!line.is_empty(), "the tree was killed before it printed its pids");
+    assert!(
+        !line.is_empty(),
+        "the tree was killed before it printed its pids"
+    );
     let ids = pids(&line);
     let grandchild = pin(ids[1]);
     let status = child.wait().unwrap();

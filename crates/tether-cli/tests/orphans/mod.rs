@@ -185,6 +185,8 @@ impl Home {
         let mut run = self.run(extra, script, min);
         run.orphan();
         let have = wait_for_count(self.tag(), min, Duration::from_secs(5));
+        // Whatever the script was still starting has started (or ended).
+        tether_testkit::wait_for_stable(self.tag(), Duration::from_secs(5));
         assert!(
             have >= min,
             "the orphaned tree lost processes: {have} < {min}"

@@ -14,11 +14,6 @@ pub fn tether() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tether"))
 }
 
-pub fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A `tether run` owner running a shell script, stdout piped.
 pub struct Owner {
     child: Child,

@@ -5,14 +5,20 @@
 //!
 //! What rmcp gives us: the protocol state machine (`initialize` and the
 //! 2026-07-28 `server/discover` handshake), one task per request (so a
-//! long `wait` never blocks a `list`), cancellation of a request when the
-//! client sends `notifications/cancelled`. What we add here: answers to
-//! every malformed line (`transport.rs`), argument objects handed over
-//! unvalidated (rmcp checks nothing against the schema; `arguments.rs`
-//! does), a `catch_unwind` per call (a panicking handler would otherwise
-//! leave its request unanswered forever), and a prompt end: calls in
-//! flight return the moment the server starts closing.
+//! long `wait` never blocks a `list`), a cancellation token per request
+//! that fires on `notifications/cancelled`, and a peer to send
+//! `notifications/progress` through. What we add here: answers to every
+//! malformed line, ids checked, in-flight requests bounded
+//! (`transport.rs`, `jsonrpc.rs`, `inflight.rs`), argument objects handed
+//! over unvalidated (rmcp checks nothing against the schema;
+//! `params.rs` does), a `catch_unwind` per call (a panicking handler would
+//! otherwise leave its request unanswered forever), progress reports in
+//! order, and a prompt end: calls in flight return the moment the server
+//! starts closing.
 
+mod inflight;
+mod jsonrpc;
+mod memory;
 mod transport;
 
 use std::panic::AssertUnwindSafe;
@@ -21,15 +27,17 @@ use std::time::Duration;
 
 use futures::FutureExt as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::lifecycle::{Cause, Closing};
-use crate::terminal::{Reply, Terminal};
+use crate::reply::Reply;
+use crate::terminal::{CallContext, Progress, ProgressSink, Terminal};
 use crate::tools::{self, INSTRUCTIONS, ToolSpec};
 
 /// How long rmcp may take to finish its loop once we close: calls in
@@ -45,9 +53,9 @@ pub async fn serve_stdio(terminal: Arc<Terminal>, closing: Closing, max_line: us
     let handler = Handler {
         terminal: Arc::clone(&terminal),
         closing: closing.clone(),
-        tools: tools::all(terminal.shell())
+        tools: tools::all()
             .into_iter()
-            .map(to_rmcp_tool)
+            .map(|spec| to_rmcp_tool(spec, terminal.shell()))
             .collect(),
     };
     let running = tokio::select! {
@@ -79,11 +87,38 @@ pub async fn serve_stdio(terminal: Arc<Terminal>, closing: Closing, max_line: us
     }
 }
 
-fn to_rmcp_tool(spec: ToolSpec) -> Tool {
-    let Value::Object(schema) = spec.input_schema else {
+/// The tool as rmcp declares it; a `--shell` other than the platform's is
+/// named wherever the texts name the shell, so the model writes for it.
+fn to_rmcp_tool(spec: ToolSpec, shell: &crate::shell::Shell) -> Tool {
+    let (Value::Object(mut input), Value::Object(output)) =
+        (spec.input_schema(), spec.output_schema)
+    else {
         unreachable!("tool schemas are objects (tools.rs tests this)");
     };
-    Tool::new(spec.name, spec.description, Arc::new(schema))
+    let platform = crate::platform_shell!();
+    let configured = shell.describe();
+    let mut description = std::borrow::Cow::Borrowed(spec.description);
+    if configured != platform {
+        description = description.replace(platform, &configured).into();
+        if let Some(Value::String(doc)) = input
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("command"))
+            .and_then(|c| c.get_mut("description"))
+        {
+            *doc = doc.replace(platform, &configured);
+        }
+    }
+    let a = spec.annotations;
+    let mut tool = Tool::new(spec.name, description, Arc::new(input));
+    tool.output_schema = Some(Arc::new(output));
+    tool.annotations = Some(
+        ToolAnnotations::with_title(a.title)
+            .read_only(a.read_only)
+            .destructive(a.destructive)
+            .idempotent(a.idempotent)
+            .open_world(true),
+    );
+    tool
 }
 
 /// rmcp's view of the server.
@@ -116,13 +151,16 @@ impl ServerHandler for Handler {
         let name = request.name;
         let args: JsonObject = request.arguments.unwrap_or_default();
         tracing::debug!(%name, "tools/call");
-        let call = AssertUnwindSafe(self.terminal.call(&name, &args)).catch_unwind();
+        let call_context = CallContext {
+            // A cancelled call returns at once, except a `run`, which
+            // first kills the session it started (the client will never
+            // learn its id). rmcp sends no answer to a cancelled request.
+            cancel: context.ct.clone(),
+            progress: progress_sink(&context),
+        };
+        let call = AssertUnwindSafe(self.terminal.call(&name, &args, call_context)).catch_unwind();
         let reply = tokio::select! {
             reply = call => reply,
-            // The client gave up on this call: it wants no answer (rmcp
-            // sends none); dropping the call stops its wait. A session it
-            // started keeps running, listed and killable.
-            _ = context.ct.cancelled() => Ok(Some(Reply::error("cancelled by the client"))),
             cause = self.closing.closed() => Ok(Some(Reply::error(format!(
                 "the server is shutting down ({cause}); every session is being killed"
             )))),
@@ -153,12 +191,36 @@ impl ServerHandler for Handler {
     }
 }
 
-/// A reply as a tool result: the object as structured content, and the
-/// same JSON as text for clients that show only text.
+/// A reply as a tool result: the object as structured content, and a
+/// short text (status, output, hints) for people and text-only clients.
 fn to_result(reply: Reply) -> CallToolResult {
-    if reply.is_error {
+    let mut result = if reply.is_error {
         CallToolResult::structured_error(reply.body)
     } else {
         CallToolResult::structured(reply.body)
-    }
+    };
+    result.content = vec![ContentBlock::text(reply.text)];
+    result
+}
+
+/// When the request carries a progressToken: a sink that sends each
+/// report as `notifications/progress`, in order, from one task per call
+/// (it ends when the call drops the sink).
+fn progress_sink(context: &RequestContext<RoleServer>) -> Option<ProgressSink> {
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    let (sender, mut reports) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+    tokio::spawn(async move {
+        while let Some(report) = reports.recv().await {
+            let param = ProgressNotificationParam::new(token.clone(), report.elapsed)
+                .with_total(report.total)
+                .with_message(report.message);
+            if peer.notify_progress(param).await.is_err() {
+                return;
+            }
+        }
+    });
+    Some(Arc::new(move |report| {
+        let _ = sender.send(report);
+    }))
 }

@@ -9,16 +9,28 @@
 //! pipe to [`Closing`], which rmcp does not surface (a failed write only
 //! logs a warning there, and the server would run on with nobody
 //! listening).
+//!
+//! Errors for requests whose id cannot be known carry `"id": null`, as
+//! JSON-RPC 2.0 asks (rmcp would leave the member out, and a client then
+//! cannot tell which call failed); where the id can be recovered from a
+//! broken line, the error goes to it. Requests in flight are bounded and
+//! ids checked ([`InFlight`]); lone surrogates, huge numbers and deep
+//! nesting are handled before serde sees a line ([`jsonrpc`](super::jsonrpc)).
 
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{CallToolRequestParams, ClientRequest, ErrorData, JsonRpcMessage, RequestId};
+use rmcp::model::{
+    CallToolRequestParams, ClientNotification, ClientRequest, ErrorData, JsonRpcMessage, RequestId,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::OwnedSemaphorePermit;
 
+use super::inflight::InFlight;
+use super::jsonrpc::{FoundId, MAX_DEPTH, find_id, sanitize};
 use crate::lifecycle::{Cause, Closing};
 
 /// Methods whose params rmcp parses into a typed request; params that do
@@ -53,6 +65,18 @@ pub struct LineTransport<R, W> {
     max_line: usize,
     writer: Arc<tokio::sync::Mutex<W>>,
     closing: Closing,
+    inflight: Arc<InFlight>,
+    /// What the line just read asks for, waiting for room in flight. Kept
+    /// here, not in a future: `receive` may be dropped while it waits.
+    pending: Option<Pending>,
+}
+
+/// A line's outcome that needs room in flight.
+enum Pending {
+    /// A request for rmcp.
+    Request(Box<RxJsonRpcMessage<RoleServer>>, RequestId),
+    /// An error to answer with.
+    Answer(ErrorData, Option<RequestId>),
 }
 
 /// What one line of input was.
@@ -80,6 +104,8 @@ where
             max_line,
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
             closing,
+            inflight: Arc::new(InFlight::default()),
+            pending: None,
         }
     }
 
@@ -134,13 +160,20 @@ where
 
     /// Writes an error response (a request of ours never fails silently)
     /// from a task of its own: `receive` may be dropped at any await, and
-    /// the answer must not be dropped with it.
-    fn reply_error(&self, error: ErrorData, id: Option<RequestId>) {
+    /// the answer must not be dropped with it. The task holds `permit`
+    /// until the answer is written, so a flood of bad lines is bounded as
+    /// requests are.
+    fn reply_error(&self, error: ErrorData, id: Option<RequestId>, permit: OwnedSemaphorePermit) {
         let writer = Arc::clone(&self.writer);
         let closing = self.closing.clone();
         tokio::spawn(async move {
-            let message = TxJsonRpcMessage::<RoleServer>::error(error, id);
-            let _ = write_message(&writer, &closing, &message).await;
+            let message = serde_json::json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": error,
+            });
+            let _ = write_line(&writer, &closing, &message).await;
+            drop(permit);
         });
     }
 }
@@ -158,18 +191,56 @@ where
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let writer = Arc::clone(&self.writer);
         let closing = self.closing.clone();
-        async move { write_message(&writer, &closing, &item).await }
+        let inflight = Arc::clone(&self.inflight);
+        let answered = match &item {
+            JsonRpcMessage::Response(response) => Some(response.id.clone()),
+            JsonRpcMessage::Error(error) => error.id.clone(),
+            _ => None,
+        };
+        async move {
+            let written = write_line(&writer, &closing, &item).await;
+            if let Some(id) = answered {
+                inflight.finish(&id);
+            }
+            written
+        }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
+            if self.pending.is_some() {
+                // Backpressure: no room, no more reading.
+                let permit = self.inflight.room().await;
+                match self.pending.take().expect("checked above") {
+                    Pending::Answer(error, id) => self.reply_error(error, id, permit),
+                    Pending::Request(message, id) if self.inflight.has(&id) => {
+                        let error = ErrorData::invalid_request(
+                            format!(
+                                "duplicate request id {id}: a request with this id is still in \
+                                 flight; give every request its own id"
+                            ),
+                            None,
+                        );
+                        drop(message);
+                        self.reply_error(error, Some(id), permit);
+                    }
+                    Pending::Request(message, id) => {
+                        self.inflight.start(id, permit);
+                        return Some(*message);
+                    }
+                }
+                continue;
+            }
             match self.read_line().await {
                 Line::End => {
                     self.closing.close(Cause::InputClosed);
                     return None;
                 }
                 Line::TooLong(len) => {
-                    let id = find_id(&self.line);
+                    let id = match find_id(&self.line) {
+                        FoundId::Valid(id) => Some(id),
+                        _ => None,
+                    };
                     tracing::warn!(len, max = self.max_line, "request line too long");
                     let message = format!(
                         "request too large: the line is over {} bytes, the limit is {} \
@@ -179,15 +250,34 @@ where
                         self.max_line
                     );
                     self.next_line();
-                    self.reply_error(ErrorData::invalid_request(message, None), id);
+                    self.pending = Some(Pending::Answer(
+                        ErrorData::invalid_request(message, None),
+                        id,
+                    ));
                 }
                 Line::Complete => {
                     let parsed = classify(&self.line);
                     self.next_line();
                     match parsed {
-                        Parsed::Message(message) => return Some(*message),
+                        Parsed::Message(message) => match &*message {
+                            JsonRpcMessage::Request(request) => {
+                                let id = request.id.clone();
+                                self.pending = Some(Pending::Request(message, id));
+                            }
+                            JsonRpcMessage::Notification(notification) => {
+                                if let ClientNotification::CancelledNotification(cancelled) =
+                                    &notification.notification
+                                    && let Some(id) = &cancelled.params.request_id
+                                {
+                                    // rmcp sends no answer to a cancelled request.
+                                    self.inflight.finish(id);
+                                }
+                                return Some(*message);
+                            }
+                            _ => return Some(*message),
+                        },
                         Parsed::Skip => {}
-                        Parsed::Reply(error, id) => self.reply_error(error, id),
+                        Parsed::Reply(error, id) => self.pending = Some(Pending::Answer(error, id)),
                     }
                 }
             }
@@ -199,10 +289,10 @@ where
     }
 }
 
-async fn write_message<W: AsyncWrite + Unpin>(
+async fn write_line<W: AsyncWrite + Unpin>(
     writer: &tokio::sync::Mutex<W>,
     closing: &Closing,
-    message: &TxJsonRpcMessage<RoleServer>,
+    message: &impl serde::Serialize,
 ) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec(message)?;
     bytes.push(b'\n');
@@ -237,6 +327,37 @@ fn classify(line: &[u8]) -> Parsed {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Parsed::Skip;
     }
+    let sanitized = sanitize(line);
+    let line = &*sanitized.line;
+    let found = find_id(line);
+    let id = match &found {
+        FoundId::Valid(id) => Some(id.clone()),
+        _ => None,
+    };
+    if sanitized.depth > MAX_DEPTH {
+        return Parsed::Reply(
+            ErrorData::invalid_request(
+                format!(
+                    "invalid request: JSON nested {} levels deep; at most {MAX_DEPTH} levels are \
+                     accepted",
+                    sanitized.depth
+                ),
+                None,
+            ),
+            id,
+        );
+    }
+    if found == FoundId::Invalid {
+        return Parsed::Reply(
+            ErrorData::invalid_request(
+                "invalid request: `id` must be a string or an integer (JSON-RPC 2.0), e.g. \
+                 \"id\": 1"
+                    .to_owned(),
+                None,
+            ),
+            None,
+        );
+    }
     let parse_error = match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
         Ok(message) => return check_typed_params(message),
         Err(e) => e,
@@ -252,7 +373,7 @@ fn classify(line: &[u8]) -> Parsed {
                     ),
                     None,
                 ),
-                None,
+                id,
             );
         }
     };
@@ -267,9 +388,6 @@ fn classify(line: &[u8]) -> Parsed {
             None,
         );
     };
-    let id = object
-        .get("id")
-        .and_then(|id| serde_json::from_value::<RequestId>(id.clone()).ok());
     if id.is_none() && object.contains_key("method") {
         // A notification cannot be answered; one we do not know is ignored
         // (rmcp does the same, for compatibility with other clients).
@@ -323,20 +441,6 @@ fn check_typed_params(message: RxJsonRpcMessage<RoleServer>) -> Parsed {
         );
     }
     Parsed::Message(Box::new(message))
-}
-
-/// The request id in the head of a line too long to parse, if it shows.
-fn find_id(head: &[u8]) -> Option<RequestId> {
-    let text = String::from_utf8_lossy(head);
-    let at = text.find("\"id\"")? + 4;
-    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
-    let end = if let Some(quoted) = rest.strip_prefix('"') {
-        quoted.find('"')? + 2
-    } else {
-        rest.find(|c: char| !(c.is_ascii_digit() || c == '-'))
-            .unwrap_or(rest.len())
-    };
-    serde_json::from_str(&rest[..end]).ok()
 }
 
 #[cfg(test)]
@@ -420,18 +524,5 @@ mod tests {
             .await
             .unwrap();
         assert!(String::from_utf8_lossy(&reply[..n]).contains("-32700"));
-    }
-
-    #[test]
-    fn ids_are_found_in_the_head_of_long_lines() {
-        assert_eq!(
-            find_id(br#"{"jsonrpc":"2.0","id": 42,"method":"tools/call","params":{"#),
-            Some(RequestId::Number(42))
-        );
-        assert_eq!(
-            find_id(br#"{"jsonrpc":"2.0","id":"x-1","method""#),
-            Some(RequestId::String("x-1".into()))
-        );
-        assert_eq!(find_id(br#"{"jsonrpc":"2.0","method":"#), None);
     }
 }

@@ -73,13 +73,21 @@ async def connect(tag: str, args: list[str] | None = None, env: dict | None = No
             yield session
 
 
-async def call(session, tool: str, args: dict, *, error: bool = False) -> dict:
-    """Calls a tool; returns its structured result, checking isError."""
-    result = await session.call_tool(tool, args)
+async def call(session, tool: str, args: dict, *, error: bool = False, **kwargs) -> dict:
+    """Calls a tool; returns its structured result, checking isError (the SDK has
+    checked a successful result against the tool's outputSchema)."""
+    result = await session.call_tool(tool, args, **kwargs)
     assert len(result.content) == 1 and result.content[0].type == "text"
-    body = json.loads(result.content[0].text)
-    assert result.structured_content == body
+    body = result.structured_content
+    assert isinstance(body, dict), result
     assert bool(result.is_error) == error, body
+    text = result.content[0].text
+    # The text is a short summary for people, not a JSON copy of the result.
+    assert not text.lstrip().startswith("{"), text
+    if error:
+        assert body["error"] in text
+    elif "output" in body and body["output"].strip():
+        assert body["output"].strip() in text
     return body
 
 

@@ -103,7 +103,8 @@ async def test_long_output_shows_head_and_tail_and_the_read_call(tag):
         call_text = marker.split("call read ", 1)[1].split("}", 1)[0] + "}"
         args = json.loads(call_text)
         assert args["id"] == body["id"]
-        assert args["max_bytes"] == min(body["truncated_bytes"], 1 << 20)
+        # Pages of the output budget (16 KiB): what one result may show.
+        assert args["max_bytes"] == 16384
         page = await call(s, "read", args)
         head_end = out.split("[…", 1)[0]
         assert page["offset"] == len(head_end.encode())
@@ -135,10 +136,14 @@ async def test_yielding_run_then_read_offsets_wait_until_and_wait_to_exit(tag):
         assert body["status"] == "running" and body["matched"] is False
 
         wrote = await call(s, "write", {"id": sid, "data": "A", "submit": True, "yield_s": 0})
-        assert (await expect(s, wrote, "^ready")).startswith("ready A")
-        # `until` looks only at output not shown yet: "ready" is no longer new.
+        # `until` looks at output not yet *matched*: "ready A" matches even if the
+        # write's result already showed it; once matched, it is not matched again.
+        body = await call(s, "wait", {"id": sid, "timeout_s": BOUND, "until": "^ready"})
+        assert body["matched"] is True and body["match"]["text"] == "ready", body
+        assert wrote["output"] + body["output"] == "ready A\n"
         body = await call(s, "wait", {"id": sid, "timeout_s": 0.2, "until": "ready"})
         assert body["matched"] is False  # blocked on stdin: nothing arrives in 0.2 s
+        assert body["earlier_match"]["start"] == 8, body  # ...and where it matched before
 
         wrote = await call(s, "write", {"id": sid, "data": "B", "submit": True, "yield_s": 0})
         body = await call(s, "wait", {"id": sid, "timeout_s": BOUND})

@@ -26,3 +26,12 @@ pub(crate) enum TreeEvent {
     /// A kill gave up on these survivors; the tree stays killable.
     KillFailed { survivors: Vec<Survivor> },
 }
+
+/// A live process of a tree other than its main process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Descendant {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command line (empty if unreadable).
+    pub command: String,
+}

@@ -37,11 +37,24 @@ mod os;
 
 #[cfg(unix)]
 mod unix;
+
+// The platform-free parts of the macOS backend — decoding the kernel's
+// sysctl records, and who belongs to a tree — are compiled everywhere for
+// tests, so that their tests run on Linux too.
+#[cfg(any(target_os = "macos", test))]
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+#[path = "macos/records.rs"]
+mod macos_records;
+#[cfg(any(target_os = "macos", test))]
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+#[path = "macos/tree.rs"]
+mod macos_tree;
 #[cfg(windows)]
 use os as imp;
 #[cfg(unix)]
 use unix as imp;
 
+pub use event::Descendant;
 pub(crate) use event::{Termination, TreeEvent};
 pub(crate) use imp::spill;
 pub(crate) use imp::{

@@ -48,8 +48,9 @@ pub struct ProcessInfo {
     /// Live threads (1 where the platform does not say).
     pub threads: u32,
     /// Start time in the platform's unit ([`Clock`] converts it): clock
-    /// ticks since boot on Linux, microseconds since boot on macOS, 100 ns
-    /// units on Windows.
+    /// ticks since boot on Linux, microseconds since the Unix epoch on
+    /// macOS (the kernel's fork time, which never moves — macOS shifts its
+    /// boot time when the clock is set), 100 ns units on Windows.
     pub start_time: u64,
 }
 
@@ -223,11 +224,13 @@ pub fn scan_tagged() -> TagScan {
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     /// Start-time units per second (clock ticks on Linux, 100 almost
-    /// always).
+    /// always; 1,000,000 on macOS).
     pub ticks_per_sec: u64,
-    /// Time since boot when this clock was read, in start-time units.
+    /// Time since the start times' origin when this clock was read, in
+    /// start-time units: since boot on Linux, since the Unix epoch on macOS.
     pub uptime_ticks: u64,
-    /// Wall clock at boot, Unix milliseconds (now minus uptime).
+    /// Wall clock at that origin, Unix milliseconds (now minus uptime; 0 on
+    /// macOS).
     pub boot_time_ms: u64,
 }
 
@@ -350,4 +353,35 @@ pub fn signal_if_identity(identity: &ProcessIdentity, sig: i32) -> io::Result<bo
 /// The identity of the live process `pid`, read from the kernel now.
 pub(crate) fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
     imp::identity_of(pid)
+}
+
+/// Reading identities from the process table (here, so that
+/// `identity.rs` stays a plain value type below the platform code).
+impl ProcessIdentity {
+    /// The identity of the live process `pid`, read from the kernel now.
+    ///
+    /// Fails with `NotFound` if no such process exists (or it is a zombie
+    /// that can no longer be opened).
+    pub fn of_pid(pid: u32) -> std::io::Result<ProcessIdentity> {
+        identity_of(pid)
+    }
+
+    /// The identity of the calling process.
+    pub fn current() -> std::io::Result<ProcessIdentity> {
+        Self::of_pid(std::process::id())
+    }
+
+    /// Whether the process this identity names is still alive (not reaped).
+    ///
+    /// `false` also when its pid now belongs to another process. A zombie
+    /// counts as dead.
+    pub fn is_alive(&self) -> bool {
+        if self.boot_id != boot_id() {
+            return false;
+        }
+        match identity_of(self.pid) {
+            Ok(now) => now.matches(self),
+            Err(_) => false,
+        }
+    }
 }

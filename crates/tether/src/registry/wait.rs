@@ -12,6 +12,8 @@ pub struct WaitOptions {
     pub(crate) from: u64,
     pub(crate) stream: Stream,
     pub(crate) settled: bool,
+    pub(crate) through_exit: bool,
+    pub(crate) quiet: Option<Duration>,
 }
 
 impl WaitOptions {
@@ -23,7 +25,32 @@ impl WaitOptions {
             from: 0,
             stream: Stream::Output,
             settled: false,
+            through_exit: false,
+            quiet: None,
         }
+    }
+
+    /// Keep waiting after the main process exited while the stream is
+    /// still open — descendants it left (`server &`) may yet print the
+    /// line [`until`](Self::until) waits for. Returns
+    /// [`WaitOutcome::Exited`] once the main process has exited *and* the
+    /// stream reached EOF (every writer gone). Default: return at the main
+    /// process's exit.
+    pub fn through_exit(mut self) -> WaitOptions {
+        self.through_exit = true;
+        self
+    }
+
+    /// Also return ([`WaitOutcome::Quiet`]) once the stream holds output
+    /// past [`from`](Self::from) and none more arrived for `window`: the
+    /// program answered and went quiet, as a REPL does after its prompt.
+    /// To wait for the answer to input, pass `from` = the stream's end
+    /// before writing it (an answer that arrived before the wait began
+    /// still counts). No output past `from` never counts as quiet.
+    /// Default: off.
+    pub fn quiet(mut self, window: Duration) -> WaitOptions {
+        self.quiet = Some(window);
+        self
     }
 
     /// Wait past the main process's exit until the session is settled:
@@ -70,7 +97,14 @@ pub enum WaitOutcome {
         /// Offset just past the match.
         end: u64,
     },
-    /// The timeout passed with the main process still running. Not an error.
+    /// Output past [`WaitOptions::from`] arrived and then stopped for the
+    /// [`WaitOptions::quiet`] window; the stream ended at `end` then.
+    Quiet {
+        /// End of the output when the quiet window passed.
+        end: u64,
+    },
+    /// The timeout passed with the main process still running (or, with
+    /// [`WaitOptions::through_exit`], the stream still open). Not an error.
     StillRunning,
 }
 

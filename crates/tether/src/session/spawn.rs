@@ -88,6 +88,8 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
     );
     let meta = Meta {
         command: spec.command.display(),
+        command_line: spec.command.clone(),
+        timeout: spec.timeout,
         cwd: spec.cwd.clone(),
         purpose: spec.purpose.clone(),
         started_at: SystemTime::now(),

@@ -18,6 +18,7 @@ use crate::contain::Termination;
 use crate::containment::Containment;
 
 pub(crate) use super::pidns::{self, InitLink};
+pub(crate) use super::sys::identify_unreaped as identify;
 
 /// What holds a tree without a PID namespace.
 pub(crate) const STANDARD: Containment = Containment::Subreaper;
@@ -35,6 +36,11 @@ pub(crate) fn prepare() -> io::Result<()> {
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } < 0 {
         return Err(io::Error::last_os_error());
     }
+    // An ignored SIGCHLD survives exec: an owner that ignores it would make
+    // the kernel reap the keeper's children on its own, and the main
+    // process's exit status would be lost.
+    // SAFETY: setting a disposition to SIG_DFL installs no handler code.
+    unsafe { nix::sys::signal::signal(Signal::SIGCHLD, nix::sys::signal::SigHandler::SigDfl) }?;
     Ok(())
 }
 
@@ -45,7 +51,7 @@ pub(crate) struct TreeScope<'a> {
     #[allow(dead_code)]
     pub session: &'a str,
     #[allow(dead_code)]
-    pub main_pgrp: Option<u32>,
+    pub main_pgrp: u32,
 }
 
 /// A live process of the tree, pinned by a pidfd.
@@ -149,14 +155,6 @@ pub(crate) fn reap_any(stops: bool) -> Option<(u32, Change)> {
             }
         }
     }
-}
-
-/// Start time and pidfs inode of a process that cannot go away yet (our
-/// unreaped child, or one held at a gate).
-pub(crate) fn identify(pid: u32) -> io::Result<(u64, Option<u64>)> {
-    let pidfd = Pidfd::open(pid)?;
-    let start_time = read_stat(pid)?.start_time;
-    Ok((start_time, pidfd.inode()))
 }
 
 /// What woke the keeper.

@@ -217,7 +217,7 @@ pub(crate) fn start(
             };
             // Identified while held at the gate: once released, it may
             // exit and be reaped by init at any moment.
-            let Ok(identity) = super::keeper::identify(main) else {
+            let Ok(identity) = super::sys::identify_unreaped(main) else {
                 drop(gate_w);
                 fail(child);
                 return Err((SpawnStage::PidNamespace, Errno::ESRCH));

@@ -259,3 +259,11 @@ pub(crate) fn wait_exited(pins: &[&Pin], bound: Duration) {
     let fds: Vec<&Pidfd> = pins.iter().map(|p| p.pidfd()).collect();
     wait_all_exited(&fds, bound)
 }
+
+/// Start time and pidfs inode of a process that cannot go away yet (our
+/// unreaped child, or one held at a gate).
+pub(crate) fn identify_unreaped(pid: u32) -> io::Result<(u64, Option<u64>)> {
+    let pidfd = Pidfd::open(pid)?;
+    let start_time = procfs::read_stat(pid)?.start_time;
+    Ok((start_time, pidfd.inode()))
+}

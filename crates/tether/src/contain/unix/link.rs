@@ -88,6 +88,8 @@ impl KeeperLink {
     /// EOF and kills the tree. A session of its own would lose that.
     pub(crate) fn start(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
+        crate::contain::os::prepare_socket(&ours);
+        crate::contain::os::prepare_socket(&theirs);
         let debug = std::env::var_os("TETHER_KEEPER_DEBUG").is_some();
         let process = std::process::Command::new(keeper)
             .arg(KEEPER_ARG)
@@ -119,17 +121,6 @@ impl KeeperLink {
     /// The keeper program this link runs.
     pub(crate) fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// Ends this link's session: the tree is empty and the keeper waits for
-    /// another command. A reusable keeper (no PID namespace spent) goes
-    /// back to the warm pool if the pool wants it; otherwise it is told to
-    /// go (EOF) and reaped.
-    pub(crate) fn finish(&mut self, reusable: bool) {
-        if reusable && super::pool::recycle(self) {
-            return;
-        }
-        self.reap();
     }
 
     /// Moves the keeper to a new link, leaving this one inert. Handles of

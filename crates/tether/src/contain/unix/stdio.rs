@@ -56,7 +56,7 @@ pub(crate) fn open(io: &ChildIo, n: i32) -> io::Result<(OwnedFd, Option<File>)> 
 }
 
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+    crate::contain::os::pipe()
 }
 
 /// A pipe for a session's output: the owner's read end (non-blocking, for

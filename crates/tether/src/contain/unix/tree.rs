@@ -8,11 +8,11 @@ use super::foreground::Terminal;
 use super::link::{KeeperLink, Sender};
 use super::protocol::{Event, Request, Rung, Scope};
 use super::watcher::TreeWatcher;
+use crate::contain::Descendant;
 use crate::contain::TreeEvent;
 use crate::containment::Containment;
 use crate::error::{Error, Result, Survivor};
 use crate::identity::ProcessIdentity;
-use crate::session::Descendant;
 
 /// A running, contained command and everything it starts.
 #[derive(Debug)]
@@ -113,10 +113,13 @@ impl Tree {
                 Event::MainContinued => continue,
                 Event::TreeEmpty { killed } => {
                     self.settled = true;
-                    // The keeper waits for another command: recycle or
-                    // release it. A PID namespace is spent.
-                    self.link
-                        .finish(self.containment != Containment::PidNamespace);
+                    // The keeper waits for another command: back to the
+                    // warm pool if it wants one (a PID namespace is spent),
+                    // else told to go (EOF) and reaped.
+                    let reusable = self.containment != Containment::PidNamespace;
+                    if !(reusable && super::pool::recycle(&mut self.link)) {
+                        self.link.reap();
+                    }
                     TreeEvent::Settled { killed }
                 }
                 Event::KillFailed { survivors } => TreeEvent::KillFailed {

@@ -9,11 +9,11 @@ use tokio::sync::Notify;
 
 use super::job::Job;
 use super::monitor::Monitor;
+use crate::contain::Descendant;
 use crate::contain::TreeEvent;
 use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
-use crate::session::Descendant;
 
 /// A running, contained command and everything it starts.
 ///

@@ -120,6 +120,11 @@ struct Session {
     /// The keeper's own child: the command, or the namespace init.
     child: u32,
     main: Main,
+    /// The command's process group id: the main process's pid. On macOS
+    /// the tree is scanned by it after the main process exits (the keeper
+    /// holds the zombie until the tree is empty, so the id stays the
+    /// command's).
+    group: u32,
     /// The command runs in a PID namespace: `child` is its init.
     pidns: bool,
     /// The namespace init's report channel, while open (PID namespace
@@ -282,6 +287,7 @@ impl Keeper {
                 session,
                 child,
                 main: Main::Running(main),
+                group: main,
                 pidns: init.is_some(),
                 init,
                 ladder: Ladder::Idle,
@@ -533,7 +539,7 @@ impl Keeper {
 fn scope(s: &Session) -> TreeScope<'_> {
     TreeScope {
         session: &s.session,
-        main_pgrp: s.main.pid(),
+        main_pgrp: s.group,
     }
 }
 
@@ -543,7 +549,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
         child: s.child,
         scope: TreeScope {
             session: &s.session,
-            main_pgrp: s.main.pid(),
+            main_pgrp: s.group,
         },
         signalled: &mut s.signalled,
     }

@@ -1,0 +1,110 @@
+//! Recording an owner and its sessions in the ledger — one recorder for
+//! every front-end: `tether run` records its one [`tether::Child`], and a
+//! [`tether::registry::Registry`] records every session through the
+//! recorder as its [`SessionObserver`].
+
+use std::sync::Mutex;
+
+use tether::Install;
+use tether::registry::{SessionInfo, SessionObserver, SessionState};
+
+use crate::clock::now_ms;
+use crate::{Ledger, LedgerError, Outcome, OwnerId, OwnerRecord, Result, SessionStart};
+
+/// Registers this process as an owner and records its sessions: one row
+/// at start, its outcome once it ended. Attach it to a registry as its
+/// observer (`RegistryConfig::observer`), or call
+/// [`record_start`](Recorder::record_start) and
+/// [`record_end`](Recorder::record_end) yourself.
+///
+/// Best effort by design: a write that fails is reported once on stderr
+/// and the session runs on — its processes still carry spawn tags, which
+/// is what `tether ps` and `tether reap` rely on most.
+pub struct Recorder {
+    state: Mutex<(Ledger, OwnerId, bool)>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Recorder")
+    }
+}
+
+impl Recorder {
+    /// Opens the install's ledger and registers this process as an owner
+    /// with `purpose` (`mcp`, …).
+    pub fn register(install: &Install, purpose: &str) -> Result<Recorder> {
+        let mut ledger = Ledger::open(install)?;
+        let owner = OwnerRecord::current(install, purpose).map_err(|source| LedgerError::Io {
+            path: "(this process)".into(),
+            source,
+        })?;
+        let owner = ledger.register_owner(&owner)?;
+        Ok(Recorder {
+            state: Mutex::new((ledger, owner, false)),
+        })
+    }
+
+    /// Records a session that started (best effort).
+    pub fn record_start(&self, session: &SessionStart) {
+        self.with_ledger(|ledger, owner| ledger.record_session_start(owner, session));
+    }
+
+    /// Records how a session ended (best effort).
+    pub fn record_end(&self, id: &tether::SessionId, outcome: Outcome) {
+        self.with_ledger(|ledger, _| ledger.record_session_end(id, outcome).map(|_| ()));
+    }
+
+    /// Records that this owner is done (call at a clean shutdown).
+    pub fn finish(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (ledger, owner, _) = &mut *state;
+        let result = ledger.record_owner_end(*owner);
+        warn_once(&mut state.2, result);
+    }
+
+    fn with_ledger(&self, write: impl FnOnce(&mut Ledger, OwnerId) -> Result<()>) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (ledger, owner, _) = &mut *state;
+        let result = write(ledger, *owner);
+        warn_once(&mut state.2, result);
+    }
+}
+
+fn warn_once(warned: &mut bool, result: Result<()>) {
+    if let Err(e) = result
+        && !std::mem::replace(warned, true)
+    {
+        eprintln!("tether: cannot record sessions in the ledger: {e}");
+    }
+}
+
+/// How a settled session ended, in the ledger's terms.
+fn outcome(info: &SessionInfo) -> Outcome {
+    match (info.state, info.exit) {
+        (SessionState::TimedOut, _) => Outcome::TimedOut,
+        (SessionState::Killed, _) => Outcome::Killed,
+        (_, Some(status)) => Outcome::of_status(&status),
+        (_, None) => Outcome::Killed,
+    }
+}
+
+impl SessionObserver for Recorder {
+    fn started(&self, info: &SessionInfo) {
+        let session = SessionStart {
+            id: info.id.clone(),
+            purpose: info.purpose.clone(),
+            containment: Some(info.containment.name().to_owned()),
+            command: vec![info.command.clone()],
+            cwd: info.cwd.clone(),
+            main: Some(info.identity.clone()),
+            keeper: None,
+            started_at_ms: now_ms(),
+        };
+        self.record_start(&session);
+    }
+
+    fn settled(&self, info: &SessionInfo) {
+        self.record_end(&info.id, outcome(info));
+    }
+}

@@ -1,0 +1,376 @@
+//! What a tool answers: a structured result (typed, so its fields come in
+//! a fixed order — `status`, `exit_code`, `output` first — and match the
+//! tool's output schema), and a short text for humans and for clients that
+//! show the model only text: a status line, the output, the hints. Not a
+//! JSON copy of the structured result.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// A tool's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    /// The structured result.
+    pub body: Value,
+    /// The text content.
+    pub text: String,
+    /// The call failed (bad arguments, unknown id, failed start, …).
+    pub is_error: bool,
+}
+
+impl Reply {
+    /// A successful result.
+    pub fn ok(body: &impl Serialize, text: String) -> Reply {
+        Reply {
+            body: serde_json::to_value(body).expect("results serialize"),
+            text,
+            is_error: false,
+        }
+    }
+
+    /// An error the model can act on.
+    pub fn error(message: impl Into<String>) -> Reply {
+        let message = message.into();
+        Reply {
+            body: json!({ "error": message }),
+            text: message,
+            is_error: true,
+        }
+    }
+
+    /// An error with more fields than its message.
+    pub fn error_with(body: &impl Serialize, text: String) -> Reply {
+        Reply {
+            is_error: true,
+            ..Reply::ok(body, text)
+        }
+    }
+}
+
+/// Start and end of a match, and its text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Span {
+    /// The matched text, cleaned.
+    pub text: String,
+    /// Offset of its first byte.
+    pub start: u64,
+    /// Offset just past it.
+    pub end: u64,
+}
+
+/// A process of the session other than the main one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Alive {
+    /// Its pid.
+    pub pid: u32,
+    /// Its command line (cut to 200 bytes).
+    pub command: String,
+}
+
+/// The result of `run`, `write`, `wait` and `kill`: where the session
+/// stands and the output not shown before.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SessionReport {
+    /// `running`, `exited`, `killed`, `timed_out` or `lost`.
+    pub status: &'static str,
+    /// The exit code, once the main process exited normally.
+    pub exit_code: Option<i32>,
+    /// Output not shown before (cleaned, within the budget).
+    pub output: String,
+    /// The session id.
+    pub id: String,
+    /// The signal that ended the main process, by name.
+    pub signal: Option<String>,
+    /// A sentence explaining the ending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Time from start to now or to the exit.
+    pub duration_ms: u64,
+    /// Where the output shown ends.
+    pub next_offset: u64,
+    /// Bytes between head and tail that were not shown.
+    pub truncated_bytes: u64,
+    /// Bytes gone beyond the spill cap before they could be shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped_bytes: Option<u64>,
+    /// The output could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_error: Option<String>,
+    /// Stderr not shown before, when captured apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+    /// Where the stderr shown ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_next_offset: Option<u64>,
+    /// Stderr bytes not shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr_truncated_bytes: Option<u64>,
+    /// Whether `until` matched (calls that had one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched: Option<bool>,
+    /// Where it matched.
+    #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
+    pub matched_at: Option<Span>,
+    /// The pattern matched before where this call looked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub earlier_match: Option<Span>,
+    /// The call returned because the output went quiet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quiet: Option<bool>,
+    /// `kill`: the main process had ended before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub already_exited: Option<bool>,
+    /// `kill`: processes other than the main one that were killed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub descendants_killed: Option<u32>,
+    /// Processes of the session still alive besides the main one.
+    pub descendants_alive: Vec<Alive>,
+    /// Stdin is open for `write`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_open: bool,
+    /// What went wrong with (or is still going on with) this call's input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stdin_error: Option<String>,
+    /// The prompt the command seems to wait at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for_input: Option<String>,
+    /// What to do next.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl SessionReport {
+    /// The text content: a status line, the output, the notes and hints.
+    pub fn text(&self) -> String {
+        let mut text = format!("[{}] {}", self.id, self.status_line());
+        if let Some(span) = &self.matched_at {
+            text.push_str(&format!(
+                "; matched {:?} at offset {}",
+                span.text.trim_end(),
+                span.start
+            ));
+        }
+        text.push('\n');
+        if !self.output.is_empty() {
+            text.push_str(&self.output);
+            if !self.output.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        if let Some(stderr) = self.stderr.as_deref().filter(|s| !s.is_empty()) {
+            text.push_str("--- stderr ---\n");
+            text.push_str(stderr);
+            if !stderr.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        for line in [
+            self.note.as_deref(),
+            self.stdin_error.as_deref(),
+            self.output_error.as_deref(),
+            self.hint.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text
+    }
+
+    fn status_line(&self) -> String {
+        let took = millis(self.duration_ms);
+        let mut line = match (self.status, self.exit_code, &self.signal) {
+            ("running", ..) => format!("running for {took}"),
+            ("exited", Some(code), _) => format!("exited with code {code} after {took}"),
+            (status, _, Some(signal)) => format!("{status} ({signal}) after {took}"),
+            (status, ..) => format!("{status} after {took}"),
+        };
+        if !self.descendants_alive.is_empty() && self.status != "running" {
+            line.push_str(&format!(
+                "; {} process(es) it started still run",
+                self.descendants_alive.len()
+            ));
+        }
+        if let Some(killed) = self.descendants_killed.filter(|&n| n > 0) {
+            line.push_str(&format!("; {killed} other process(es) killed"));
+        }
+        line
+    }
+}
+
+/// `12 ms`, `1.5 s`.
+fn millis(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+/// The result of `read`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ReadReport {
+    /// Where the session stands.
+    pub status: &'static str,
+    /// What was read, cleaned (or exact with `raw`: UTF-8 text, or base64).
+    pub output: String,
+    /// The session id.
+    pub id: String,
+    /// Which stream (`stderr`; left out for the main one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<&'static str>,
+    /// Offset of the first byte shown.
+    pub offset: u64,
+    /// Where the next read continues.
+    pub next_offset: u64,
+    /// Bytes the stream holds so far.
+    pub end_offset: u64,
+    /// Nothing more will come and all of it was read.
+    pub eof: bool,
+    /// Bytes before `offset` that are gone (beyond the spill cap).
+    pub dropped: u64,
+    /// `raw`: how `output` holds the bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<&'static str>,
+    /// `head_lines`/`tail_lines`: lines shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<u64>,
+    /// `grep`: matching lines in all of the output searched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub match_count: Option<u64>,
+    /// `grep`: the matches listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matches: Option<Vec<GrepMatch>>,
+    /// Something to know about what was shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl ReadReport {
+    /// The text content.
+    pub fn text(&self) -> String {
+        let mut text = format!(
+            "[{}] {} bytes {}..{} of {}{}{}\n",
+            self.id,
+            match self.encoding {
+                Some("base64") => "base64 of",
+                _ => "output",
+            },
+            self.offset,
+            self.next_offset,
+            self.end_offset,
+            if self.eof { " (end)" } else { "" },
+            self.match_count
+                .map(|n| format!("; {n} matching line(s)"))
+                .unwrap_or_default(),
+        );
+        text.push_str(&self.output);
+        if !self.output.is_empty() && !self.output.ends_with('\n') {
+            text.push('\n');
+        }
+        if let Some(note) = &self.note {
+            text.push_str(note);
+            text.push('\n');
+        }
+        text
+    }
+}
+
+/// One line `grep` found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GrepMatch {
+    /// Its line number (1 = the first line of the output; null when bytes
+    /// before it are gone or the search started past offset 0).
+    pub line: Option<u64>,
+    /// Offset of the line's first byte.
+    pub offset: u64,
+    /// The line, cleaned (cut to 300 bytes).
+    pub text: String,
+}
+
+/// One session in `list`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Listed {
+    /// Its id.
+    pub id: String,
+    /// Where it stands.
+    pub status: &'static str,
+    /// Exit code, once exited.
+    pub exit_code: Option<i32>,
+    /// The command (cut to 200 bytes).
+    pub command: String,
+    /// Signal that ended it.
+    pub signal: Option<String>,
+    /// Time from start to now or to the exit.
+    pub duration_ms: u64,
+    /// Bytes of output.
+    pub output_bytes: u64,
+    /// Bytes not shown yet.
+    pub unread_bytes: u64,
+    /// Processes besides the main one still alive.
+    pub descendants_alive: usize,
+    /// Stdin open for `write`.
+    pub stdin_open: bool,
+}
+
+/// The result of `list`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ListReport {
+    /// Every session, oldest first.
+    pub sessions: Vec<Listed>,
+}
+
+impl ListReport {
+    /// The text content: one line per session.
+    pub fn text(&self) -> String {
+        if self.sessions.is_empty() {
+            return "no sessions\n".to_owned();
+        }
+        let mut text = String::new();
+        for s in &self.sessions {
+            let state = match (s.status, s.exit_code, &s.signal) {
+                ("exited", Some(code), _) => format!("exited {code}"),
+                (status, _, Some(signal)) => format!("{status} {signal}"),
+                (status, ..) => status.to_owned(),
+            };
+            text.push_str(&format!(
+                "{}  {:<12} {:>9}  {}{}\n",
+                s.id,
+                state,
+                millis(s.duration_ms),
+                s.command,
+                if s.descendants_alive > 0 {
+                    format!("  (+{} running)", s.descendants_alive)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_put_status_exit_code_and_output_first_and_text_is_not_json() {
+        let report = SessionReport {
+            status: "exited",
+            exit_code: Some(0),
+            output: "hi\n".into(),
+            id: "abcd1234".into(),
+            duration_ms: 3,
+            next_offset: 3,
+            ..SessionReport::default()
+        };
+        let reply = Reply::ok(&report, report.text());
+        let keys: Vec<&String> = reply.body.as_object().unwrap().keys().collect();
+        assert_eq!(&keys[..4], ["status", "exit_code", "output", "id"]);
+        assert_eq!(reply.text, "[abcd1234] exited with code 0 after 3 ms\nhi\n");
+        assert!(serde_json::from_str::<Value>(&reply.text).is_err());
+    }
+}
