@@ -66,6 +66,8 @@ pub(super) struct Monitor {
     /// Trees registered but not yet taken by the monitor thread.
     incoming: Mutex<Vec<Watch>>,
     next_key: AtomicUsize,
+    /// Trees the monitor holds (each with its job, process handle and wait).
+    watched: AtomicUsize,
 }
 
 static MONITOR: Mutex<Option<&'static Monitor>> = Mutex::new(None);
@@ -80,6 +82,7 @@ pub(super) fn monitor() -> io::Result<&'static Monitor> {
         port: CompletionPort::new()?,
         incoming: Mutex::new(Vec::new()),
         next_key: AtomicUsize::new(1),
+        watched: AtomicUsize::new(0),
     }));
     std::thread::Builder::new()
         .name("tether-job-monitor".into())
@@ -108,6 +111,13 @@ impl Monitor {
             .unwrap_or_else(|e| e.into_inner())
             .push(watch);
         self.post(key, REGISTERED, 0)
+    }
+
+    /// How many trees the monitor holds now (registered and not yet taken
+    /// by its thread not counted).
+    #[cfg(test)]
+    pub(super) fn watched(&self) -> usize {
+        self.watched.load(Ordering::Relaxed)
     }
 
     /// Starts a kill of tree `key` with `grace` before the forced end.
@@ -168,6 +178,7 @@ impl Monitor {
                 }
             }
             watches.retain(|_, w| !(w.settled && w.dropped));
+            self.watched.store(watches.len(), Ordering::Relaxed);
         }
     }
 }
