@@ -1,4 +1,3 @@
-#![cfg(unix)]
 //! Test utilities shared by every layer of tether: adversarial process trees
 //! and the checks a user would make — which processes carrying a test's
 //! unique tag are alive, how many descriptors and zombies a process holds.
