@@ -133,10 +133,18 @@ fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
         .expect("start tether mcp");
     let mut stdin = server.stdin.take().unwrap();
     let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut answer = || {
+    // Calls run concurrently: answers come in any order, matched by id.
+    let mut answers = std::collections::HashMap::new();
+    let mut answer = |id: u64| loop {
+        if let Some(a) = answers.remove(&id) {
+            return a;
+        }
         let mut line = String::new();
         stdout.read_line(&mut line).expect("read answer");
-        serde_json::from_str::<serde_json::Value>(&line).expect("JSON answer")
+        let value: serde_json::Value = serde_json::from_str(&line).expect("JSON answer");
+        if let Some(got) = value["id"].as_u64() {
+            answers.insert(got, value);
+        }
     };
     let tree = win_tree().to_string_lossy().replace('\\', "\\\\");
     let requests = [
@@ -151,8 +159,8 @@ fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
     for request in &requests {
         writeln!(stdin, "{request}").unwrap();
     }
-    assert_eq!(answer()["result"]["serverInfo"]["name"], "tether");
-    let tools = answer();
+    assert_eq!(answer(1)["result"]["serverInfo"]["name"], "tether");
+    let tools = answer(2);
     let run_tool = tools["result"]["tools"]
         .as_array()
         .unwrap()
@@ -167,7 +175,7 @@ fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
             .contains("cmd.exe"),
         "{run_tool}"
     );
-    let result = answer();
+    let result = answer(3);
     let body = &result["result"]["structuredContent"];
     assert_eq!(body["status"], "exited", "{result}");
     assert_eq!(body["exit_code"], 3, "{result}");
@@ -175,7 +183,7 @@ fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
         body["output"].as_str().unwrap().replace("\r\n", "\n"),
         "hello \n"
     );
-    let result = answer();
+    let result = answer(4);
     let body = &result["result"]["structuredContent"];
     assert_eq!(body["status"], "exited", "{result}");
     let pids: Vec<u32> = body["output"]
@@ -187,8 +195,8 @@ fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
     drop(stdin);
     let status = server.wait().unwrap();
     assert_eq!(status.code(), Some(0));
-    // The leftover of `tree-exit` was killed before the answer or, at the
-    // latest, before the server exited.
+    // The leftover of `tree-exit` stays contained while the server runs and
+    // was killed before the server exited.
     for pid in pids {
         assert!(
             sys::process(pid).map_or(true, |p| p.state.has_exited()),
