@@ -1,4 +1,6 @@
 //! `tether run`: one command, contained, with `timeout(1)` exit codes.
+//! (Exit codes are a byte on Unix and 32 bits on Windows, so `main` passes
+//! them on per OS.)
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -1,4 +1,5 @@
-//! Proving an owner dead, and so its processes orphaned.
+//! Proving an owner dead, and so its processes orphaned. (One test starts
+//! the platform's trivial command, `true` or `cmd /c exit 0`.)
 //!
 //! A spawn tag names its owner by pid and start time. A tagged process is
 //! alive now, so it and its owner belong to this boot: the owner is the

@@ -1,7 +1,8 @@
 //! The tools as a model sees them: names, descriptions (when to use each,
 //! what comes back, what to do next), the argument tables that produce
 //! their input schemas and checks ([`params`](crate::params)), their
-//! output schemas, and their annotations.
+//! output schemas, and their annotations. (The shell the texts name is the
+//! platform's — `/bin/sh` or `cmd.exe` — picked per OS.)
 
 use serde_json::{Value, json};
 

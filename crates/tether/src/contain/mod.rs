@@ -59,7 +59,8 @@ pub(crate) use event::{Termination, TreeEvent};
 pub(crate) use imp::spill;
 pub(crate) use imp::{
     AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,
-    become_subreaper, output_pipe, owner_identity, read_both, set_warm_keepers, spawn,
+    become_subreaper, output_pipe, owner_identity, platform_state_dir, read_both, set_warm_keepers,
+    spawn,
 };
 pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};
 

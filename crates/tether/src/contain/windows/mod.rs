@@ -163,3 +163,11 @@ pub(crate) mod resolve {
         Ok(())
     }
 }
+
+/// The state directory Windows users expect: `%LOCALAPPDATA%\tether`.
+pub(crate) fn platform_state_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("LOCALAPPDATA")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .map(|p| p.join("tether"))
+}
