@@ -1,4 +1,6 @@
 //! `tether run`: one command, contained, with `timeout(1)` exit codes.
+//! (Exit codes are a byte on Unix and 32 bits on Windows, so `main` passes
+//! them on per OS.)
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -29,6 +31,11 @@ and resized with it; tether's terminal is put in raw mode (every key, Ctrl-C inc
 to the program's terminal) and restored however tether ends: exit, signal, timeout or error. \
 Kills of a PTY program start with SIGHUP, as when a terminal closes.
 
+On Windows the tree is a job object: the exit status is the program's full 32-bit \
+code (1 for a process tether's kill ended); Ctrl-C, Ctrl-Break and console close \
+send CTRL_BREAK to the program's process group and kill the whole tree after \
+--grace; --shell runs cmd.exe /d /s /c.
+
 Examples:
   tether run -- make -j8
   tether run --timeout 30s --shell 'npm test | tee log'
@@ -47,7 +54,7 @@ pub struct RunArgs {
     /// Set an environment variable (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     env: Vec<(OsString, OsString)>,
-    /// Run one command string with /bin/sh -c.
+    /// Run one command string with the platform's shell (/bin/sh -c; on Windows cmd.exe /d /s /c).
     #[arg(long)]
     shell: bool,
     /// How to hold the tree: a subreaper keeper, a PID namespace (airtight even if the keeper is
@@ -87,6 +94,8 @@ enum ContainmentArg {
     Subreaper,
     /// Linux: a PID namespace, or an error.
     Pidns,
+    /// Windows: no job at all — the tree does NOT die with tether (reported as `none`).
+    None,
 }
 
 fn parse_env(text: &str) -> Result<(OsString, OsString), String> {
@@ -116,7 +125,16 @@ struct JsonResult {
 
 pub fn main(args: RunArgs) -> ExitCode {
     match run(args) {
-        Ok(code) => ExitCode::from(code),
+        // Windows exit codes are 32-bit (0xC0000005 for an access
+        // violation): passed on whole, never cut to a byte.
+        #[cfg(windows)]
+        Ok(code) => {
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            std::process::exit(code)
+        }
+        #[cfg(not(windows))]
+        Ok(code) => ExitCode::from(code as u8),
         Err(err) => {
             eprintln!("tether: {err}");
             ExitCode::from(exit_code_for_error(&err))
@@ -132,7 +150,7 @@ fn exit_code_for_error(err: &Error) -> u8 {
     }
 }
 
-fn run(args: RunArgs) -> Result<u8, Error> {
+fn run(args: RunArgs) -> Result<i32, Error> {
     // Orphans of a SIGKILLed keeper come back to us, and we kill them.
     tether::become_subreaper()?;
     // Before any thread exists: only the forwarder may see these signals
@@ -151,9 +169,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ");
-        let mut c = Command::new("/bin/sh");
-        c.arg("-c").arg(script);
-        c
+        Command::shell(&script)
     } else {
         let mut c = Command::new(&args.command[0]);
         c.args(&args.command[1..]);
@@ -167,6 +183,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         ContainmentArg::Auto => ContainmentPolicy::Auto,
         ContainmentArg::Standard | ContainmentArg::Subreaper => ContainmentPolicy::Standard,
         ContainmentArg::Pidns => ContainmentPolicy::PidNamespace,
+        ContainmentArg::None => ContainmentPolicy::Uncontained,
     });
     if let Some(cwd) = &args.cwd {
         command.current_dir(cwd);
@@ -268,9 +285,9 @@ fn record_end(recorder: Option<Recorder>, child: &tether::Child, status: &ExitSt
 }
 
 /// `timeout(1)` conventions.
-fn exit_code(status: &ExitStatus) -> u8 {
+fn exit_code(status: &ExitStatus) -> i32 {
     if status.timed_out() {
         return 124;
     }
-    status.shell_code() as u8
+    status.shell_code()
 }

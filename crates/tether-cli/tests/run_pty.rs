@@ -104,7 +104,9 @@ fn prove_raw(keyboard: &mut Pty, screen: &mut Screen) {
 
 /// The mode lines before and after, and the exit code the shell saw.
 fn modes_and_code(text: &str) -> (String, String, String) {
-    let lines: Vec<&str> = text.split("\r\n").map(str::trim).collect();
+    // Lines end in CR LF, or in LF alone where the program's terminal was
+    // raw (a traceback of a SIGINT that beat the exec of `sleep`).
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
     let before = lines[0].to_owned();
     let rc = lines
         .iter()

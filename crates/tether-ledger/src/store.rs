@@ -440,7 +440,7 @@ fn insert_rebuilt_owner(
 }
 
 fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
-    Ok(state_dir::file_id(&fs::metadata(path)?))
+    state_dir::file_id(path)
 }
 
 fn is_corruption(e: &rusqlite::Error) -> bool {
@@ -464,7 +464,7 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Attempt::Missing),
         Err(e) => return Err(io(e)),
     };
-    let file_id = state_dir::file_id(&meta);
+    let file_id = file_id(path).map_err(io)?;
     let corrupt = |reason: String| Attempt::Corrupt { reason, file_id };
     // A store is born with its header and schema (see create_fresh): a
     // file shorter than SQLite's 100-byte header was damaged.
@@ -542,8 +542,8 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
         Err(e) => return Err(sqlite(e)),
     }
     // The file we checked must still be the one at the path.
-    match fs::metadata(path) {
-        Ok(m) if state_dir::file_id(&m) == file_id => Ok((conn, file_id)),
+    match self::file_id(path) {
+        Ok(id) if id == file_id => Ok((conn, file_id)),
         _ => Err(Attempt::Missing),
     }
 }
@@ -705,7 +705,10 @@ fn create_fresh(
             .optional()
             .map_err(sqlite)?;
         conn.close().map_err(|(_, e)| sqlite(e))?;
-        File::open(&tmp)
+        // Opened for writing: Windows flushes only a handle that may write.
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&tmp)
             .and_then(|f| f.sync_all())
             .map_err(|e| io(&tmp, e))?;
         Ok(quarantine)

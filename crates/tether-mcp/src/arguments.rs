@@ -20,7 +20,7 @@ pub const MAX_EXEC_ARG: usize = 128 * 1024 - 1;
 /// What `run` runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CommandArg {
-    /// A script for `/bin/sh -c`.
+    /// A script for the configured shell (`--shell`).
     Shell(String),
     /// A program and its arguments.
     Argv(Vec<String>),

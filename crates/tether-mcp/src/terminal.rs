@@ -73,6 +73,8 @@ pub struct TerminalConfig {
     pub grace: Duration,
     /// Limits and retention of the registry.
     pub registry: RegistryConfig,
+    /// The shell of `command` strings (`--shell`).
+    pub shell: crate::shell::Shell,
 }
 
 /// One progress report of a waiting call.
@@ -133,6 +135,11 @@ impl Terminal {
         }
     }
 
+    /// The shell of `command` strings.
+    pub fn shell(&self) -> &crate::shell::Shell {
+        &self.config.shell
+    }
+
     /// Runs tool `name`; `None` if there is no such tool.
     pub async fn call(
         &self,
@@ -188,7 +195,10 @@ impl Terminal {
             None => self.config.cwd.clone(),
         };
         let mut spec = match a.command {
-            CommandArg::Shell(script) => RunSpec::shell(script),
+            CommandArg::Shell(script) => match self.config.shell.argv(&script) {
+                Some(argv) => RunSpec::argv(argv),
+                None => RunSpec::shell(script),
+            },
             CommandArg::Argv(argv) => RunSpec::argv(argv),
         }
         .cwd(&cwd)

@@ -1,7 +1,8 @@
 //! The tools as a model sees them: names, descriptions (when to use each,
 //! what comes back, what to do next), the argument tables that produce
 //! their input schemas and checks ([`params`](crate::params)), their
-//! output schemas, and their annotations.
+//! output schemas, and their annotations. (The shell the texts name is the
+//! platform's — `/bin/sh` or `cmd.exe` — picked per OS.)
 
 use serde_json::{Value, json};
 
@@ -134,13 +135,38 @@ const UNTIL_DOC: &str = "Regex (Rust syntax; ^ and $ match at line ends) that en
 as the output matches it, e.g. \"Listening on|ERROR\". Keeps waiting after the main process \
 exits while processes it left can still print (`server &`).";
 
+/// How the tool texts name the platform's shell (a literal, for
+/// `concat!`; a `--shell` other than the default is substituted for it by
+/// the adapter, see `shell::Shell::describe`).
+#[cfg(unix)]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! platform_shell {
+    () => {
+        "/bin/sh -c"
+    };
+}
+/// How the tool texts name the platform's shell.
+#[cfg(windows)]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! platform_shell {
+    () => {
+        "cmd.exe /d /s /c (Windows cmd syntax)"
+    };
+}
+
 /// `run`'s arguments.
 pub const RUN: &[Param] = &[
     Param {
         name: "command",
         kind: Kind::Text,
         required: false,
-        doc: "Shell command line, run with /bin/sh -c. Give this or argv.",
+        doc: concat!(
+            "Shell command line, run with ",
+            platform_shell!(),
+            ". Give this or argv."
+        ),
     },
     Param {
         name: "argv",
@@ -445,7 +471,9 @@ pub fn all() -> Vec<ToolSpec> {
         ToolSpec {
             name: "run",
             description: concat!(
-                "Run a shell command (`command`, via /bin/sh -c) or a program with arguments \
+                "Run a shell command (`command`, via ",
+                platform_shell!(),
+                ") or a program with arguments \
 (`argv`). Returns as soon as the command's main process exits: {status: exited | killed | \
 timed_out, exit_code, output, id, signal, note, duration_ms, next_offset, truncated_bytes, \
 descendants_alive}. If it is still running after `yield_s` seconds, returns {status: \

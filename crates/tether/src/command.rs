@@ -75,6 +75,16 @@ impl Command {
         }
     }
 
+    /// A command running `script` with the platform's shell: `/bin/sh -c`
+    /// on Unix, `cmd.exe /d /s /c` on Windows (the script passed verbatim,
+    /// with cmd's own quoting). See [`SHELL`](crate::registry::SHELL).
+    pub fn shell(script: &str) -> Command {
+        let argv = crate::contain::shell::argv(script);
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]);
+        command
+    }
+
     /// Adds an argument.
     pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Command {
         self.args.push(arg.as_ref().to_owned());

@@ -9,8 +9,9 @@ use crate::command::DEFAULT_GRACE;
 use crate::output::{DEFAULT_MAX_MEMORY, DEFAULT_SPILL_CAP};
 use crate::terminal::PtySize;
 
-/// The shell that runs [`RunSpec::shell`] commands (`sh -c <script>`).
-pub const SHELL: &str = "/bin/sh";
+/// The shell that runs [`RunSpec::shell`] commands: `/bin/sh -c <script>`
+/// on Unix, `cmd.exe /d /s /c <script>` on Windows.
+pub const SHELL: &str = crate::contain::shell::SHELL;
 
 /// The command itself: an argv, or a script for `/bin/sh -c`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +39,7 @@ impl CommandLine {
     pub(crate) fn argv(&self) -> Vec<OsString> {
         match self {
             CommandLine::Argv(argv) => argv.clone(),
-            CommandLine::Shell(script) => vec![SHELL.into(), "-c".into(), script.into()],
+            CommandLine::Shell(script) => crate::contain::shell::argv(script),
         }
     }
 }

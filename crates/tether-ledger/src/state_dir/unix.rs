@@ -88,9 +88,10 @@ pub(crate) fn create_new_private(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// What names a file on disk: (device, inode).
-pub(crate) fn file_id(meta: &fs::Metadata) -> (u64, u64) {
-    (meta.dev(), meta.ino())
+/// What names the file at `path` on disk: (device, inode).
+pub(crate) fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    let meta = fs::metadata(path)?;
+    Ok((meta.dev(), meta.ino()))
 }
 
 /// Opens (creating 0600 if missing) a file in a checked state directory

@@ -66,11 +66,12 @@ pub(crate) fn create_new_private(path: &Path) -> std::io::Result<File> {
     OpenOptions::new().write(true).create_new(true).open(path)
 }
 
-/// What names a file on disk. Windows' file index is not on stable Rust:
-/// its creation time (100 ns units) tells a replaced file apart.
-pub(crate) fn file_id(meta: &fs::Metadata) -> (u64, u64) {
-    use std::os::windows::fs::MetadataExt;
-    (0, meta.creation_time())
+/// What names the file at `path` on disk: (volume serial, file index),
+/// Windows' (device, inode). Not the creation time: file-system tunneling
+/// gives a file created within 15 s under the name of a deleted or renamed
+/// one that one's creation time — exactly the replacement this must see.
+pub(crate) fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    tether::windows::file_id(&File::open(path)?)
 }
 
 /// Opens (creating if missing) a file in a checked state directory.

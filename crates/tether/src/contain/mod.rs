@@ -23,13 +23,10 @@
 //! `macos/` — `sysctl`, kqueue, process group + tag; `windows/` — job
 //! objects (no keeper).
 
-// The Windows backend is a stub until the job-object backend lands: the
-// events and plans it cannot act on yet are unused there.
-#![cfg_attr(windows, allow(dead_code))]
-
 mod event;
 pub(crate) mod ext;
 mod plan;
+pub(crate) mod shell;
 pub mod sys;
 
 #[cfg(target_os = "linux")]
@@ -66,7 +63,8 @@ pub(crate) use event::{Termination, TreeEvent};
 pub(crate) use imp::spill;
 pub(crate) use imp::{
     AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,
-    become_subreaper, output_pipe, owner_identity, read_both, set_warm_keepers, spawn,
+    become_subreaper, output_pipe, owner_identity, platform_state_dir, read_both, set_warm_keepers,
+    spawn,
 };
 pub(crate) use imp::{Console, Pty, WinchWatcher};
 pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};

@@ -26,11 +26,13 @@ pub(crate) struct SpawnPlan {
     pub grace: Duration,
     pub timeout: Option<Duration>,
     /// Unix: a new session (`setsid`), not only a new process group.
+    #[cfg_attr(windows, allow(dead_code))]
     pub new_session: bool,
     /// How kills begin.
     pub ladder: Ladder,
     /// Run as the foreground job of this process's terminal (when it has
     /// one): the command gets the terminal, job-control stops pass through.
+    #[cfg_attr(windows, allow(dead_code))]
     pub foreground: bool,
     /// The tag every process of the session carries.
     pub tag: SpawnTag,

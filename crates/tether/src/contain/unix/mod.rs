@@ -40,3 +40,31 @@ pub(crate) fn owner_identity() -> (u32, u64) {
         (pid, start)
     })
 }
+
+/// No per-platform state directory on Unix: `$XDG_STATE_HOME/tether`, else
+/// `~/.local/state/tether` (see [`Install`](crate::install::Install)).
+pub(crate) fn platform_state_dir() -> Option<std::path::PathBuf> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    // Unix spellings of an install's state directory (Windows canonical
+    // paths are `\\?\C:\…`, so this lives with the Unix backend).
+    #[test]
+    fn a_path_that_does_not_exist_is_normalized_lexically() {
+        let base = "/nonexistent-tether-test";
+        for spelling in [
+            "/nonexistent-tether-test/x/",
+            "/nonexistent-tether-test/./x",
+            "/nonexistent-tether-test//x",
+            "/nonexistent-tether-test/y/../x",
+        ] {
+            assert_eq!(
+                crate::install::Install::at(spelling).state_dir(),
+                std::path::Path::new(&format!("{base}/x")),
+                "{spelling}"
+            );
+        }
+    }
+}

@@ -326,6 +326,7 @@ fn policy_code(policy: ContainmentPolicy) -> u8 {
         ContainmentPolicy::Standard => 0,
         ContainmentPolicy::Auto => 1,
         ContainmentPolicy::PidNamespace => 2,
+        ContainmentPolicy::Uncontained => unreachable!("refused by contain::unix::spawn"),
     }
 }
 

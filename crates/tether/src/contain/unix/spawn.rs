@@ -18,6 +18,14 @@ use crate::spawn_tag::SpawnTag;
 /// Starts `plan` with stdio `[stdin, stdout, stderr]`. Returns once the
 /// command's exec succeeded, or the precise reason it did not.
 pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
+    if plan.containment == crate::containment::ContainmentPolicy::Uncontained {
+        return Err(Error::ContainmentUnavailable {
+            requested: "none",
+            reason:
+                "on Unix the keeper always contains the tree (uncontained runs are Windows-only)"
+                    .into(),
+        });
+    }
     let keeper = keeper_path()?;
     let spec = spec_of(&plan)?;
     let (pty, [(stdin_fd, stdin), (stdout_fd, stdout), (stderr_fd, stderr)]) = match plan.pty {

@@ -1,11 +1,23 @@
-//! PTYs on Windows (ConPTY): not yet. The same signatures as the Unix
-//! backend's `pty.rs` and `console.rs`, so the crate builds; opening a PTY
-//! fails with `Unsupported` (spawning does anyway, for now).
+//! PTYs on Windows (ConPTY): not yet — `conpty.rs` has the primitive; this
+//! is the seam's PTY surface with the Unix backend's signatures, so the
+//! crate builds. Spawning with a PTY is refused with `Unsupported`
+//! (`launch.rs`), so none of these values can exist.
 
 use std::io;
 
-use super::{AsyncReader, AsyncWriter, Never, io_unsupported, never};
+use super::{AsyncReader, AsyncWriter};
 use crate::terminal::PtySize;
+
+/// No value: nothing here can be made until ConPTY sessions land.
+#[derive(Debug)]
+enum Never {}
+
+fn unsupported() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "PTY sessions are not supported on Windows yet",
+    )
+}
 
 /// The owner's end of a pseudo console (none can exist yet).
 #[derive(Debug)]
@@ -13,22 +25,22 @@ pub(crate) struct Pty(Never);
 
 impl Pty {
     pub(crate) fn resize(&self, _size: PtySize) -> io::Result<()> {
-        never()
+        match self.0 {}
     }
     pub(crate) fn size(&self) -> io::Result<PtySize> {
-        never()
+        match self.0 {}
     }
     pub(crate) fn eof_char(&self) -> u8 {
-        never()
+        match self.0 {}
     }
     pub(crate) fn try_clone(&self) -> io::Result<Pty> {
-        never()
+        match self.0 {}
     }
     pub(crate) fn read(&self, _buf: &mut [u8]) -> io::Result<usize> {
-        never()
+        match self.0 {}
     }
     pub(crate) fn write(&self, _buf: &[u8]) -> io::Result<usize> {
-        never()
+        match self.0 {}
     }
 }
 
@@ -38,13 +50,13 @@ pub(crate) struct Console(Never);
 
 impl Console {
     pub(crate) fn raw() -> io::Result<Console> {
-        Err(io_unsupported())
+        Err(unsupported())
     }
     pub(crate) fn size() -> Option<PtySize> {
         None
     }
     pub(crate) fn pass_through(&self, _pty: &Pty, _winch: &WinchWatcher) -> io::Result<()> {
-        never()
+        match self.0 {}
     }
 }
 
@@ -54,21 +66,22 @@ pub(crate) struct WinchWatcher(Never);
 
 impl WinchWatcher {
     pub(crate) fn install() -> io::Result<WinchWatcher> {
-        Err(io_unsupported())
+        Err(unsupported())
     }
 }
 
 impl AsyncReader {
-    pub(crate) fn terminal(_pty: Pty) -> io::Result<AsyncReader> {
-        Err(io_unsupported())
+    pub(crate) fn terminal(pty: Pty) -> io::Result<AsyncReader> {
+        match pty.0 {}
     }
+    /// The most one read returns: a pipe hands out everything it holds.
     pub(crate) fn read_size(&self) -> usize {
-        never()
+        usize::MAX
     }
 }
 
 impl AsyncWriter {
-    pub(crate) fn terminal(_pty: Pty) -> io::Result<AsyncWriter> {
-        Err(io_unsupported())
+    pub(crate) fn terminal(pty: Pty) -> io::Result<AsyncWriter> {
+        match pty.0 {}
     }
 }
