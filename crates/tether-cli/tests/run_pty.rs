@@ -5,6 +5,10 @@
 //! SIGINT, by `--timeout`, by the program's exit — the shell finds its
 //! terminal's mode exactly as it left it (`stty -g` before and after).
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::io::{Read, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
