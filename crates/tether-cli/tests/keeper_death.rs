@@ -38,8 +38,7 @@ fn subreaper_owner_kills_the_orphans() {
 
 #[test]
 fn pid_namespace_dies_with_its_keeper() {
-    if !support::is_root() {
-        eprintln!("skipped: pid namespaces are tested as root (CI runs as root)");
+    if !tether_testkit::require_root("pid namespace containment") {
         return;
     }
     keeper_sigkill(&["--containment", "pidns"], 125);

@@ -68,8 +68,7 @@ fn hundred_process_tree() {
 
 #[test]
 fn hundred_process_tree_in_pid_namespace() {
-    if !support::is_root() {
-        eprintln!("skipped: pid namespace containment is tested as root (CI runs as root)");
+    if !tether_testkit::require_root("pid namespace containment") {
         return;
     }
     owner_sigkill_kills_tree(Tree::Hundred, &["--containment", "pidns"]);

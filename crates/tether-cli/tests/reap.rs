@@ -224,8 +224,7 @@ const PIDNS_SCENARIO: &str = "TETHER_REAP_TEST_PIDNS_SCENARIO";
 /// Runs `scenario` (a test of this file) as pid 1 of a private pid
 /// namespace; skips with a message when not root or without `unshare`.
 fn in_private_pid_namespace(scenario: &str) {
-    if !support::is_root() {
-        eprintln!("skipped: forcing pid reuse needs root (CI runs as root)");
+    if !tether_testkit::require_root("forcing pid reuse") {
         return;
     }
     let unshare = Command::new("unshare").arg("--version").output();

@@ -8,23 +8,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use orphans::{Home, session_processes};
-use tether_testkit::{TAG_VAR, TagGuard, Tree};
-
-/// Root-only tests skip as another user, except where CI asks for root
-/// (`TETHER_REQUIRE_ROOT=1`): there a skip would be a silent pass.
-fn root_or_skip(what: &str) -> bool {
-    if support::is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("TETHER_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-        "TETHER_REQUIRE_ROOT=1 but not root: cannot test {what}"
-    );
-    eprintln!("skipped: {what} needs root (CI runs as root)");
-    false
-}
+use tether_testkit::{TAG_VAR, TagGuard, Tree, tagged_pids, wait_all_dead, wait_for_count};
 
 // issue 8 item 2(b): an edited owner inode made a live `tether run` read as dead, and `reap` killed its session.
 #[test]
@@ -99,7 +86,7 @@ fn chown(path: &Path, uid: u32) {
 // issue 8 item 2(a): with HOME unset, a /tmp/tether-<uid> another user made (0777, planted ledger) was used.
 #[test]
 fn a_predictable_state_dir_made_by_another_user_is_refused() {
-    if !root_or_skip("creating a directory as another user") {
+    if !tether_testkit::require_root("creating a directory as another user") {
         return;
     }
     let guard = TagGuard::new("regression-planted-state-dir");
@@ -153,4 +140,300 @@ fn a_predictable_state_dir_made_by_another_user_is_refused() {
         let path = PathBuf::from(format!("{}{side}", ledger.display()));
         assert!(!path.exists(), "{} was created", path.display());
     }
+}
+
+/// A tree with a `setsid` escape and a background child; prints `ready`
+/// once both are launched.
+const ESCAPING_TREE: &str = "setsid sleep 900 & sleep 900 & echo ready; exec sleep 900";
+
+/// Reads `ready` from `child`'s stdout (bounded: 30 s).
+fn expect_ready(child: &mut std::process::Child) {
+    assert_eq!(
+        Lines::new().next(child).as_deref(),
+        Some("ready"),
+        "fixture did not get ready"
+    );
+}
+
+/// Lines from a child's stdout, each read bounded (30 s).
+struct Lines(Vec<u8>);
+
+impl Lines {
+    fn new() -> Lines {
+        Lines(Vec::new())
+    }
+
+    fn next(&mut self, child: &mut std::process::Child) -> Option<String> {
+        support::read_line_bounded(
+            child.stdout.as_mut().unwrap(),
+            &mut self.0,
+            Duration::from_secs(30),
+        )
+    }
+}
+
+/// The processes of the tree left after `what`: waits (on pidfds) for
+/// every process carrying the tag to die, bounded by `bound` — far beyond
+/// the ~10 ms a keeper needs, plus the grace it was given.
+fn survivors_after(what: &str, tag: &str, before: usize, bound: Duration) -> Vec<u32> {
+    let survivors = wait_all_dead(tag, bound);
+    eprintln!(
+        "{what}: {before} tagged processes before, {} survived",
+        survivors.len()
+    );
+    survivors
+}
+
+// issue 8 item 1: the keeper shared its owner's process group, so a SIGKILL to that group (an agent framework's killpg, `kill -9 %1`) killed owner and keeper at once and the tree lived on under init.
+#[test]
+fn a_sigkill_to_the_owners_process_group_leaks_nothing() {
+    let guard = TagGuard::new("regression-killpg");
+    let mut owner = support::tether()
+        .args([
+            "run",
+            "--grace",
+            "200ms",
+            "--",
+            "/bin/sh",
+            "-c",
+            ESCAPING_TREE,
+        ])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    expect_ready(&mut owner);
+    // tether run, the main sh (exec'd into sleep), the setsid and the
+    // background sleep.
+    let before = wait_for_count(guard.tag(), 4, Duration::from_secs(20));
+    assert!(before >= 4, "fixture built {before} tagged processes");
+    // SAFETY: killpg(2) of the group our unreaped child leads.
+    assert_eq!(unsafe { libc::killpg(owner.id() as i32, libc::SIGKILL) }, 0);
+    owner.wait().unwrap();
+    let survivors = survivors_after(
+        "killpg SIGKILL",
+        guard.tag(),
+        before,
+        Duration::from_secs(15),
+    );
+    assert!(
+        survivors.is_empty(),
+        "survived the group kill: {survivors:?}"
+    );
+}
+
+/// `timeout ARGS tether run --grace GRACE -- sh -c SCRIPT`, after the tree
+/// is built and before `timeout` fires; returns the number of tagged
+/// processes and the running `timeout`.
+fn under_timeout(
+    tag: &str,
+    timeout: &[&str],
+    grace: &str,
+    script: &str,
+) -> (usize, std::process::Child) {
+    let mut child = std::process::Command::new("timeout")
+        .args(timeout)
+        .arg(support::tether_path())
+        .args(["run", "--grace", grace, "--", "/bin/sh", "-c", script])
+        .env(TAG_VAR, tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("timeout(1) from coreutils");
+    expect_ready(&mut child);
+    let before = wait_for_count(tag, 3, Duration::from_secs(5));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the machine is too slow: timeout fired before the tree was built"
+    );
+    (before, child)
+}
+
+// issue 8 item 1: GNU `timeout -s KILL` signals its whole process group — owner and keeper — and the tree survived.
+#[test]
+fn timeout_s_kill_of_tether_run_leaks_nothing() {
+    let guard = TagGuard::new("regression-timeout-kill");
+    let script = "setsid sleep 900 & echo ready; exec sleep 900";
+    // 2 s, not 1: a debug `tether run` on a loaded 2-core machine needs
+    // some hundreds of ms before its command prints `ready`.
+    let (before, mut timeout) = under_timeout(guard.tag(), &["-s", "KILL", "2"], "200ms", script);
+    let status = timeout.wait().unwrap();
+    eprintln!("timeout -s KILL: {status}");
+    let survivors = survivors_after(
+        "timeout -s KILL",
+        guard.tag(),
+        before,
+        Duration::from_secs(15),
+    );
+    assert!(
+        survivors.is_empty(),
+        "survived timeout -s KILL: {survivors:?}"
+    );
+}
+
+// issue 8 item 1: `timeout -k 1 …` sends TERM to the group, then KILL to the group while the tree is still being killed (a TERM-ignoring tree, a grace longer than the -k): owner and keeper died together, the tree survived.
+#[test]
+fn timeout_k_of_tether_run_leaks_nothing() {
+    let guard = TagGuard::new("regression-timeout-k");
+    let script = "trap '' TERM; setsid sleep 900 & echo ready; exec sleep 900";
+    // The grace (5 s) outlasts timeout's -k (1 s): the KILL comes while the
+    // tree still ignores its TERM.
+    let (before, mut timeout) = under_timeout(guard.tag(), &["-k", "1", "2"], "5s", script);
+    let status = timeout.wait().unwrap();
+    eprintln!("timeout -k 1 2: {status}");
+    let survivors = survivors_after("timeout -k", guard.tag(), before, Duration::from_secs(20));
+    assert!(survivors.is_empty(), "survived timeout -k: {survivors:?}");
+}
+
+/// The pid printed on a line `child <pid>`.
+fn child_pid(line: Option<String>) -> u32 {
+    line.as_deref()
+        .and_then(|l| l.strip_prefix("child ")?.parse().ok())
+        .unwrap_or_else(|| panic!("expected `child <pid>`, got {line:?}"))
+}
+
+/// A script whose first line is `child <pid>` of a child that cleared its
+/// whole environment (`env -i`: no spawn tag, no test tag), then `ready`
+/// once a setsid escape is launched too.
+const TREE_WITH_ENV_I_CHILD: &str =
+    "env -i /bin/sleep 900 & echo \"child $!\"; setsid sleep 900 & echo ready; exec sleep 900";
+
+// issue 8 item 5: a SIGKILLed keeper's `env -i` child lived on under init while `tether run` said "2 orphaned process(es) killed".
+#[test]
+fn a_lost_keepers_env_i_child_dies_and_the_count_is_honest() {
+    let guard = TagGuard::new("regression-env-i-orphan");
+    let mut owner = support::tether()
+        .args([
+            "run",
+            "--grace",
+            "200ms",
+            "--",
+            "/bin/sh",
+            "-c",
+            TREE_WITH_ENV_I_CHILD,
+        ])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new();
+    let untagged = child_pid(lines.next(&mut owner));
+    let untagged = tether::ProcessIdentity::of_pid(untagged).expect("the env -i child lives");
+    assert_eq!(lines.next(&mut owner).as_deref(), Some("ready"));
+    // tether run, main, setsid sleep (the keeper carries no test tag).
+    assert!(wait_for_count(guard.tag(), 3, Duration::from_secs(20)) >= 3);
+    let keeper = support::keeper_of(owner.id()).expect("keeper");
+    let keeper = tether::ProcessIdentity::of_pid(keeper).unwrap();
+    let pin = tether::sys::Pinned::pin(&keeper)
+        .unwrap()
+        .expect("keeper alive");
+    assert!(pin.kill().unwrap());
+    // Bounded: the surviving orphans of a broken build hold the pipes.
+    assert!(
+        support::wait_pid_exit(owner.id(), Duration::from_secs(15)),
+        "tether run did not return after its keeper died"
+    );
+    let status = owner.wait().unwrap();
+    let said = support::read_line_bounded(
+        owner.stderr.as_mut().unwrap(),
+        &mut Vec::new(),
+        Duration::from_secs(5),
+    )
+    .unwrap_or_default();
+    let untagged_alive = untagged.is_alive();
+    let survivors = wait_all_dead(guard.tag(), Duration::from_secs(15));
+    eprintln!(
+        "keeper SIGKILL: tether run exit {:?}, said {said:?}; env -i child alive: {untagged_alive}; \
+         tagged survivors: {}",
+        status.code(),
+        survivors.len()
+    );
+    if untagged_alive && let Ok(Some(pin)) = tether::sys::Pinned::pin(&untagged) {
+        let _ = pin.kill(); // no tag: the guard cannot clean it up
+    }
+    assert!(!untagged_alive, "the env -i child survived its keeper");
+    assert!(survivors.is_empty(), "tagged survivors: {survivors:?}");
+    // The main sh (exec'd into sleep), the setsid sleep, the env -i sleep.
+    assert!(
+        said.contains("3 orphaned process(es) killed"),
+        "the report counts every process killed: {said}"
+    );
+    assert_eq!(status.code(), Some(125));
+}
+
+// issue 8 item 6: a command stopped its own keeper (`kill -STOP $PPID`), and then the owner's SIGKILL left the whole tree alive.
+#[test]
+fn a_keeper_its_command_stopped_still_kills_the_tree_when_the_owner_dies() {
+    let guard = TagGuard::new("regression-stopped-keeper");
+    let script = "setsid sleep 900 & kill -STOP $PPID; echo ready; exec sleep 900";
+    let mut owner = support::Owner::start(guard.tag(), &[], script);
+    owner.expect_ready();
+    let keeper = support::keeper_of(owner.pid()).expect("keeper");
+    // The stop is asynchronous to the `kill` that sent it, and raises no
+    // event outside the tree: poll the keeper's state, bounded.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen_stopped = false;
+    while Instant::now() < deadline && !seen_stopped {
+        seen_stopped = tether::sys::process(keeper)
+            .is_ok_and(|p| p.state == tether::sys::ProcessState::Stopped);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        seen_stopped,
+        "the command did not manage to stop its keeper"
+    );
+    let before = tagged_pids(guard.tag()).len();
+    owner.sigkill();
+    let survivors = survivors_after(
+        "keeper stopped, owner SIGKILL",
+        guard.tag(),
+        before,
+        Duration::from_secs(15),
+    );
+    assert!(survivors.is_empty(), "survived: {survivors:?}");
+}
+
+// issue 8 item 6: a command could PTRACE_ATTACH its keeper (same uid) and hold it stopped.
+#[test]
+fn a_command_cannot_ptrace_its_keeper() {
+    if !tether_testkit::require_root("running tether as uid 65534") {
+        return;
+    }
+    let guard = TagGuard::new("regression-ptrace-keeper");
+    let home = tempfile::tempdir().unwrap();
+    chown(home.path(), 65534);
+    // PTRACE_ATTACH (16) to the parent — the keeper — then report errno.
+    let script = "import ctypes, os\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  rc = libc.ptrace(16, os.getppid(), 0, 0)\n\
+                  print('attach', rc, os.strerror(ctypes.get_errno()) if rc else 'ok', flush=True)\n";
+    let mut owner = support::tether()
+        .args(["run", "--grace", "200ms", "--", "python3", "-c", script])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TETHER_HOME", home.path())
+        .env(TAG_VAR, guard.tag())
+        .uid(65534)
+        .gid(65534)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = Lines::new().next(&mut owner).unwrap_or_default();
+    // Bounded: a keeper left traced and stopped would never finish.
+    let returned = support::wait_pid_exit(owner.id(), Duration::from_secs(15));
+    if !returned {
+        let _ = owner.kill(); // its keeper then kills the tree
+    }
+    let status = owner.wait().unwrap();
+    eprintln!("as uid 65534: {said} (tether run returned: {returned}, {status})");
+    assert!(
+        said.starts_with("attach -1 Operation not permitted"),
+        "PTRACE_ATTACH to the keeper must be refused: {said}"
+    );
+    assert!(returned && status.success(), "{status}");
 }

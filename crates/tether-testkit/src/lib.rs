@@ -194,6 +194,23 @@ pub fn spawn_ready(var: &str, value: Option<&str>) -> std::process::Child {
     child
 }
 
+/// Whether a root-only test can run: `true` as root. Otherwise it prints
+/// `skipped: <reason> needs root` and returns `false` — unless
+/// `TETHER_REQUIRE_ROOT=1` is set (CI runs as root with it), where a skip
+/// would be a silent pass: then it panics.
+pub fn require_root(reason: &str) -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("TETHER_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+        "TETHER_REQUIRE_ROOT=1 but not root: cannot test {reason}"
+    );
+    eprintln!("skipped: {reason} needs root (CI runs as root)");
+    false
+}
+
 /// Open descriptors of this process.
 pub fn fd_count() -> usize {
     fs::read_dir("/proc/self/fd")
