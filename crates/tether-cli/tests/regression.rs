@@ -3,6 +3,7 @@
 
 mod orphans;
 mod support;
+mod terminal;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -436,4 +437,197 @@ fn a_command_cannot_ptrace_its_keeper() {
         "PTRACE_ATTACH to the keeper must be refused: {said}"
     );
     assert!(returned && status.success(), "{status}");
+}
+
+/// The command the terminal tests run: it reads a line from the terminal.
+const READER: [&str; 3] = ["sh", "-c", "read x; echo got $x"];
+
+/// A `sh -c SCRIPT` leading a session on a terminal of its own, with
+/// `$0` the tether binary.
+fn sh_on_terminal(tag: &str, script: &str) -> terminal::Terminal {
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args(["-c", script])
+        .arg(support::tether_path())
+        .env(TAG_VAR, tag)
+        .env("TERM", "dumb");
+    terminal::Terminal::spawn(cmd)
+}
+
+/// Waits (bounded) until the reader command's process group holds the
+/// terminal's foreground; returns that group.
+fn reader_gets_the_terminal(term: &mut terminal::Terminal, tag: &str) -> u32 {
+    let mut group = None;
+    let got = term.wait_until(Duration::from_secs(20), |t| {
+        group = terminal::group_of(tag, &READER);
+        group.is_some() && t.foreground() == group
+    });
+    assert!(
+        got,
+        "the command never got the terminal (its group {group:?}, the terminal's foreground \
+         {:?}); the terminal shows: {:?}",
+        term.foreground(),
+        term.output()
+    );
+    group.unwrap()
+}
+
+// issue 8 item 8: `tether run -- sh -c 'read x'` on a terminal stopped with SIGTTIN (its process group was not the terminal's foreground) and never returned.
+#[test]
+fn tether_run_on_a_terminal_reads_a_typed_line() {
+    let guard = TagGuard::new("regression-tty-read");
+    let script = "\"$0\" run -- sh -c 'read x; echo got $x'; echo \"rc=$?\"";
+    let mut term = sh_on_terminal(guard.tag(), script);
+    reader_gets_the_terminal(&mut term, guard.tag());
+    term.type_text("hello\n");
+    let got = term.expect("got hello", Duration::from_secs(20));
+    let rc = got && term.expect("rc=0", Duration::from_secs(20));
+    eprintln!("terminal: {:?}", term.output());
+    assert!(
+        got && rc,
+        "the typed line reached the command and it returned"
+    );
+    assert!(
+        term.wait_exit(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+}
+
+// issue 8 item 8: Ctrl-Z did not stop a command under `tether run`, and a job-control shell could not stop or resume it.
+#[test]
+fn ctrl_z_stops_tether_run_like_a_job_and_fg_resumes_it() {
+    let guard = TagGuard::new("regression-tty-job");
+    let mut term = bash_on_terminal(guard.tag());
+    term.type_text(&format!(
+        "{} run -- sh -c 'read x; echo got $x'\n",
+        support::tether_path().display()
+    ));
+    let group = reader_gets_the_terminal(&mut term, guard.tag());
+
+    term.type_text("\x1a"); // Ctrl-Z
+    let stopped = term.expect("Stopped", Duration::from_secs(20));
+    let prompt = stopped && term.expect("prompt> ", Duration::from_secs(20));
+    let reader_state = tether::sys::process(group).map(|p| p.state);
+    let owners: Vec<_> = tagged_pids(guard.tag())
+        .into_iter()
+        .filter_map(|p| tether::sys::process(p).ok())
+        .map(|p| {
+            (
+                p.pid,
+                p.ppid,
+                p.pgrp,
+                p.state,
+                tether::sys::command_line(p.pid),
+            )
+        })
+        .collect();
+    eprintln!(
+        "after Ctrl-Z: {:?}; the command is {reader_state:?}; fg {:?}; tagged {owners:?}",
+        term.output(),
+        term.foreground()
+    );
+    assert!(stopped && prompt, "the shell reports the job stopped");
+    assert_eq!(reader_state.ok(), Some(tether::sys::ProcessState::Stopped));
+    assert_eq!(
+        term.foreground(),
+        Some(term.leader()),
+        "the shell has the terminal"
+    );
+
+    term.type_text("fg\n");
+    reader_gets_the_terminal(&mut term, guard.tag());
+    term.type_text("world\n");
+    let got = term.expect("got world", Duration::from_secs(20));
+    term.type_text("echo rc=$?\n");
+    let rc = got && term.expect("rc=0", Duration::from_secs(20));
+    eprintln!("after fg: {:?}", term.output());
+    assert!(got && rc, "resumed, it read the next line and returned 0");
+    term.type_text("exit\n");
+    assert!(term.wait_exit(Duration::from_secs(10)).is_some());
+}
+
+// issue 8 item 8: the terminal must come back to the shell on every way out — after --timeout, after Ctrl-C, and after an exec that failed once the command's group had taken the terminal (before the fix the command never had it, and hung).
+#[test]
+fn the_terminal_comes_back_on_every_way_out() {
+    let guard = TagGuard::new("regression-tty-restore");
+    let scratch = tempfile::tempdir().unwrap();
+    let bad = scratch.path().join("bad-interpreter");
+    std::fs::write(&bad, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // No job-control shell here: nothing but tether gives the terminal back.
+    let script = format!(
+        "\"$0\" run --timeout 2s -- sh -c 'read x; echo got $x'; echo \"rc=$?\"; read y; \
+         \"$0\" run -- sh -c 'read x; echo got $x'; echo \"rc=$?\"; read z; \
+         \"$0\" run -- {} 2>/dev/null; echo \"rc=$?\"; read w",
+        bad.display()
+    );
+    let mut term = sh_on_terminal(guard.tag(), &script);
+    let shell = term.leader();
+    reader_gets_the_terminal(&mut term, guard.tag());
+    assert!(
+        term.expect("rc=124", Duration::from_secs(20)),
+        "{:?}",
+        term.output()
+    );
+    // `tether run` gives the terminal back before it exits: no wait.
+    assert_eq!(term.foreground(), Some(shell), "after --timeout");
+    term.type_text("\n");
+
+    reader_gets_the_terminal(&mut term, guard.tag());
+    term.type_text("\x03"); // Ctrl-C: SIGINT to the foreground group
+    assert!(
+        term.expect("rc=130", Duration::from_secs(20)),
+        "{:?}",
+        term.output()
+    );
+    assert_eq!(term.foreground(), Some(shell), "after Ctrl-C");
+    term.type_text("\n");
+
+    assert!(
+        term.expect("rc=126", Duration::from_secs(20)),
+        "{:?}",
+        term.output()
+    );
+    assert_eq!(term.foreground(), Some(shell), "after a failed exec");
+    term.type_text("\n");
+    eprintln!("terminal: {:?}", term.output());
+    assert!(
+        term.wait_exit(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+}
+
+/// `bash -i` on a terminal of its own, prompt `prompt> `, with the test's
+/// tag; returned once it shows its first prompt.
+fn bash_on_terminal(tag: &str) -> terminal::Terminal {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
+        .env(TAG_VAR, tag)
+        .env("TERM", "dumb")
+        .env("PS1", "prompt> ")
+        .env("HISTFILE", "/dev/null");
+    let mut term = terminal::Terminal::spawn(cmd);
+    assert!(
+        term.expect("prompt> ", Duration::from_secs(20)),
+        "{:?}",
+        term.output()
+    );
+    term
+}
+
+// issue 8 item 8 (found while testing its fix): a command that read the terminal before `tether run` had handed it the foreground got SIGTTIN, and `tether run` then stopped its own job ("Stopped") although the command had the terminal by then.
+#[test]
+fn a_command_reading_the_terminal_at_once_does_not_stop_the_job() {
+    let guard = TagGuard::new("regression-tty-early-read");
+    let mut term = bash_on_terminal(guard.tag());
+    const RUNS: usize = 20;
+    term.type_text(&format!(
+        "for i in $(seq {RUNS}); do {} run -- head -c1 >/dev/null; done; echo done-$((6*7))\n",
+        support::tether_path().display()
+    ));
+    // Typed ahead: each `head` finds its line waiting and reads at once.
+    term.type_text(&"a\n".repeat(RUNS));
+    let done = term.expect("done-42", Duration::from_secs(60));
+    eprintln!("terminal: {:?}", term.output());
+    assert!(done, "every run returned without its job being stopped");
+    assert!(!term.output().contains("Stopped"));
 }

@@ -111,6 +111,9 @@ pub(crate) struct SpawnSpec {
     /// Report job-control stops and continues of the main process (a
     /// foreground command under a terminal).
     pub report_stops: bool,
+    /// The command's stdin is the terminal whose foreground the owner holds:
+    /// the command's process group takes it before exec.
+    pub take_terminal: bool,
 }
 
 /// Owner → keeper.
@@ -403,6 +406,7 @@ impl Request {
                 w.opt_u64(spec.timeout_ms);
                 w.bool(spec.new_session);
                 w.bool(spec.report_stops);
+                w.bool(spec.take_terminal);
             }
             Request::Signal { signal, scope } => {
                 w.u8(2);
@@ -435,6 +439,7 @@ impl Request {
                 timeout_ms: r.opt_u64()?,
                 new_session: r.bool()?,
                 report_stops: r.bool()?,
+                take_terminal: r.bool()?,
             }),
             2 => Request::Signal {
                 signal: r.i32()?,
@@ -630,6 +635,7 @@ mod tests {
             timeout_ms: Some(5),
             new_session: true,
             report_stops: true,
+            take_terminal: true,
         }));
         round_trip_request(Request::Signal {
             signal: 2,

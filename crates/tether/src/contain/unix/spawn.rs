@@ -35,6 +35,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         stderr_fd.as_raw_fd(),
     ];
     let ladder = spec.ladder.clone();
+    let take_terminal = spec.take_terminal;
     let request = Request::Spawn(spec);
     let ask = |link: &mut KeeperLink| {
         link.send(&request, &fds)?;
@@ -77,6 +78,9 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         }
         Ok(Some(Event::SpawnFailed { errno, stage })) => {
             link.reap();
+            if take_terminal {
+                super::foreground::reclaim_after_failed_spawn();
+            }
             Err(spawn_error(&plan, errno, stage))
         }
         Ok(_) => Err(Error::Protocol(
@@ -84,6 +88,9 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         )),
         Err(e) => {
             link.reap();
+            if take_terminal {
+                super::foreground::reclaim_after_failed_spawn();
+            }
             Err(Error::Keeper(e))
         }
     }
@@ -127,6 +134,7 @@ fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
         timeout_ms: plan.timeout.map(millis),
         new_session: plan.new_session,
         report_stops: plan.foreground,
+        take_terminal: plan.foreground && super::foreground::holds_terminal(),
     })
 }
 
