@@ -88,6 +88,33 @@ pub fn render(census: &Census, tree: bool) -> String {
         out.push('\n');
         render_owner(&mut out, owner, tree);
     }
+    if !census.unattributable.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nUNATTRIBUTABLE  environment unreadable (non-dumpable): may belong to a session; \
+             never reaped"
+        );
+        let _ = writeln!(
+            out,
+            "    {:>7} {:>7} {:>7}  {:<10} COMMAND",
+            "PID", "PPID", "AGE", "STATE"
+        );
+        for u in &census.unattributable {
+            let _ = write!(
+                out,
+                "    {:>7} {:>7} {:>7}  {:<10} {}",
+                u.pid,
+                u.ppid,
+                age(u.age_ms),
+                u.state,
+                u.command
+            );
+            if let Some(d) = &u.descends_from {
+                let _ = write!(out, "  (descends from session {} via {})", d.session, d.via);
+            }
+            out.push('\n');
+        }
+    }
     let processes = census.processes().count();
     let sessions: usize = census.owners.iter().map(|o| o.sessions.len()).sum();
     let alive = census
@@ -106,6 +133,9 @@ pub fn render(census: &Census, tree: bool) -> String {
             out,
             ", {orphaned} orphaned: `tether reap --dry-run` shows what `tether reap` would kill"
         );
+    }
+    if !census.unattributable.is_empty() {
+        let _ = write!(out, ", {} unattributable", census.unattributable.len());
     }
     out.push('\n');
     out

@@ -631,3 +631,349 @@ fn a_command_reading_the_terminal_at_once_does_not_stop_the_job() {
     assert!(done, "every run returned without its job being stopped");
     assert!(!term.output().contains("Stopped"));
 }
+
+/// An owner that is provably dead: a child that ran and was reaped. Its
+/// (pid, start time), for spawn tags.
+fn dead_owner() -> (u32, u64) {
+    let mut child = tether_testkit::spawn_ready("UNUSED_VAR", None);
+    let owner = tether::sys::process(child.id()).unwrap();
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    (owner.pid, owner.start_time)
+}
+
+/// A spawn tag of `install` naming a dead owner.
+fn orphan_tag(install: &str, session: &str) -> String {
+    let (pid, start) = dead_owner();
+    format!("v1:{install}:run:{pid}:{start}:{session}")
+}
+
+/// Python that makes itself non-dumpable (as ssh-agent and gpg-agent do),
+/// then says `ready` and sleeps.
+const NON_DUMPABLE: &str = "import ctypes, time\n\
+                            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE\n\
+                            print('ready', flush=True)\n\
+                            time.sleep(900)\n";
+
+/// Starts `NON_DUMPABLE` as `uid` with `spawn_tag` and the test's tag.
+fn non_dumpable(uid: u32, spawn_tag: &str, test_tag: &str) -> std::process::Child {
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", NON_DUMPABLE])
+        .env_clear()
+        .env(tether::SPAWN_TAG_VAR, spawn_tag)
+        .env(TAG_VAR, test_tag)
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    expect_ready(&mut child);
+    child
+}
+
+/// Owner uid of `/proc/<pid>/environ`.
+fn environ_owner(pid: u32) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/environ"))
+        .unwrap()
+        .uid()
+}
+
+// issue 8 item 3: root's `reap` took the owner of /proc/PID/environ (root, for a non-dumpable process) as the process's uid, and killed another user's tagged orphan.
+#[test]
+fn roots_reap_spares_another_users_non_dumpable_orphan() {
+    if !tether_testkit::require_root("a process of another uid") {
+        return;
+    }
+    let home = Home::new("regression-foreign-non-dumpable");
+    let tag = orphan_tag(home.install().id(), "foreignnondumpable");
+    let mut victim = non_dumpable(65534, &tag, home.tag());
+    let id = tether::ProcessIdentity::of_pid(victim.id()).unwrap();
+    assert_eq!(
+        environ_owner(victim.id()),
+        0,
+        "non-dumpable: its /proc files are root's"
+    );
+    let (code, report) = home.json(&["reap", "--grace", "200ms"]);
+    let alive = id.is_alive();
+    let targeted = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["pid"] == victim.id());
+    eprintln!("root's reap: exit {code}; uid 65534's orphan targeted: {targeted}, alive: {alive}");
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(
+        alive && !targeted,
+        "another user's process was reaped: {report}"
+    );
+    assert_eq!(code, 0);
+}
+
+// issue 8 item 3: as a normal user, a non-dumpable process of a session was invisible to `ps` and `reap` once its owner and keeper were gone (its environment is unreadable).
+#[test]
+fn a_non_dumpable_process_is_listed_unattributable_never_signalled() {
+    if !tether_testkit::require_root("switching to another uid") {
+        return;
+    }
+    let home = Home::new("regression-own-non-dumpable");
+    let uid = uid_without_passwd_entry();
+    chown(home.path(), uid);
+    let session = "ownnondumpable";
+    let tag = orphan_tag(home.install().id(), session);
+    // A tagged sh of the dead owner, and its non-dumpable child.
+    let script = format!("/usr/bin/python3 -c \"{NON_DUMPABLE}\" & wait");
+    let mut parent = std::process::Command::new("/bin/sh")
+        .args(["-c", &script])
+        .env_clear()
+        .env(tether::SPAWN_TAG_VAR, &tag)
+        .env(TAG_VAR, home.tag())
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    expect_ready(&mut parent);
+    let child = tether::sys::children(parent.id())[0];
+    let child_id = tether::ProcessIdentity::of_pid(child).unwrap();
+    assert_eq!(environ_owner(child), 0, "non-dumpable");
+    let as_user = |args: &[&str]| {
+        let out = support::tether()
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TETHER_HOME", home.path())
+            .uid(uid)
+            .gid(uid)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let listed = |json: &serde_json::Value| {
+        json["unattributable"]
+            .as_array()
+            .and_then(|list| list.iter().find(|u| u["pid"] == child).cloned())
+    };
+    let (_, ps) = as_user(&["ps", "--json"]);
+    let ps: serde_json::Value = serde_json::from_str(&ps).unwrap();
+    let (_, ps_text) = as_user(&["ps"]);
+    let (code, reap) = as_user(&["reap", "--grace", "200ms", "--json"]);
+    let reap: serde_json::Value = serde_json::from_str(&reap).unwrap();
+    let alive = child_id.is_alive();
+    eprintln!(
+        "as uid {uid}: ps lists it: {:?}; reap (exit {code:?}) lists it: {:?}; alive after reap: {alive}",
+        listed(&ps),
+        listed(&reap)
+    );
+    let _ = parent.kill();
+    let _ = parent.wait();
+    if let Ok(Some(pin)) = tether::sys::Pinned::pin(&child_id) {
+        let _ = pin.kill(); // its environment hides the test tag from the guard
+    }
+    let in_ps = listed(&ps).unwrap_or_else(|| panic!("ps does not list it: {ps}"));
+    assert_eq!(in_ps["descends_from"]["session"], session, "{in_ps}");
+    assert_eq!(in_ps["descends_from"]["how"], "parent", "{in_ps}");
+    assert!(ps_text.contains("UNATTRIBUTABLE"), "{ps_text}");
+    assert!(listed(&reap).is_some(), "reap does not list it: {reap}");
+    assert!(alive, "an unattributable process was signalled");
+    // The parent, tagged with a dead owner, was a proven orphan.
+    assert!(
+        reap["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["pid"] == parent.id()),
+        "{reap}"
+    );
+    assert_eq!(code, Some(0));
+}
+
+/// The live processes of a run's session (by spawn tag).
+fn session_alive(home: &Home, session: &str) -> Vec<tether::ProcessIdentity> {
+    session_processes(home.install().id(), session)
+}
+
+// issue 8 item 4(i): processes in a pid namespace the command made itself (`unshare --pid --fork`) were skipped as "dies with its keeper", though nothing took them down; reap said 0 survived and exited 0.
+#[test]
+fn reap_kills_orphans_in_a_pid_namespace_the_command_made() {
+    let home = Home::new("regression-foreign-pidns");
+    let unshare = if support::is_root() {
+        "unshare --pid --fork"
+    } else {
+        "unshare --user --map-root-user --pid --fork"
+    };
+    let script =
+        format!("{unshare} sh -c 'setsid sleep 900 & sleep 900 & echo ready; exec sleep 900'");
+    let mut run = home.orphan(&[], &script, 4);
+    let before = session_alive(&home, &run.session);
+    let nested = before
+        .iter()
+        .filter(|p| !tether::sys::in_own_pid_namespace(p.pid))
+        .count();
+    assert!(nested >= 3, "the namespace's processes: {before:?}");
+    let (code, report) = home.json(&["reap", "--grace", "200ms"]);
+    let after = session_alive(&home, &run.session);
+    eprintln!(
+        "foreign pidns: {} processes ({nested} nested) before; reap exit {code}, survivors {}; \
+         {} alive after",
+        before.len(),
+        report["survivors"],
+        after.len()
+    );
+    run.leader.take();
+    assert!(after.is_empty(), "survived reap: {after:?}\n{report}");
+    assert_eq!(code, 0);
+}
+
+/// Python whose main thread calls `pthread_exit` while another thread
+/// sleeps: its stat says `Z`, its `/proc/<pid>/environ` cannot be opened.
+const MAIN_THREAD_EXITS: &str = "python3 -c 'import ctypes, threading, time\n\
+     threading.Thread(target=time.sleep, args=(900,)).start()\n\
+     ctypes.CDLL(None).pthread_exit(None)' & echo ready; exec sleep 900";
+
+// issue 8 item 4(ii): a process whose main thread called pthread_exit (stat says Z while a thread runs) was neither listed by `ps` nor reaped.
+#[test]
+fn a_process_whose_main_thread_exited_is_listed_and_reaped() {
+    let home = Home::new("regression-pthread-exit");
+    let run = home.run(&[], MAIN_THREAD_EXITS, 2);
+    // Find the python by its parent (the main sh) — its environment cannot
+    // be read through /proc/<pid>/environ, so no tag finds it.
+    let main = session_alive(&home, &run.session)
+        .into_iter()
+        .find(|p| tether::sys::command_line(p.pid).first().map(String::as_str) == Some("sleep"))
+        .expect("the main process");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let python = loop {
+        let found = tether::sys::children(run.keeper.pid)
+            .into_iter()
+            .chain(tether::sys::children(main.pid))
+            .filter_map(|pid| tether::sys::process(pid).ok())
+            .find(|p| p.state == tether::sys::ProcessState::Zombie && p.threads > 1);
+        if let Some(p) = found {
+            break p;
+        }
+        // pthread_exit raises no event outside the process: poll, bounded.
+        assert!(
+            Instant::now() < deadline,
+            "python never got its main thread out"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let python = tether::ProcessIdentity::of_pid(python.pid).unwrap();
+    let mut run = run;
+    run.orphan();
+    let (_, ps) = home.json(&["ps"]);
+    let listed = ps.to_string().contains(&format!("\"pid\":{}", python.pid));
+    let (code, report) = home.json(&["reap", "--grace", "200ms"]);
+    let alive = python.is_alive();
+    eprintln!("main thread exited: ps lists it: {listed}; reap exit {code}; alive after: {alive}");
+    if alive && let Ok(Some(pin)) = tether::sys::Pinned::pin(&python) {
+        let _ = pin.kill();
+    }
+    assert!(listed, "ps lists it: {ps}");
+    assert!(ps.to_string().contains("main-thread-exited"), "{ps}");
+    assert!(!alive, "reap left it alive: {report}");
+    assert_eq!(code, 0);
+}
+
+/// A fork-and-exit "pid hopper" that ignores SIGTERM: each process
+/// (optionally) pauses `pause` seconds, forks its successor and exits, so
+/// no pid lives longer than a pause and a fork (of a small perl: ~0.1 ms
+/// here). Each hop appends a byte to the file `$HOP_LOG`: a hopper is too
+/// quick to be seen reliably in the process table, but not in a file that
+/// keeps growing.
+fn pid_hopper(pause: &str) -> String {
+    format!(
+        "perl -e '$SIG{{TERM}} = \"IGNORE\"; open(my $f, \">>\", $ENV{{HOP_LOG}}) or die; \
+         while (1) {{ select(undef, undef, undef, {pause}); exit 0 if fork; syswrite($f, \".\") }}' \
+         & echo ready; exec sleep 900"
+    )
+}
+
+/// Whether the hopper logging to `log` still hops: the file grows within
+/// 300 ms (a live hopper appends thousands of bytes in that time).
+fn still_hopping(log: &Path) -> bool {
+    let size = || std::fs::metadata(log).map_or(0, |m| m.len());
+    let before = size();
+    std::thread::sleep(Duration::from_millis(300));
+    size() > before
+}
+
+/// SIGKILLs process group `group` until it has no member left, zombies
+/// included (bounded: 20 s, as PID 1 here reaps only every ~2 s): a pid
+/// hopper outruns any clean-up by pid or tag, but not its group, which it
+/// never leaves. Test clean-up of our own fixture only; the group id
+/// cannot be reused while a member, even a zombie, holds it.
+fn kill_group(group: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // SAFETY: killpg(2) with signal 0 only probes.
+    while unsafe { libc::killpg(group as i32, 0) } == 0 && Instant::now() < deadline {
+        // SAFETY: the group still exists (just probed), so its id is ours.
+        unsafe { libc::killpg(group as i32, libc::SIGKILL) };
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+// issue 8 item 4(iii): a fork-and-exit pid hopper escaped `reap` in 7 of 12 trials while reap reported success (exit 0, 0 survived).
+#[test]
+fn reap_catches_a_pid_hopper_or_says_it_escaped() {
+    // One that pauses between hops (2 ms), and one that forks again at
+    // once: the scan meets each new pid as it appears (it reads /proc one
+    // entry at a time), so both are proven and killed between two forks.
+    // Whatever the outcome, reap must never exit 0 while one lives.
+    let kinds = [("0.002", 6), ("0", 6)];
+    let mut silent = 0;
+    let mut all_escaped = 0;
+    for (pause, trials) in kinds {
+        let (mut escaped, mut honest) = (0, 0);
+        for trial in 0..trials {
+            let home = Home::new("regression-pid-hopper");
+            let log = home.path().join("hops");
+            let log_env = format!("HOP_LOG={}", log.display());
+            // The main process, and the hopper when caught between hops.
+            let mut run = home.orphan(&["--env", &log_env], &pid_hopper(pause), 1);
+            // The hopper stays in the group of the main process.
+            let group = tagged_pids(home.tag())
+                .into_iter()
+                .find(|&p| tether::sys::command_line(p) == ["sleep", "900"])
+                .and_then(|p| tether::sys::process(p).ok())
+                .map(|p| p.pgrp)
+                .expect("the main process");
+            assert!(still_hopping(&log), "the hopper hops");
+            let (code, report) = home.json(&["reap", "--grace", "200ms"]);
+            let alive = still_hopping(&log);
+            if alive {
+                escaped += 1;
+                if code == 0 {
+                    silent += 1;
+                } else if report["verified"] == false || report["survivors"].as_u64() > Some(0) {
+                    honest += 1;
+                }
+            }
+            eprintln!(
+                "pause {pause} s, trial {trial}: reap exit {code}, {} rounds, survivors {}, \
+                 verified {}, still appearing {}; still hopping: {alive}",
+                report["rounds"],
+                report["survivors"],
+                report["verified"],
+                report["still_appearing"],
+            );
+            kill_group(group);
+            run.leader.take();
+        }
+        eprintln!(
+            "pid hopper pausing {pause} s: escaped {escaped} of {trials} trials, \
+             {honest} of them reported (exit 1)"
+        );
+        all_escaped += escaped;
+    }
+    assert_eq!(silent, 0, "reap exited 0 while a hopper lived");
+    assert_eq!(all_escaped, 0, "a hopper escaped reap");
+}
