@@ -169,11 +169,23 @@ pub fn render(report: &ReapReport) -> String {
             let _ = writeln!(out, "      {:>7}  {}  {}", s.pid, s.reason, s.command);
         }
     }
-    if !report.unattributable.is_empty() {
+    let (near, other): (Vec<_>, Vec<_>) = report
+        .unattributable
+        .iter()
+        .partition(|u| u.descends_from.is_some());
+    if !near.is_empty() {
         let _ = writeln!(out, "never signalled:");
-        for u in &report.unattributable {
+        for u in near {
             let _ = writeln!(out, "      {:>7}  {u}  {}", u.pid, u.command);
         }
+    }
+    if !other.is_empty() {
+        let _ = writeln!(
+            out,
+            "never signalled: {} other processes whose environment cannot be read \
+             (`--json` lists them)",
+            other.len()
+        );
     }
     if report.survivors > 0 {
         let _ = writeln!(

@@ -114,13 +114,7 @@ fn a_state_dir_replaced_by_a_symlink_is_refused() {
 
 #[test]
 fn a_ledger_another_user_owns_is_refused() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("TETHER_REQUIRE_ROOT").is_none_or(|v| v != "1"),
-            "TETHER_REQUIRE_ROOT=1 but not root"
-        );
-        eprintln!("skipped: giving a file to another user needs root (CI runs as root)");
+    if !tether_testkit::require_root("giving a file to another user") {
         return;
     }
     let t = TestInstall::new();
