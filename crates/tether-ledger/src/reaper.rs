@@ -437,9 +437,13 @@ fn chase(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions, report: &mut
             if !known_survivor {
                 met += 1;
             }
-            // Re-read through the pin: a process that exec'd with another
-            // environment is spared.
-            if pin.spawn_tag().as_ref() != Some(&p.tag) {
+            // Re-read through the pin (a pid recycled within the tick of
+            // its start time would be another process): a process that
+            // exec'd with another environment, or is not this user's, is
+            // spared.
+            if pin.spawn_tag().as_ref() != Some(&p.tag)
+                || sys::real_uid(p.pid).ok() != Some(sys::current_uid())
+            {
                 return;
             }
             let _ = pin.kill();
