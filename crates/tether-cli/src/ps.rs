@@ -88,6 +88,7 @@ pub fn render(census: &Census, tree: bool) -> String {
         out.push('\n');
         render_owner(&mut out, owner, tree);
     }
+    render_unattributable(&mut out, &census.unattributable);
     let processes = census.processes().count();
     let sessions: usize = census.owners.iter().map(|o| o.sessions.len()).sum();
     let alive = census
@@ -107,8 +108,53 @@ pub fn render(census: &Census, tree: bool) -> String {
             ", {orphaned} orphaned: `tether reap --dry-run` shows what `tether reap` would kill"
         );
     }
+    if !census.unattributable.is_empty() {
+        let _ = write!(out, ", {} unattributable", census.unattributable.len());
+    }
     out.push('\n');
     out
+}
+
+/// Non-dumpable processes: those that provably descend from a session in
+/// full, the others (ssh-agent, gpg-agent, … — most have nothing to do
+/// with tether) as a count; `--json` lists them all.
+fn render_unattributable(out: &mut String, list: &[tether_ledger::UnreadableProcess]) {
+    let (near, other): (Vec<_>, Vec<_>) = list.iter().partition(|u| u.descends_from.is_some());
+    if !near.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nUNATTRIBUTABLE  environment unreadable (non-dumpable): descends from a session, \
+             owner unprovable; never reaped"
+        );
+        let _ = writeln!(
+            out,
+            "    {:>7} {:>7} {:>7}  {:<10} COMMAND",
+            "PID", "PPID", "AGE", "STATE"
+        );
+        for u in near {
+            let _ = write!(
+                out,
+                "    {:>7} {:>7} {:>7}  {:<10} {}",
+                u.pid,
+                u.ppid,
+                age(u.age_ms),
+                u.state,
+                u.command
+            );
+            if let Some(d) = &u.descends_from {
+                let _ = write!(out, "  (descends from session {} via {})", d.session, d.via);
+            }
+            out.push('\n');
+        }
+    }
+    if !other.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{} other processes of yours have an unreadable environment (non-dumpable) and \
+             cannot be attributed to any session; `tether ps --json` lists them",
+            other.len()
+        );
+    }
 }
 
 fn render_owner(out: &mut String, owner: &OwnerEntry, tree: bool) {

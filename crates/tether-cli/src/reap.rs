@@ -12,7 +12,8 @@ use tether_ledger::{ReapOptions, ReapReport, SkipReason, TargetOutcome, reap_ins
 
 use crate::EXIT_TETHER_ERROR;
 
-/// Exit status when some orphan survived `SIGKILL`.
+/// Exit status when some proven orphan is still alive at the end: it
+/// survived `SIGKILL`, or kept appearing faster than it could be killed.
 const EXIT_SURVIVORS: u8 = 1;
 
 #[derive(Args, Debug)]
@@ -21,12 +22,17 @@ Kills only processes proven to be orphans of this install: they carry this insta
 spawn tag, their owner is provably dead (gone, or its pid now names another process), \
 and their purpose is reapable (interactive purposes never are). Each process is \
 re-identified by pidfd immediately before every signal; whole trees go down together \
-(SIGTERM, then SIGKILL after --grace). Untagged processes, other users' processes, \
-processes of live owners and anything whose status cannot be proven are never \
-signalled.
+(SIGTERM, then SIGKILL after --grace); then the table is scanned again, and whatever \
+of a dead owner appeared meanwhile (forked during the kill, a fork-and-exit pid \
+hopper) is killed the moment the scan meets it, round after round until a round \
+meets none. Untagged processes, other users' processes, processes of live owners, \
+processes whose environment cannot be read (non-dumpable) and anything whose status \
+cannot be proven are never signalled (they are listed).
 
-Exit status: 0 when every orphan is dead (or there were none); 1 if some survived \
-SIGKILL (they are listed); 125 on bad arguments.
+Exit status: 0 when every proven orphan is verified dead (or there were none); 1 if \
+some is still alive at the end — it survived SIGKILL, or kept appearing for 5 s \
+(they are listed) — or the last scan could not prove that none is; 125 on bad \
+arguments.
 
 Examples:
   tether reap --dry-run
@@ -72,7 +78,7 @@ pub fn main(args: ReapArgs) -> ExitCode {
     } else {
         print!("{}", render(&report));
     }
-    if report.survivors > 0 {
+    if report.survivors > 0 || !(report.dry_run || report.verified) {
         ExitCode::from(EXIT_SURVIVORS)
     } else {
         ExitCode::SUCCESS
@@ -99,15 +105,16 @@ pub fn render(report: &ReapReport) -> String {
             |o: fn(&TargetOutcome) -> bool| report.targets.iter().filter(|t| o(&t.outcome)).count();
         let _ = writeln!(
             out,
-            "reaped {} processes of {} dead owners (install {}): {} exited on SIGTERM, {} needed SIGKILL, {} were already gone, {} changed and were spared, {} survived",
+            "reaped {} processes of {} dead owners (install {}) in {} rounds: {} exited on SIGTERM, {} needed SIGKILL, {} were already gone, {} changed and were spared, {} survived",
             count(|o| matches!(o, TargetOutcome::Terminated | TargetOutcome::Killed)),
             owners.len(),
             report.install,
+            report.rounds,
             count(|o| *o == TargetOutcome::Terminated),
             count(|o| *o == TargetOutcome::Killed),
             count(|o| *o == TargetOutcome::AlreadyGone),
             count(|o| matches!(o, TargetOutcome::Changed { .. })),
-            count(|o| *o == TargetOutcome::Survived),
+            count(|o| matches!(o, TargetOutcome::Survived | TargetOutcome::Escaped)),
         );
     }
     // Targets by owner, then session.
@@ -162,6 +169,47 @@ pub fn render(report: &ReapReport) -> String {
             let _ = writeln!(out, "      {:>7}  {}  {}", s.pid, s.reason, s.command);
         }
     }
+    let (near, other): (Vec<_>, Vec<_>) = report
+        .unattributable
+        .iter()
+        .partition(|u| u.descends_from.is_some());
+    if !near.is_empty() {
+        let _ = writeln!(out, "never signalled:");
+        for u in near {
+            let _ = writeln!(out, "      {:>7}  {u}  {}", u.pid, u.command);
+        }
+    }
+    if !other.is_empty() {
+        let _ = writeln!(
+            out,
+            "never signalled: {} other processes whose environment cannot be read \
+             (`--json` lists them)",
+            other.len()
+        );
+    }
+    if report.survivors > 0 {
+        let _ = writeln!(
+            out,
+            "{} proven orphans are still alive (SURVIVED / ESCAPED above)",
+            report.survivors
+        );
+    }
+    if !report.dry_run && !report.verified {
+        let _ = writeln!(
+            out,
+            "NOT VERIFIED: processes kept appearing for {} s; something may be left alive",
+            tether_ledger::CHASE_BUDGET.as_secs()
+        );
+        for a in &report.still_appearing {
+            let _ = writeln!(
+                out,
+                "    session {}: met {} times (a fork-and-exit pid hopper is gone before it \
+                 can be read, so it can be neither proven nor killed; `tether ps` and \
+                 `tether reap` again show it)",
+                a.session, a.sightings
+            );
+        }
+    }
     out
 }
 
@@ -173,5 +221,6 @@ fn outcome(o: &TargetOutcome) -> String {
         TargetOutcome::AlreadyGone => "already gone".into(),
         TargetOutcome::Changed { reason } => format!("spared: {reason}"),
         TargetOutcome::Survived => "SURVIVED".into(),
+        TargetOutcome::Escaped => "ESCAPED".into(),
     }
 }

@@ -7,20 +7,16 @@
 
 mod orphans;
 mod support;
+mod terminal;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use orphans::{Home, session_processes};
-use tether_testkit::{TAG_VAR, TagGuard, Tree};
-
-/// Root-only tests skip as another user, except where CI asks for root
-/// (`TETHER_REQUIRE_ROOT=1`): there a skip would be a silent pass.
-fn root_or_skip(what: &str) -> bool {
-    tether_testkit::require_root(what)
-}
+use tether_testkit::{TAG_VAR, TagGuard, Tree, tagged_pids, wait_all_dead, wait_for_count};
 
 // issue 8 item 2(b): an edited owner inode made a live `tether run` read as dead, and `reap` killed its session.
 #[test]
@@ -95,7 +91,7 @@ fn chown(path: &Path, uid: u32) {
 // issue 8 item 2(a): with HOME unset, a /tmp/tether-<uid> another user made (0777, planted ledger) was used.
 #[test]
 fn a_predictable_state_dir_made_by_another_user_is_refused() {
-    if !root_or_skip("creating a directory as another user") {
+    if !tether_testkit::require_root("creating a directory as another user") {
         return;
     }
     let guard = TagGuard::new("regression-planted-state-dir");
@@ -149,4 +145,844 @@ fn a_predictable_state_dir_made_by_another_user_is_refused() {
         let path = PathBuf::from(format!("{}{side}", ledger.display()));
         assert!(!path.exists(), "{} was created", path.display());
     }
+}
+
+/// A tree with a `setsid` escape and a background child; prints `ready`
+/// once both are launched.
+const ESCAPING_TREE: &str = "setsid sleep 900 & sleep 900 & echo ready; exec sleep 900";
+
+/// Reads `ready` from `child`'s stdout (bounded: 30 s).
+fn expect_ready(child: &mut std::process::Child) {
+    assert_eq!(
+        Lines::new().next(child).as_deref(),
+        Some("ready"),
+        "fixture did not get ready"
+    );
+}
+
+/// Lines from a child's stdout, each read bounded (30 s).
+struct Lines(Vec<u8>);
+
+impl Lines {
+    fn new() -> Lines {
+        Lines(Vec::new())
+    }
+
+    fn next(&mut self, child: &mut std::process::Child) -> Option<String> {
+        support::read_line_bounded(
+            child.stdout.as_mut().unwrap(),
+            &mut self.0,
+            Duration::from_secs(30),
+        )
+    }
+}
+
+/// The processes of the tree left after `what`: waits (on pidfds) for
+/// every process carrying the tag to die, bounded by `bound` — far beyond
+/// the ~10 ms a keeper needs, plus the grace it was given.
+fn survivors_after(what: &str, tag: &str, before: usize, bound: Duration) -> Vec<u32> {
+    let survivors = wait_all_dead(tag, bound);
+    eprintln!(
+        "{what}: {before} tagged processes before, {} survived",
+        survivors.len()
+    );
+    survivors
+}
+
+// issue 8 item 1: the keeper shared its owner's process group, so a SIGKILL to that group (an agent framework's killpg, `kill -9 %1`) killed owner and keeper at once and the tree lived on under init.
+#[test]
+fn a_sigkill_to_the_owners_process_group_leaks_nothing() {
+    let guard = TagGuard::new("regression-killpg");
+    let mut owner = support::tether()
+        .args([
+            "run",
+            "--grace",
+            "200ms",
+            "--",
+            "/bin/sh",
+            "-c",
+            ESCAPING_TREE,
+        ])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    expect_ready(&mut owner);
+    // tether run, the main sh (exec'd into sleep), the setsid and the
+    // background sleep.
+    let before = wait_for_count(guard.tag(), 4, Duration::from_secs(20));
+    assert!(before >= 4, "fixture built {before} tagged processes");
+    // SAFETY: killpg(2) of the group our unreaped child leads.
+    assert_eq!(unsafe { libc::killpg(owner.id() as i32, libc::SIGKILL) }, 0);
+    owner.wait().unwrap();
+    let survivors = survivors_after(
+        "killpg SIGKILL",
+        guard.tag(),
+        before,
+        Duration::from_secs(15),
+    );
+    assert!(
+        survivors.is_empty(),
+        "survived the group kill: {survivors:?}"
+    );
+}
+
+/// `timeout ARGS tether run --grace GRACE -- sh -c SCRIPT`, after the tree
+/// is built and before `timeout` fires; returns the number of tagged
+/// processes and the running `timeout`.
+fn under_timeout(
+    tag: &str,
+    timeout: &[&str],
+    grace: &str,
+    script: &str,
+) -> (usize, std::process::Child) {
+    let mut child = std::process::Command::new("timeout")
+        .args(timeout)
+        .arg(support::tether_path())
+        .args(["run", "--grace", grace, "--", "/bin/sh", "-c", script])
+        .env(TAG_VAR, tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("timeout(1) from coreutils");
+    expect_ready(&mut child);
+    let before = wait_for_count(tag, 3, Duration::from_secs(5));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the machine is too slow: timeout fired before the tree was built"
+    );
+    (before, child)
+}
+
+// issue 8 item 1: GNU `timeout -s KILL` signals its whole process group — owner and keeper — and the tree survived.
+#[test]
+fn timeout_s_kill_of_tether_run_leaks_nothing() {
+    let guard = TagGuard::new("regression-timeout-kill");
+    let script = "setsid sleep 900 & echo ready; exec sleep 900";
+    // 2 s, not 1: a debug `tether run` on a loaded 2-core machine needs
+    // some hundreds of ms before its command prints `ready`.
+    let (before, mut timeout) = under_timeout(guard.tag(), &["-s", "KILL", "2"], "200ms", script);
+    let status = timeout.wait().unwrap();
+    eprintln!("timeout -s KILL: {status}");
+    let survivors = survivors_after(
+        "timeout -s KILL",
+        guard.tag(),
+        before,
+        Duration::from_secs(15),
+    );
+    assert!(
+        survivors.is_empty(),
+        "survived timeout -s KILL: {survivors:?}"
+    );
+}
+
+// issue 8 item 1: `timeout -k 1 …` sends TERM to the group, then KILL to the group while the tree is still being killed (a TERM-ignoring tree, a grace longer than the -k): owner and keeper died together, the tree survived.
+#[test]
+fn timeout_k_of_tether_run_leaks_nothing() {
+    let guard = TagGuard::new("regression-timeout-k");
+    let script = "trap '' TERM; setsid sleep 900 & echo ready; exec sleep 900";
+    // The grace (5 s) outlasts timeout's -k (1 s): the KILL comes while the
+    // tree still ignores its TERM.
+    let (before, mut timeout) = under_timeout(guard.tag(), &["-k", "1", "2"], "5s", script);
+    let status = timeout.wait().unwrap();
+    eprintln!("timeout -k 1 2: {status}");
+    let survivors = survivors_after("timeout -k", guard.tag(), before, Duration::from_secs(20));
+    assert!(survivors.is_empty(), "survived timeout -k: {survivors:?}");
+}
+
+/// The pid printed on a line `child <pid>`.
+fn child_pid(line: Option<String>) -> u32 {
+    line.as_deref()
+        .and_then(|l| l.strip_prefix("child ")?.parse().ok())
+        .unwrap_or_else(|| panic!("expected `child <pid>`, got {line:?}"))
+}
+
+/// A script whose first line is `child <pid>` of a child that cleared its
+/// whole environment (`env -i`: no spawn tag, no test tag), then `ready`
+/// once a setsid escape is launched too.
+const TREE_WITH_ENV_I_CHILD: &str =
+    "env -i /bin/sleep 900 & echo \"child $!\"; setsid sleep 900 & echo ready; exec sleep 900";
+
+// issue 8 item 5: a SIGKILLed keeper's `env -i` child lived on under init while `tether run` said "2 orphaned process(es) killed".
+#[test]
+fn a_lost_keepers_env_i_child_dies_and_the_count_is_honest() {
+    let guard = TagGuard::new("regression-env-i-orphan");
+    let mut owner = support::tether()
+        .args([
+            "run",
+            "--grace",
+            "200ms",
+            "--",
+            "/bin/sh",
+            "-c",
+            TREE_WITH_ENV_I_CHILD,
+        ])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new();
+    let untagged = child_pid(lines.next(&mut owner));
+    let untagged = tether::ProcessIdentity::of_pid(untagged).expect("the env -i child lives");
+    assert_eq!(lines.next(&mut owner).as_deref(), Some("ready"));
+    // tether run, main, setsid sleep (the keeper carries no test tag).
+    assert!(wait_for_count(guard.tag(), 3, Duration::from_secs(20)) >= 3);
+    let keeper = support::keeper_of(owner.id()).expect("keeper");
+    let keeper = tether::ProcessIdentity::of_pid(keeper).unwrap();
+    let pin = tether::sys::Pinned::pin(&keeper)
+        .unwrap()
+        .expect("keeper alive");
+    assert!(pin.kill().unwrap());
+    // Bounded: the surviving orphans of a broken build hold the pipes.
+    assert!(
+        support::wait_pid_exit(owner.id(), Duration::from_secs(15)),
+        "tether run did not return after its keeper died"
+    );
+    let status = owner.wait().unwrap();
+    let said = support::read_line_bounded(
+        owner.stderr.as_mut().unwrap(),
+        &mut Vec::new(),
+        Duration::from_secs(5),
+    )
+    .unwrap_or_default();
+    let untagged_alive = untagged.is_alive();
+    let survivors = wait_all_dead(guard.tag(), Duration::from_secs(15));
+    eprintln!(
+        "keeper SIGKILL: tether run exit {:?}, said {said:?}; env -i child alive: {untagged_alive}; \
+         tagged survivors: {}",
+        status.code(),
+        survivors.len()
+    );
+    if untagged_alive && let Ok(Some(pin)) = tether::sys::Pinned::pin(&untagged) {
+        let _ = pin.kill(); // no tag: the guard cannot clean it up
+    }
+    assert!(!untagged_alive, "the env -i child survived its keeper");
+    assert!(survivors.is_empty(), "tagged survivors: {survivors:?}");
+    // The main sh (exec'd into sleep), the setsid sleep, the env -i sleep.
+    assert!(
+        said.contains("3 orphaned process(es) killed"),
+        "the report counts every process killed: {said}"
+    );
+    assert_eq!(status.code(), Some(125));
+}
+
+// issue 8 item 6: a command stopped its own keeper (`kill -STOP $PPID`), and then the owner's SIGKILL left the whole tree alive.
+#[test]
+fn a_keeper_its_command_stopped_still_kills_the_tree_when_the_owner_dies() {
+    let guard = TagGuard::new("regression-stopped-keeper");
+    let script = "setsid sleep 900 & kill -STOP $PPID; echo ready; exec sleep 900";
+    let mut owner = support::Owner::start(guard.tag(), &[], script);
+    owner.expect_ready();
+    let keeper = support::keeper_of(owner.pid()).expect("keeper");
+    // The stop is asynchronous to the `kill` that sent it, and raises no
+    // event outside the tree: poll the keeper's state, bounded.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen_stopped = false;
+    while Instant::now() < deadline && !seen_stopped {
+        seen_stopped = tether::sys::process(keeper)
+            .is_ok_and(|p| p.state == tether::sys::ProcessState::Stopped);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        seen_stopped,
+        "the command did not manage to stop its keeper"
+    );
+    let before = tagged_pids(guard.tag()).len();
+    owner.sigkill();
+    let survivors = survivors_after(
+        "keeper stopped, owner SIGKILL",
+        guard.tag(),
+        before,
+        Duration::from_secs(15),
+    );
+    assert!(survivors.is_empty(), "survived: {survivors:?}");
+}
+
+// issue 8 item 6: a command could PTRACE_ATTACH its keeper (same uid) and hold it stopped.
+#[test]
+fn a_command_cannot_ptrace_its_keeper() {
+    if !tether_testkit::require_root("running tether as uid 65534") {
+        return;
+    }
+    let guard = TagGuard::new("regression-ptrace-keeper");
+    let home = tempfile::tempdir().unwrap();
+    chown(home.path(), 65534);
+    // PTRACE_ATTACH (16) to the parent — the keeper — then report errno.
+    let script = "import ctypes, os\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  rc = libc.ptrace(16, os.getppid(), 0, 0)\n\
+                  print('attach', rc, os.strerror(ctypes.get_errno()) if rc else 'ok', flush=True)\n";
+    let mut owner = support::tether()
+        .args(["run", "--grace", "200ms", "--", "python3", "-c", script])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TETHER_HOME", home.path())
+        .env(TAG_VAR, guard.tag())
+        .uid(65534)
+        .gid(65534)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = Lines::new().next(&mut owner).unwrap_or_default();
+    // Bounded: a keeper left traced and stopped would never finish.
+    let returned = support::wait_pid_exit(owner.id(), Duration::from_secs(15));
+    if !returned {
+        let _ = owner.kill(); // its keeper then kills the tree
+    }
+    let status = owner.wait().unwrap();
+    eprintln!("as uid 65534: {said} (tether run returned: {returned}, {status})");
+    assert!(
+        said.starts_with("attach -1 Operation not permitted"),
+        "PTRACE_ATTACH to the keeper must be refused: {said}"
+    );
+    assert!(returned && status.success(), "{status}");
+}
+
+/// The command the terminal tests run: it reads a line from the terminal.
+const READER: [&str; 3] = ["sh", "-c", "read x; echo got $x"];
+
+/// A `sh -c SCRIPT` leading a session on a terminal of its own, with
+/// `$0` the tether binary.
+fn sh_on_terminal(tag: &str, script: &str) -> terminal::Terminal {
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args(["-c", script])
+        .arg(support::tether_path())
+        .env(TAG_VAR, tag)
+        .env("TERM", "dumb");
+    terminal::Terminal::spawn(cmd)
+}
+
+/// Waits (bounded) until the reader command's process group holds the
+/// terminal's foreground; returns that group.
+fn reader_gets_the_terminal(term: &mut terminal::Terminal, tag: &str) -> u32 {
+    let mut group = None;
+    let got = term.wait_until(Duration::from_secs(20), |t| {
+        group = terminal::group_of(tag, &READER);
+        group.is_some() && t.foreground() == group
+    });
+    assert!(
+        got,
+        "the command never got the terminal (its group {group:?}, the terminal's foreground \
+         {:?}); the terminal shows: {:?}",
+        term.foreground(),
+        term.output()
+    );
+    group.unwrap()
+}
+
+// issue 8 item 8: `tether run -- sh -c 'read x'` on a terminal stopped with SIGTTIN (its process group was not the terminal's foreground) and never returned.
+#[test]
+fn tether_run_on_a_terminal_reads_a_typed_line() {
+    let guard = TagGuard::new("regression-tty-read");
+    let script = "\"$0\" run -- sh -c 'read x; echo got $x'; echo \"rc=$?\"";
+    let mut term = sh_on_terminal(guard.tag(), script);
+    reader_gets_the_terminal(&mut term, guard.tag());
+    term.type_text("hello\n");
+    let got = term.expect("got hello", Duration::from_secs(20));
+    let rc = got && term.expect("rc=0", Duration::from_secs(20));
+    eprintln!("terminal: {:?}", term.output());
+    assert!(
+        got && rc,
+        "the typed line reached the command and it returned"
+    );
+    assert!(
+        term.wait_exit(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+}
+
+// issue 8 item 8: Ctrl-Z did not stop a command under `tether run`, and a job-control shell could not stop or resume it.
+#[test]
+fn ctrl_z_stops_tether_run_like_a_job_and_fg_resumes_it() {
+    let guard = TagGuard::new("regression-tty-job");
+    let mut term = bash_on_terminal(guard.tag());
+    term.type_text(&format!(
+        "{} run -- sh -c 'read x; echo got $x'\n",
+        support::tether_path().display()
+    ));
+    let group = reader_gets_the_terminal(&mut term, guard.tag());
+
+    term.type_text("\x1a"); // Ctrl-Z
+    let stopped = term.expect("Stopped", Duration::from_secs(20));
+    let prompt = stopped && term.expect("prompt> ", Duration::from_secs(20));
+    let reader_state = tether::sys::process(group).map(|p| p.state);
+    let owners: Vec<_> = tagged_pids(guard.tag())
+        .into_iter()
+        .filter_map(|p| tether::sys::process(p).ok())
+        .map(|p| {
+            (
+                p.pid,
+                p.ppid,
+                p.pgrp,
+                p.state,
+                tether::sys::command_line(p.pid),
+            )
+        })
+        .collect();
+    eprintln!(
+        "after Ctrl-Z: {:?}; the command is {reader_state:?}; fg {:?}; tagged {owners:?}",
+        term.output(),
+        term.foreground()
+    );
+    assert!(stopped && prompt, "the shell reports the job stopped");
+    assert_eq!(reader_state.ok(), Some(tether::sys::ProcessState::Stopped));
+    assert_eq!(
+        term.foreground(),
+        Some(term.leader()),
+        "the shell has the terminal"
+    );
+
+    term.type_text("fg\n");
+    reader_gets_the_terminal(&mut term, guard.tag());
+    term.type_text("world\n");
+    let got = term.expect("got world", Duration::from_secs(20));
+    term.type_text("echo rc=$?\n");
+    let rc = got && term.expect("rc=0", Duration::from_secs(20));
+    eprintln!("after fg: {:?}", term.output());
+    assert!(got && rc, "resumed, it read the next line and returned 0");
+    term.type_text("exit\n");
+    assert!(term.wait_exit(Duration::from_secs(10)).is_some());
+}
+
+// issue 8 item 8: the terminal must come back to the shell on every way out — after --timeout, after Ctrl-C, and after an exec that failed once the command's group had taken the terminal (before the fix the command never had it, and hung).
+#[test]
+fn the_terminal_comes_back_on_every_way_out() {
+    let guard = TagGuard::new("regression-tty-restore");
+    let scratch = tempfile::tempdir().unwrap();
+    let bad = scratch.path().join("bad-interpreter");
+    std::fs::write(&bad, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // No job-control shell here: nothing but tether gives the terminal back.
+    let script = format!(
+        "\"$0\" run --timeout 2s -- sh -c 'read x; echo got $x'; echo \"rc=$?\"; read y; \
+         \"$0\" run -- sh -c 'read x; echo got $x'; echo \"rc=$?\"; read z; \
+         \"$0\" run -- {} 2>/dev/null; echo \"rc=$?\"; read w",
+        bad.display()
+    );
+    let mut term = sh_on_terminal(guard.tag(), &script);
+    let shell = term.leader();
+    reader_gets_the_terminal(&mut term, guard.tag());
+    assert!(
+        term.expect("rc=124", Duration::from_secs(20)),
+        "{:?}",
+        term.output()
+    );
+    // `tether run` gives the terminal back before it exits: no wait.
+    assert_eq!(term.foreground(), Some(shell), "after --timeout");
+    term.type_text("\n");
+
+    reader_gets_the_terminal(&mut term, guard.tag());
+    term.type_text("\x03"); // Ctrl-C: SIGINT to the foreground group
+    assert!(
+        term.expect("rc=130", Duration::from_secs(20)),
+        "{:?}",
+        term.output()
+    );
+    assert_eq!(term.foreground(), Some(shell), "after Ctrl-C");
+    term.type_text("\n");
+
+    assert!(
+        term.expect("rc=126", Duration::from_secs(20)),
+        "{:?}",
+        term.output()
+    );
+    assert_eq!(term.foreground(), Some(shell), "after a failed exec");
+    term.type_text("\n");
+    eprintln!("terminal: {:?}", term.output());
+    assert!(
+        term.wait_exit(Duration::from_secs(10))
+            .is_some_and(|s| s.success())
+    );
+}
+
+/// `bash -i` on a terminal of its own, prompt `prompt> `, with the test's
+/// tag; returned once it shows its first prompt.
+fn bash_on_terminal(tag: &str) -> terminal::Terminal {
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
+        .env(TAG_VAR, tag)
+        .env("TERM", "dumb")
+        .env("PS1", "prompt> ")
+        .env("HISTFILE", "/dev/null");
+    let mut term = terminal::Terminal::spawn(cmd);
+    assert!(
+        term.expect("prompt> ", Duration::from_secs(20)),
+        "{:?}",
+        term.output()
+    );
+    term
+}
+
+// issue 8 item 8 (found while testing its fix): a command that read the terminal before `tether run` had handed it the foreground got SIGTTIN, and `tether run` then stopped its own job ("Stopped") although the command had the terminal by then.
+#[test]
+fn a_command_reading_the_terminal_at_once_does_not_stop_the_job() {
+    let guard = TagGuard::new("regression-tty-early-read");
+    let mut term = bash_on_terminal(guard.tag());
+    const RUNS: usize = 20;
+    term.type_text(&format!(
+        "for i in $(seq {RUNS}); do {} run -- head -c1 >/dev/null; done; echo done-$((6*7))\n",
+        support::tether_path().display()
+    ));
+    // Typed ahead: each `head` finds its line waiting and reads at once.
+    term.type_text(&"a\n".repeat(RUNS));
+    let done = term.expect("done-42", Duration::from_secs(60));
+    eprintln!("terminal: {:?}", term.output());
+    assert!(done, "every run returned without its job being stopped");
+    assert!(!term.output().contains("Stopped"));
+}
+
+/// An owner that is provably dead: a child that ran and was reaped. Its
+/// (pid, start time), for spawn tags.
+fn dead_owner() -> (u32, u64) {
+    let mut child = tether_testkit::spawn_ready("UNUSED_VAR", None);
+    let owner = tether::sys::process(child.id()).unwrap();
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    (owner.pid, owner.start_time)
+}
+
+/// A spawn tag of `install` naming a dead owner.
+fn orphan_tag(install: &str, session: &str) -> String {
+    let (pid, start) = dead_owner();
+    format!("v1:{install}:run:{pid}:{start}:{session}")
+}
+
+/// Python that makes itself non-dumpable (as ssh-agent and gpg-agent do),
+/// then says `ready` and sleeps.
+const NON_DUMPABLE: &str = "import ctypes, time\n\
+                            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE\n\
+                            print('ready', flush=True)\n\
+                            time.sleep(900)\n";
+
+/// Starts `NON_DUMPABLE` as `uid` with `spawn_tag` and the test's tag.
+fn non_dumpable(uid: u32, spawn_tag: &str, test_tag: &str) -> std::process::Child {
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", NON_DUMPABLE])
+        .env_clear()
+        .env(tether::SPAWN_TAG_VAR, spawn_tag)
+        .env(TAG_VAR, test_tag)
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    expect_ready(&mut child);
+    child
+}
+
+/// Owner uid of `/proc/<pid>/environ`.
+fn environ_owner(pid: u32) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/environ"))
+        .unwrap()
+        .uid()
+}
+
+// issue 8 item 3: root's `reap` took the owner of /proc/PID/environ (root, for a non-dumpable process) as the process's uid, and killed another user's tagged orphan.
+#[test]
+fn roots_reap_spares_another_users_non_dumpable_orphan() {
+    if !tether_testkit::require_root("a process of another uid") {
+        return;
+    }
+    let home = Home::new("regression-foreign-non-dumpable");
+    let tag = orphan_tag(home.install().id(), "foreignnondumpable");
+    let mut victim = non_dumpable(65534, &tag, home.tag());
+    let id = tether::ProcessIdentity::of_pid(victim.id()).unwrap();
+    assert_eq!(
+        environ_owner(victim.id()),
+        0,
+        "non-dumpable: its /proc files are root's"
+    );
+    let (code, report) = home.json(&["reap", "--grace", "200ms"]);
+    let alive = id.is_alive();
+    let targeted = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["pid"] == victim.id());
+    eprintln!("root's reap: exit {code}; uid 65534's orphan targeted: {targeted}, alive: {alive}");
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(
+        alive && !targeted,
+        "another user's process was reaped: {report}"
+    );
+    assert_eq!(code, 0);
+}
+
+// issue 8 item 3: as a normal user, a non-dumpable process of a session was invisible to `ps` and `reap` once its owner and keeper were gone (its environment is unreadable).
+#[test]
+fn a_non_dumpable_process_is_listed_unattributable_never_signalled() {
+    if !tether_testkit::require_root("switching to another uid") {
+        return;
+    }
+    let home = Home::new("regression-own-non-dumpable");
+    let uid = uid_without_passwd_entry();
+    chown(home.path(), uid);
+    let session = "ownnondumpable";
+    let tag = orphan_tag(home.install().id(), session);
+    // A tagged sh of the dead owner, and its non-dumpable child.
+    let script = format!("/usr/bin/python3 -c \"{NON_DUMPABLE}\" & wait");
+    let mut parent = std::process::Command::new("/bin/sh")
+        .args(["-c", &script])
+        .env_clear()
+        .env(tether::SPAWN_TAG_VAR, &tag)
+        .env(TAG_VAR, home.tag())
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    expect_ready(&mut parent);
+    let child = tether::sys::children(parent.id())[0];
+    let child_id = tether::ProcessIdentity::of_pid(child).unwrap();
+    assert_eq!(environ_owner(child), 0, "non-dumpable");
+    let as_user = |args: &[&str]| {
+        let out = support::tether()
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TETHER_HOME", home.path())
+            .uid(uid)
+            .gid(uid)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let listed = |json: &serde_json::Value| {
+        json["unattributable"]
+            .as_array()
+            .and_then(|list| list.iter().find(|u| u["pid"] == child).cloned())
+    };
+    let (_, ps) = as_user(&["ps", "--json"]);
+    let ps: serde_json::Value = serde_json::from_str(&ps).unwrap();
+    let (_, ps_text) = as_user(&["ps"]);
+    let (code, reap) = as_user(&["reap", "--grace", "200ms", "--json"]);
+    let reap: serde_json::Value = serde_json::from_str(&reap).unwrap();
+    let alive = child_id.is_alive();
+    eprintln!(
+        "as uid {uid}: ps lists it: {:?}; reap (exit {code:?}) lists it: {:?}; alive after reap: {alive}",
+        listed(&ps),
+        listed(&reap)
+    );
+    let _ = parent.kill();
+    let _ = parent.wait();
+    if let Ok(Some(pin)) = tether::sys::Pinned::pin(&child_id) {
+        let _ = pin.kill(); // its environment hides the test tag from the guard
+    }
+    let in_ps = listed(&ps).unwrap_or_else(|| panic!("ps does not list it: {ps}"));
+    assert_eq!(in_ps["descends_from"]["session"], session, "{in_ps}");
+    assert_eq!(in_ps["descends_from"]["how"], "parent", "{in_ps}");
+    assert!(ps_text.contains("UNATTRIBUTABLE"), "{ps_text}");
+    assert!(listed(&reap).is_some(), "reap does not list it: {reap}");
+    assert!(alive, "an unattributable process was signalled");
+    // The parent, tagged with a dead owner, was a proven orphan.
+    assert!(
+        reap["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["pid"] == parent.id()),
+        "{reap}"
+    );
+    assert_eq!(code, Some(0));
+}
+
+/// The live processes of a run's session (by spawn tag).
+fn session_alive(home: &Home, session: &str) -> Vec<tether::ProcessIdentity> {
+    session_processes(home.install().id(), session)
+}
+
+// issue 8 item 4(i): processes in a pid namespace the command made itself (`unshare --pid --fork`) were skipped as "dies with its keeper", though nothing took them down; reap said 0 survived and exited 0.
+#[test]
+fn reap_kills_orphans_in_a_pid_namespace_the_command_made() {
+    let home = Home::new("regression-foreign-pidns");
+    let unshare = if tether_testkit::is_root() {
+        "unshare --pid --fork"
+    } else {
+        "unshare --user --map-root-user --pid --fork"
+    };
+    // The proof that the tag's owner did not live inside the namespace is
+    // that it started before the namespace's init — at least one clock tick
+    // (10 ms) before, since start times within one tick cannot be ordered:
+    // the command waits that long first, as any real one would take.
+    let script = format!(
+        "sleep 0.05; {unshare} sh -c 'setsid sleep 900 & sleep 900 & echo ready; exec sleep 900'"
+    );
+    let mut run = home.orphan(&[], &script, 4);
+    let before = session_alive(&home, &run.session);
+    let nested = before
+        .iter()
+        .filter(|p| !tether::sys::in_own_pid_namespace(p.pid))
+        .count();
+    assert!(nested >= 3, "the namespace's processes: {before:?}");
+    let (code, report) = home.json(&["reap", "--grace", "200ms"]);
+    let after = session_alive(&home, &run.session);
+    eprintln!(
+        "foreign pidns: {} processes ({nested} nested) before; reap exit {code}, survivors {}; \
+         {} alive after",
+        before.len(),
+        report["survivors"],
+        after.len()
+    );
+    run.leader.take();
+    assert!(after.is_empty(), "survived reap: {after:?}\n{report}");
+    assert_eq!(code, 0);
+}
+
+/// Python whose main thread calls `pthread_exit` while another thread
+/// sleeps: its stat says `Z`, its `/proc/<pid>/environ` cannot be opened.
+const MAIN_THREAD_EXITS: &str = "python3 -c 'import ctypes, threading, time\n\
+     threading.Thread(target=time.sleep, args=(900,)).start()\n\
+     ctypes.CDLL(None).pthread_exit(None)' & echo ready; exec sleep 900";
+
+// issue 8 item 4(ii): a process whose main thread called pthread_exit (stat says Z while a thread runs) was neither listed by `ps` nor reaped.
+#[test]
+fn a_process_whose_main_thread_exited_is_listed_and_reaped() {
+    let home = Home::new("regression-pthread-exit");
+    let run = home.run(&[], MAIN_THREAD_EXITS, 2);
+    // Find the python by its parent (the main sh) — its environment cannot
+    // be read through /proc/<pid>/environ, so no tag finds it.
+    let main = session_alive(&home, &run.session)
+        .into_iter()
+        .find(|p| tether::sys::command_line(p.pid).first().map(String::as_str) == Some("sleep"))
+        .expect("the main process");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let python = loop {
+        let found = tether::sys::children(run.keeper.pid)
+            .into_iter()
+            .chain(tether::sys::children(main.pid))
+            .filter_map(|pid| tether::sys::process(pid).ok())
+            .find(|p| p.state == tether::sys::ProcessState::Zombie && p.threads > 1);
+        if let Some(p) = found {
+            break p;
+        }
+        // pthread_exit raises no event outside the process: poll, bounded.
+        assert!(
+            Instant::now() < deadline,
+            "python never got its main thread out"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let python = tether::ProcessIdentity::of_pid(python.pid).unwrap();
+    let mut run = run;
+    run.orphan();
+    let (_, ps) = home.json(&["ps"]);
+    let listed = ps.to_string().contains(&format!("\"pid\":{}", python.pid));
+    let (code, report) = home.json(&["reap", "--grace", "200ms"]);
+    let alive = python.is_alive();
+    eprintln!("main thread exited: ps lists it: {listed}; reap exit {code}; alive after: {alive}");
+    if alive && let Ok(Some(pin)) = tether::sys::Pinned::pin(&python) {
+        let _ = pin.kill();
+    }
+    assert!(listed, "ps lists it: {ps}");
+    assert!(ps.to_string().contains("main-thread-exited"), "{ps}");
+    assert!(!alive, "reap left it alive: {report}");
+    assert_eq!(code, 0);
+}
+
+/// A fork-and-exit "pid hopper" that ignores SIGTERM: each process
+/// (optionally) pauses `pause` seconds, forks its successor and exits, so
+/// no pid lives longer than a pause and a fork (of a small perl: ~0.1 ms
+/// here). Each hop appends a byte to the file `$HOP_LOG`: a hopper is too
+/// quick to be seen reliably in the process table, but not in a file that
+/// keeps growing.
+fn pid_hopper(pause: &str) -> String {
+    format!(
+        "perl -e '$SIG{{TERM}} = \"IGNORE\"; open(my $f, \">>\", $ENV{{HOP_LOG}}) or die; \
+         while (1) {{ select(undef, undef, undef, {pause}); exit 0 if fork; syswrite($f, \".\") }}' \
+         & echo ready; exec sleep 900"
+    )
+}
+
+/// Whether the hopper logging to `log` still hops: the file grows within
+/// 300 ms (a live hopper appends thousands of bytes in that time).
+fn still_hopping(log: &Path) -> bool {
+    let size = || std::fs::metadata(log).map_or(0, |m| m.len());
+    let before = size();
+    std::thread::sleep(Duration::from_millis(300));
+    size() > before
+}
+
+/// SIGKILLs process group `group` until it has no member left, zombies
+/// included (bounded: 20 s, as PID 1 here reaps only every ~2 s): a pid
+/// hopper outruns any clean-up by pid or tag, but not its group, which it
+/// never leaves. Test clean-up of our own fixture only; the group id
+/// cannot be reused while a member, even a zombie, holds it.
+fn kill_group(group: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // SAFETY: killpg(2) with signal 0 only probes.
+    while unsafe { libc::killpg(group as i32, 0) } == 0 && Instant::now() < deadline {
+        // SAFETY: the group still exists (just probed), so its id is ours.
+        unsafe { libc::killpg(group as i32, libc::SIGKILL) };
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+// issue 8 item 4(iii): a fork-and-exit pid hopper escaped `reap` in 7 of 12 trials while reap reported success (exit 0, 0 survived).
+#[test]
+fn reap_catches_a_pid_hopper_or_says_it_escaped() {
+    // One that pauses between hops (2 ms), and one that forks again at
+    // once: the scan meets each new pid as it appears (it reads /proc one
+    // entry at a time), so both are proven and killed between two forks.
+    // Whatever the outcome, reap must never exit 0 while one lives.
+    let kinds = [("0.002", 6), ("0", 6)];
+    let mut silent = 0;
+    let mut all_escaped = 0;
+    for (pause, trials) in kinds {
+        let (mut escaped, mut honest) = (0, 0);
+        for trial in 0..trials {
+            let home = Home::new("regression-pid-hopper");
+            let log = home.path().join("hops");
+            let log_env = format!("HOP_LOG={}", log.display());
+            // The main process, and the hopper when caught between hops.
+            let mut run = home.orphan(&["--env", &log_env], &pid_hopper(pause), 1);
+            // The hopper stays in the group of the main process.
+            let group = tagged_pids(home.tag())
+                .into_iter()
+                .find(|&p| tether::sys::command_line(p) == ["sleep", "900"])
+                .and_then(|p| tether::sys::process(p).ok())
+                .map(|p| p.pgrp)
+                .expect("the main process");
+            assert!(still_hopping(&log), "the hopper hops");
+            let (code, report) = home.json(&["reap", "--grace", "200ms"]);
+            let alive = still_hopping(&log);
+            if alive {
+                escaped += 1;
+                if code == 0 {
+                    silent += 1;
+                } else if report["verified"] == false || report["survivors"].as_u64() > Some(0) {
+                    honest += 1;
+                }
+            }
+            eprintln!(
+                "pause {pause} s, trial {trial}: reap exit {code}, {} rounds, survivors {}, \
+                 verified {}, still appearing {}; still hopping: {alive}",
+                report["rounds"],
+                report["survivors"],
+                report["verified"],
+                report["still_appearing"],
+            );
+            kill_group(group);
+            run.leader.take();
+        }
+        eprintln!(
+            "pid hopper pausing {pause} s: escaped {escaped} of {trials} trials, \
+             {honest} of them reported (exit 1)"
+        );
+        all_escaped += escaped;
+    }
+    assert_eq!(silent, 0, "reap exited 0 while a hopper lived");
+    assert_eq!(all_escaped, 0, "a hopper escaped reap");
 }

@@ -15,7 +15,7 @@ use tether::ProcessIdentity;
 
 use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover};
 use crate::records::{Outcome, OwnerRow, Quarantine, SessionRow};
-use crate::scan::{Scan, TaggedProcess, argv_of};
+use crate::scan::{Scan, TaggedProcess, UnreadableProcess, argv_of};
 use crate::store::Ledger;
 
 /// What `tether ps` shows.
@@ -29,6 +29,10 @@ pub struct Census {
     pub owners: Vec<OwnerEntry>,
     /// How many pids the scan looked at.
     pub scanned: usize,
+    /// Live processes of this user whose environment cannot be read (they
+    /// made themselves non-dumpable): they may belong to a session of this
+    /// install, cannot be attributed, and are never reaped.
+    pub unattributable: Vec<UnreadableProcess>,
 }
 
 /// What `ps` says about the store.
@@ -259,11 +263,12 @@ impl Census {
                         ppid: p.ppid,
                         start_time: p.start_time,
                         age_ms: scan.clock.age_ms(p.start_time),
-                        state: p.state.word(),
+                        state: state_word(p),
                         role: role_of(p, row),
                         purpose: p.tag.purpose.clone(),
                         command: argv_of(p.pid).join(" "),
-                        orphaned: owner_dead && prover.in_own_pidns(p.pid),
+                        orphaned: owner_dead
+                            && prover.tag_names_our_owner(p.pid, p.tag.owner_start).is_ok(),
                     })
                     .collect();
             }
@@ -315,6 +320,11 @@ impl Census {
             },
             owners: listed,
             scanned: scan.scanned,
+            unattributable: scan
+                .unreadable()
+                .into_iter()
+                .filter(|u| all || u.may_belong_to(install))
+                .collect(),
         }
     }
 
@@ -381,6 +391,16 @@ fn untracked_session(id: &str, procs: &[&TaggedProcess]) -> SessionEntry {
         cwd: None,
         tracked: false,
         processes: Vec::new(),
+    }
+}
+
+/// The scheduler state for listings; a process whose main thread exited
+/// while others run is alive, not a zombie.
+fn state_word(p: &TaggedProcess) -> &'static str {
+    if p.state.has_exited() && p.threads > 1 {
+        "main-thread-exited"
+    } else {
+        p.state.word()
     }
 }
 

@@ -62,13 +62,13 @@ pub use clock::Clock;
 pub use error::{Insecurity, LedgerError, Result};
 pub use proof::{DeathProof, OwnerKey, OwnerStatus};
 pub use reaper::{
-    InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason, Skipped, Target, TargetOutcome,
-    execute, plan, reap, reap_install,
+    CHASE_BUDGET, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason, Skipped,
+    StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
 };
 pub use recorder::Recorder;
 pub use records::{
     Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
 };
-pub use scan::{KEEPER_PURPOSE, Scan, TaggedProcess};
+pub use scan::{Descent, DescentKind, KEEPER_PURPOSE, Scan, TaggedProcess, UnreadableProcess};
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
 pub use store::{BUSY_TIMEOUT, LEDGER_FILE, Ledger, RETENTION};

@@ -11,10 +11,11 @@
 //! - the tag carries no owner start time (`0`: it could not be read);
 //! - `/proc` is mounted with `hidepid` and the owner is not known (from the
 //!   ledger) to be ours: a missing pid may just be hidden;
-//! - `/proc` shows another pid namespace than ours, or the tagged process
-//!   lives in a nested pid namespace (a `pidns` session's tree: its keeper,
-//!   in ours, is what gets reaped, and the kernel takes the namespace down
-//!   with it);
+//! - `/proc` shows another pid namespace than ours;
+//! - the tagged process lives in a nested pid namespace whose tags cannot
+//!   be proven to name owners of ours (see [`Prover::tag_names_our_owner`]):
+//!   a tether running inside a container writes pids of the container's
+//!   namespace into its tags, and read in ours they name someone else;
 //! - a live process has the owner's pid and start time but another pidfs
 //!   inode than the ledger recorded. That is either a pid reused within
 //!   one clock tick (start times have 10 ms resolution; forced immediate
@@ -257,6 +258,40 @@ impl Prover {
     /// cannot be read.
     pub fn in_own_pidns(&self, pid: u32) -> bool {
         self.own_pidns && tether::sys::in_own_pid_namespace(pid)
+    }
+
+    /// Whether the owner named by the tag of process `pid` (started at
+    /// `owner_start`) is a process of our pid namespace, so that its pid
+    /// can be looked up here. Always for a process of ours. For one in a
+    /// nested namespace — one the command made itself (`unshare --pid
+    /// --fork`), or a `pidns` session's — only when the owner started
+    /// *before the init of the outermost nested namespace holding it*, on
+    /// the same clock: every process that ever lived in a namespace started
+    /// at or after its init, so such an owner was never inside it, and the
+    /// tag was inherited from ours. A tether inside a container fails this
+    /// (its owners start after the container's init) and stays unprovable.
+    /// `Err` says why not.
+    pub fn tag_names_our_owner(&self, pid: u32, owner_start: u64) -> Result<(), String> {
+        if self.in_own_pidns(pid) {
+            return Ok(());
+        }
+        if !self.own_pidns {
+            return Err("/proc shows another pid namespace than tether's".into());
+        }
+        let Some(nested) = tether::sys::nested_namespace(pid) else {
+            return Err("in a nested pid namespace whose init cannot be found".into());
+        };
+        if !nested.same_clock {
+            return Err("in a nested pid namespace with another clock (time namespace)".into());
+        }
+        if owner_start == 0 || owner_start >= nested.init.start_time {
+            return Err(format!(
+                "in a nested pid namespace (init {}) that its tag's owner may have lived in: \
+                 the owner started at tick {owner_start}, the namespace at {}",
+                nested.init.pid, nested.init.start_time
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -5,40 +5,54 @@
 //!
 //! 1. it carries a valid spawn tag of this install (so it is tether's, and
 //!    this tether's — never an untagged look-alike with the same command
-//!    line), and it belongs to this user (the scan sees nothing else);
-//! 2. its owner is provably dead ([`crate::proof`]): gone, a zombie, or its
-//!    pid now names another process;
+//!    line), and it belongs to this user by real uid (the scan sees
+//!    nothing else);
+//! 2. its tag's owner pid names a process of our pid namespace — always
+//!    for a process of ours; for one in a nested namespace only if the
+//!    owner started before that namespace existed
+//!    ([`Prover::tag_names_our_owner`]) — and that owner is provably dead
+//!    ([`crate::proof`]): gone, a zombie, or its pid now names another
+//!    process;
 //! 3. its session's purpose is reapable (never an interactive one) and, if
 //!    the caller asked for purposes, one of those;
-//! 4. it lives in our pid namespace, and it is not the reaper or one of the
-//!    reaper's ancestors.
+//! 4. it is not the reaper or one of the reaper's ancestors.
 //!
 //! Then, immediately before each signal, the process is re-pinned: a pidfd
 //! is opened for its pid, its full identity (start time and pidfs inode as
 //! planned) is verified, and its tag is re-read through the pin and must be
 //! the one planned. The signal goes through that pidfd, so it reaches that
-//! process or nobody. Whole trees go down together with the ladder —
-//! `SIGTERM` (+`SIGCONT`, so stopped processes act on it) to every target,
-//! up to the grace for them to exit, `SIGKILL` to the rest — then the table
-//! is scanned again and anything of a dead owner that appeared meanwhile
-//! (forked during the kill) gets `SIGKILL` at once, for a bounded number of
-//! rounds. Untagged children of targets are reported, never signalled.
+//! process or nobody (a process in a nested pid namespace is signalled the
+//! same way, by its pid in ours). Whole trees go down together with the
+//! ladder — `SIGTERM` (+`SIGCONT`, so stopped processes act on it) to every
+//! target, up to the grace for them to exit, `SIGKILL` to the rest.
+//!
+//! Then the reaper **chases**: it scans again, and every process of a
+//! proven-dead owner it meets gets `SIGKILL` through a pin *as the scan
+//! meets it* — microseconds after it was read, not after a whole scan —
+//! round after round until a round proves the tree empty (see `chase`) or
+//! [`CHASE_BUDGET`] runs out. A process forked during the kill, or the
+//! next pid of a fork-and-exit "pid hopper" (which escaped a collect-then-
+//! kill reaper in 7 of 12 trials), is met by the same scan or the next.
+//! Whatever is still alive at the end is reported, and makes `tether reap`
+//! exit non-zero. Untagged children of targets and processes whose
+//! environment cannot be read are reported, never signalled.
 
-use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tether::sys::{self, Pinned};
+use tether::sys::{self, Pinned, Sighting};
 use tether::{ProcessIdentity, SpawnTag};
 
 use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover, is_interactive};
 use crate::records::{OwnerRow, SessionRow};
-use crate::scan::{KEEPER_PURPOSE, Scan, argv_of};
+use crate::scan::{KEEPER_PURPOSE, Scan, TaggedProcess, UnreadableProcess, argv_of};
 
-/// Rounds of re-scanning for processes forked while their tree was being
-/// killed. A tree that keeps forking gets `SIGKILL` each round; ten rounds
-/// is far more than a kill that stops every known member at once needs.
-const MAX_ROUNDS: usize = 10;
+/// How long the reaper keeps chasing processes that appear after the
+/// ladder (forked during the kill, pid hoppers). A tree that stops forking
+/// once its known members are dead needs one round of a few milliseconds;
+/// one that outruns every round for this long is reported, not claimed.
+pub const CHASE_BUDGET: Duration = Duration::from_secs(5);
 
 /// How long to wait for `SIGKILL` to take effect before reporting a
 /// survivor (a process stuck in uninterruptible sleep).
@@ -77,6 +91,8 @@ pub struct Target {
     pub pidfs_inode: Option<u64>,
     /// Session id from its tag.
     pub session: String,
+    /// Its process group when planned.
+    pub process_group: u32,
     /// Purpose from its tag.
     pub purpose: String,
     /// The dead owner its tag names.
@@ -91,6 +107,13 @@ pub struct Target {
     identity: ProcessIdentity,
     #[serde(skip)]
     tag: SpawnTag,
+}
+
+impl Target {
+    fn set_identity(&mut self, identity: ProcessIdentity) {
+        self.pidfs_inode = identity.pidfs_inode;
+        self.identity = identity;
+    }
 }
 
 /// What happened to a target.
@@ -114,6 +137,10 @@ pub enum TargetOutcome {
     },
     /// Still alive after `SIGKILL` and the wait (uninterruptible sleep?).
     Survived,
+    /// Proven orphaned and alive when the chase gave up
+    /// ([`CHASE_BUDGET`]): it appeared faster than it could be killed.
+    /// Never signalled in its current incarnation.
+    Escaped,
 }
 
 /// A tagged process the reaper left alone, and why.
@@ -148,9 +175,13 @@ pub enum SkipReason {
     PurposeNotSelected,
     /// It is the reaper or one of its ancestors.
     Reaper,
-    /// It lives in a nested pid namespace (a `pidns` session): its keeper
-    /// is the target, and the namespace dies with it.
-    NestedPidNamespace,
+    /// It lives in a nested pid namespace whose tags cannot be proven to
+    /// name owners of ours (a tether inside a container names its own
+    /// namespace's pids).
+    NestedPidNamespace {
+        /// Why not.
+        reason: String,
+    },
     /// A child of a target without a spawn tag: never signalled.
     UntaggedDescendant {
         /// The target it descends from.
@@ -166,9 +197,7 @@ impl std::fmt::Display for SkipReason {
             SkipReason::Interactive => f.write_str("interactive purpose: never reaped"),
             SkipReason::PurposeNotSelected => f.write_str("purpose not selected"),
             SkipReason::Reaper => f.write_str("the reaper itself or its ancestor"),
-            SkipReason::NestedPidNamespace => {
-                f.write_str("in a nested pid namespace (dies with its keeper)")
-            }
+            SkipReason::NestedPidNamespace { reason } => write!(f, "unprovable: {reason}"),
             SkipReason::UntaggedDescendant { parent } => {
                 write!(f, "untagged child of {parent}: never signalled")
             }
@@ -191,8 +220,31 @@ pub struct ReapReport {
     pub targets: Vec<Target>,
     /// Tagged processes of this install left alone, with why.
     pub skipped: Vec<Skipped>,
-    /// Targets still alive at the end.
+    /// Processes of this user whose environment cannot be read, so that
+    /// they cannot be attributed: listed, never signalled.
+    pub unattributable: Vec<UnreadableProcess>,
+    /// Proven orphans alive at the end (outcome `survived` or `escaped`):
+    /// non-zero means the reap did not finish its job.
     pub survivors: usize,
+    /// The last scan proved that no proven orphan is left alive besides
+    /// the survivors listed (see the module docs). `false` on a dry run,
+    /// or when the chase ran out of time (or the pid counter wrapped
+    /// during every round) — then nothing is claimed.
+    pub verified: bool,
+    /// When not verified: the sessions whose processes kept appearing
+    /// through every round — seen alive, or exiting as they were read (a
+    /// fork-and-exit "pid hopper" forks before it can be read, so it
+    /// cannot be proven, pinned and killed) — and how often.
+    pub still_appearing: Vec<StillAppearing>,
+}
+
+/// A session whose processes kept appearing while the reaper chased them.
+#[derive(Clone, Debug, Serialize)]
+pub struct StillAppearing {
+    /// Session id.
+    pub session: String,
+    /// How many times one of its processes was met during the chase.
+    pub sightings: usize,
 }
 
 /// The ledger rows the reaper consults (both may be empty: the tags alone
@@ -210,7 +262,8 @@ pub struct LedgerView<'a> {
 /// read after the proof, for the re-check before signalling.
 pub fn plan(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions) -> ReapReport {
     let mut prover = Prover::new(ledger.owners);
-    let (targets, skipped) = plan_round(install, ledger, opts, &mut prover, &HashSet::new());
+    let scan = Scan::take();
+    let (targets, skipped) = plan_round(&scan, install, ledger, opts, &mut prover);
     ReapReport {
         install: install.to_owned(),
         dry_run: true,
@@ -218,11 +271,20 @@ pub fn plan(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions) -> ReapRe
         rounds: 1,
         targets,
         skipped,
+        unattributable: scan
+            .unreadable()
+            .into_iter()
+            .filter(|u| u.may_belong_to(install))
+            .collect(),
         survivors: 0,
+        verified: false,
+        still_appearing: Vec::new(),
     }
 }
 
-/// Plans and, unless `opts.dry_run`, kills `install`'s proven orphans.
+/// Plans and, unless `opts.dry_run`, kills `install`'s proven orphans, then
+/// chases what appears until the tree is provably empty or
+/// [`CHASE_BUDGET`] runs out (see the module docs).
 pub fn reap(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions) -> ReapReport {
     let mut report = plan(install, ledger, opts);
     if opts.dry_run {
@@ -230,27 +292,11 @@ pub fn reap(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions) -> ReapRe
     }
     report.dry_run = false;
     execute(&mut report.targets, opts.grace);
-    let mut seen: HashSet<(u32, u64)> = report
-        .targets
-        .iter()
-        .map(|t| (t.pid, t.start_time))
-        .collect();
-    while report.rounds < MAX_ROUNDS {
-        let mut prover = Prover::new(ledger.owners);
-        let (mut fresh, _) = plan_round(install, ledger, opts, &mut prover, &seen);
-        if fresh.is_empty() {
-            break;
-        }
-        report.rounds += 1;
-        // Appeared while its tree was being killed: no second grace.
-        execute(&mut fresh, Duration::ZERO);
-        seen.extend(fresh.iter().map(|t| (t.pid, t.start_time)));
-        report.targets.extend(fresh);
-    }
+    chase(install, ledger, opts, &mut report);
     report.survivors = report
         .targets
         .iter()
-        .filter(|t| t.outcome == TargetOutcome::Survived)
+        .filter(|t| matches!(t.outcome, TargetOutcome::Survived | TargetOutcome::Escaped))
         .count();
     report
 }
@@ -288,6 +334,280 @@ pub fn execute(targets: &mut [Target], grace: Duration) {
                 Some(_) => TargetOutcome::Survived,
                 None => TargetOutcome::AlreadyGone,
             };
+        }
+    }
+}
+
+/// The chase after the ladder: scan rounds that `SIGKILL` every eligible
+/// process of a proven-dead owner the moment the scan meets it, until a
+/// round proves the tree empty or [`CHASE_BUDGET`] is spent; then one last
+/// look lists what is still alive as escaped.
+///
+/// What a *clean* round proves: it met no live eligible process (other
+/// than known `SIGKILL` survivors), and the pid counter did not wrap while
+/// it ran. The scan lists pids in ascending order, including pids created
+/// while it runs above where it stands, and without a wrap every new pid is
+/// higher than every older one. So a process forked during the round was
+/// either met, or forked after the scan had passed its pid — by a parent
+/// with a lower pid that was alive when the scan passed it, and so was met.
+/// A chain of fork-and-exit hops that lives on through a round is therefore
+/// met in it, and the round is not clean.
+fn chase(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions, report: &mut ReapReport) {
+    let deadline = Instant::now() + CHASE_BUDGET;
+    let mut prover = Prover::new(ledger.owners);
+    let ancestry = reaper_ancestry();
+    let purposes = Purposes::new(ledger, &report.targets);
+    let mut seen: HashSet<(u32, u64)> = report
+        .targets
+        .iter()
+        .map(|t| (t.pid, t.start_time))
+        .collect();
+    let survivors: HashSet<(u32, u64)> = report
+        .targets
+        .iter()
+        .filter(|t| t.outcome == TargetOutcome::Survived)
+        .map(|t| (t.pid, t.start_time))
+        .collect();
+    // The process groups of the trees being reaped: a process of ours that
+    // exits in one of them while the scan reads it may have forked first.
+    let mut groups: HashMap<u32, String> = report
+        .targets
+        .iter()
+        .map(|t| (t.process_group, t.session.clone()))
+        .collect();
+    let mut appearing: BTreeMap<String, usize> = BTreeMap::new();
+    loop {
+        let first_pid = sys::last_pid();
+        let mut met = 0usize;
+        let mut round: Vec<(Target, Pinned)> = Vec::new();
+        sys::each_tagged(|sighting| {
+            let p = match sighting {
+                Sighting::Alive(p) => p,
+                Sighting::Vanished { tag, .. } => {
+                    // Alive with a tag of a dead owner of ours a moment
+                    // ago: the round proves nothing (it may have forked).
+                    let owner = OwnerKey {
+                        pid: tag.owner_pid,
+                        start_time: tag.owner_start,
+                    };
+                    if tag.install == install
+                        && matches!(prover.owner_status(owner), OwnerStatus::Dead { .. })
+                    {
+                        met += 1;
+                        *appearing.entry(tag.session.clone()).or_default() += 1;
+                    }
+                    return;
+                }
+                Sighting::Exited(info) => {
+                    // Exited while read, in a tree being reaped: a process
+                    // that forks and exits at once can only be seen so.
+                    if let Some(session) = groups.get(&info.pgrp) {
+                        met += 1;
+                        *appearing.entry(session.clone()).or_default() += 1;
+                    }
+                    return;
+                }
+            };
+            if p.tag.install != install {
+                return;
+            }
+            let p = crate::scan::TaggedProcess::from_sys(p);
+            if !matches!(prover.owner_status(p.owner()), OwnerStatus::Dead { .. }) {
+                return;
+            }
+            let known_survivor = survivors.contains(&(p.pid, p.start_time));
+            // Pinned first, proven after: a hopper lives for one fork, and
+            // a pinned pid cannot be recycled while the checks run.
+            let Some(pin) = pin_tagged(&p) else {
+                // Alive with a dead owner's tag a moment ago: it may have
+                // forked on its way out.
+                met += 1;
+                *appearing.entry(p.tag.session.clone()).or_default() += 1;
+                return;
+            };
+            let target = eligible(&p, opts, &mut prover, &ancestry, &purposes);
+            let Ok(Some(mut target)) = target else {
+                if pin.has_exited() {
+                    // The checks failed because it left.
+                    met += 1;
+                    *appearing.entry(p.tag.session.clone()).or_default() += 1;
+                }
+                return;
+            };
+            if !known_survivor {
+                met += 1;
+            }
+            // Re-read through the pin (a pid recycled within the tick of
+            // its start time would be another process): a process that
+            // exec'd with another environment, or is not this user's, is
+            // spared.
+            if pin.spawn_tag().as_ref() != Some(&p.tag)
+                || sys::real_uid(p.pid).ok() != Some(sys::current_uid())
+            {
+                return;
+            }
+            let _ = pin.kill();
+            target.set_identity(pin.identity().clone());
+            groups.insert(target.process_group, target.session.clone());
+            round.push((target, pin));
+        });
+        let wrapped = matches!((first_pid, sys::last_pid()), (Some(a), Some(b)) if b < a);
+        let fresh: Vec<(Target, Pinned)> = round
+            .into_iter()
+            .filter(|(t, _)| seen.insert((t.pid, t.start_time)))
+            .collect();
+        if !fresh.is_empty() {
+            report.rounds += 1;
+            let pins: Vec<&Pinned> = fresh.iter().map(|(_, p)| p).collect();
+            sys::wait_exited(&pins, KILL_WAIT);
+            for (mut target, pin) in fresh {
+                target.outcome = if pin.has_exited() {
+                    TargetOutcome::Killed
+                } else {
+                    TargetOutcome::Survived
+                };
+                report.targets.push(target);
+            }
+        }
+        if met == 0 && !wrapped {
+            report.verified = true;
+            return;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    report.still_appearing = appearing
+        .into_iter()
+        .filter(|(session, _)| !session.is_empty())
+        .map(|(session, sightings)| StillAppearing { session, sightings })
+        .collect();
+    // Out of budget: what is alive and eligible now escaped.
+    sys::each_tagged(|sighting| {
+        let Sighting::Alive(p) = sighting else { return };
+        if p.tag.install != install {
+            return;
+        }
+        let p = crate::scan::TaggedProcess::from_sys(p);
+        if seen.contains(&(p.pid, p.start_time)) {
+            return;
+        }
+        if let Ok(Some(mut target)) = eligible(&p, opts, &mut prover, &ancestry, &purposes) {
+            target.outcome = TargetOutcome::Escaped;
+            report.targets.push(target);
+        }
+    });
+}
+
+/// Pins a tagged process as the scan read it (pid and start time).
+fn pin_tagged(p: &TaggedProcess) -> Option<Pinned> {
+    let expected = ProcessIdentity {
+        boot_id: sys::boot_id().to_owned(),
+        pid: p.pid,
+        start_time: p.start_time,
+        pidfs_inode: None,
+    };
+    Pinned::pin(&expected).ok().flatten()
+}
+
+/// The reapable purpose of each session: as the ledger recorded it, else
+/// as the plan found it (a keeper's own tag says `keeper`).
+struct Purposes {
+    by_session: HashMap<String, String>,
+}
+
+impl Purposes {
+    fn new(ledger: LedgerView<'_>, targets: &[Target]) -> Purposes {
+        let mut by_session: HashMap<String, String> = targets
+            .iter()
+            .filter(|t| t.purpose != KEEPER_PURPOSE)
+            .map(|t| (t.session.clone(), t.purpose.clone()))
+            .collect();
+        by_session.extend(
+            ledger
+                .sessions
+                .iter()
+                .map(|s| (s.id.clone(), s.purpose.clone())),
+        );
+        Purposes { by_session }
+    }
+
+    fn of<'a>(&'a self, p: &'a TaggedProcess) -> &'a str {
+        self.by_session
+            .get(&p.tag.session)
+            .map(String::as_str)
+            .unwrap_or(&p.tag.purpose)
+    }
+}
+
+/// Whether `p` is a target: `Ok(Some)` with its proof, `Ok(None)` when its
+/// owner is not provably dead, `Err` with why it is skipped otherwise.
+fn eligible(
+    p: &TaggedProcess,
+    opts: &ReapOptions,
+    prover: &mut Prover,
+    ancestry: &HashSet<u32>,
+    purposes: &Purposes,
+) -> Result<Option<Target>, SkipReason> {
+    let reason = skip_reason(p, purposes.of(p), opts, prover, ancestry);
+    match reason {
+        Some(SkipReason::OwnerAlive | SkipReason::OwnerUnknown { .. }) => Ok(None),
+        Some(other) => Err(other),
+        None => {
+            let OwnerStatus::Dead { proof } = prover.owner_status(p.owner()) else {
+                return Ok(None);
+            };
+            Ok(Some(Target {
+                pid: p.pid,
+                start_time: p.start_time,
+                pidfs_inode: None,
+                session: p.tag.session.clone(),
+                process_group: p.pgrp,
+                purpose: p.tag.purpose.clone(),
+                owner: p.owner(),
+                proof,
+                command: argv_of(p.pid).join(" "),
+                outcome: TargetOutcome::Planned,
+                identity: ProcessIdentity {
+                    boot_id: sys::boot_id().to_owned(),
+                    pid: p.pid,
+                    start_time: p.start_time,
+                    pidfs_inode: None,
+                },
+                tag: p.tag.clone(),
+            }))
+        }
+    }
+}
+
+/// Why `p` (of a session with reapable-or-not `purpose`) is not a target,
+/// or `None` if it is one.
+fn skip_reason(
+    p: &TaggedProcess,
+    purpose: &str,
+    opts: &ReapOptions,
+    prover: &mut Prover,
+    ancestry: &HashSet<u32>,
+) -> Option<SkipReason> {
+    if ancestry.contains(&p.pid) {
+        return Some(SkipReason::Reaper);
+    }
+    // Before the owner's status: in a namespace whose pids are not ours,
+    // the tag's owner pid names nobody here, alive or dead.
+    if let Err(reason) = prover.tag_names_our_owner(p.pid, p.tag.owner_start) {
+        return Some(SkipReason::NestedPidNamespace { reason });
+    }
+    match prover.owner_status(p.owner()) {
+        OwnerStatus::Alive => Some(SkipReason::OwnerAlive),
+        OwnerStatus::Unknown { reason } => Some(SkipReason::OwnerUnknown { reason }),
+        OwnerStatus::Dead { .. } => {
+            if is_interactive(purpose) || is_interactive(&p.tag.purpose) {
+                Some(SkipReason::Interactive)
+            } else if !opts.purposes.is_empty() && !opts.purposes.iter().any(|w| w == purpose) {
+                Some(SkipReason::PurposeNotSelected)
+            } else {
+                None
+            }
         }
     }
 }
@@ -354,15 +674,14 @@ fn wait_exited(pins: &[Option<Pinned>], bound: Duration) {
     sys::wait_exited(&pins, bound)
 }
 
-/// One scan: targets (not in `exclude`) and what was skipped.
+/// The plan from one scan: targets and what was skipped.
 fn plan_round(
+    scan: &Scan,
     install: &str,
     ledger: LedgerView<'_>,
     opts: &ReapOptions,
     prover: &mut Prover,
-    exclude: &HashSet<(u32, u64)>,
 ) -> (Vec<Target>, Vec<Skipped>) {
-    let scan = Scan::take();
     let ancestry = reaper_ancestry();
     let recorded_purpose: HashMap<&str, &str> = ledger
         .sessions
@@ -370,8 +689,7 @@ fn plan_round(
         .map(|s| (s.id.as_str(), s.purpose.as_str()))
         .collect();
     let (mut targets, mut skipped) = (Vec::new(), Vec::new());
-    for (owner, sessions) in scan.by_owner(install) {
-        let status = prover.owner_status(owner);
+    for (_, sessions) in scan.by_owner(install) {
         for (session, procs) in sessions {
             let purpose = recorded_purpose
                 .get(session)
@@ -384,34 +702,8 @@ fn plan_round(
                 })
                 .unwrap_or(KEEPER_PURPOSE);
             for p in procs {
-                if exclude.contains(&(p.pid, p.start_time)) {
-                    continue;
-                }
-                let reason = if ancestry.contains(&p.pid) {
-                    Some(SkipReason::Reaper)
-                } else {
-                    match &status {
-                        OwnerStatus::Alive => Some(SkipReason::OwnerAlive),
-                        OwnerStatus::Unknown { reason } => Some(SkipReason::OwnerUnknown {
-                            reason: reason.clone(),
-                        }),
-                        OwnerStatus::Dead { .. } => {
-                            if is_interactive(purpose) || is_interactive(&p.tag.purpose) {
-                                Some(SkipReason::Interactive)
-                            } else if !opts.purposes.is_empty()
-                                && !opts.purposes.iter().any(|w| w == purpose)
-                            {
-                                Some(SkipReason::PurposeNotSelected)
-                            } else if !prover.in_own_pidns(p.pid) {
-                                Some(SkipReason::NestedPidNamespace)
-                            } else {
-                                None
-                            }
-                        }
-                    }
-                };
                 let command = argv_of(p.pid).join(" ");
-                if let Some(reason) = reason {
+                if let Some(reason) = skip_reason(p, purpose, opts, prover, &ancestry) {
                     skipped.push(Skipped {
                         pid: p.pid,
                         session: session.to_owned(),
@@ -421,7 +713,7 @@ fn plan_round(
                     });
                     continue;
                 }
-                let OwnerStatus::Dead { proof } = &status else {
+                let OwnerStatus::Dead { proof } = prover.owner_status(p.owner()) else {
                     unreachable!("only dead owners' processes get here")
                 };
                 // The full identity, read after the proof: the pidfs inode
@@ -437,9 +729,10 @@ fn plan_round(
                     start_time: p.start_time,
                     pidfs_inode: identity.pidfs_inode,
                     session: session.to_owned(),
+                    process_group: p.pgrp,
                     purpose: p.tag.purpose.clone(),
-                    owner,
-                    proof: *proof,
+                    owner: p.owner(),
+                    proof,
                     command,
                     outcome: TargetOutcome::Planned,
                     identity,

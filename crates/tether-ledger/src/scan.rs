@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
 use tether::SpawnTag;
 use tether::sys::{Clock, ProcessInfo, ProcessState};
 
@@ -24,10 +25,15 @@ pub struct TaggedProcess {
     pub pid: u32,
     /// Its parent's pid (1, or a subreaper, once orphaned).
     pub ppid: u32,
+    /// Its process group.
+    pub pgrp: u32,
     /// Start time, in the process table's units ([`Clock`] converts them).
     pub start_time: u64,
-    /// Scheduling state (zombies are excluded).
+    /// Scheduling state (zombies are excluded; a process whose main thread
+    /// exited while others run says `Zombie` with `threads > 1`).
     pub state: ProcessState,
+    /// Live threads.
+    pub threads: u32,
     /// The tag from its environment.
     pub tag: SpawnTag,
 }
@@ -52,17 +58,7 @@ impl Scan {
     pub fn take() -> Scan {
         let clock = Clock::now();
         let scan = tether::sys::scan_tagged();
-        let processes = scan
-            .tagged
-            .into_iter()
-            .map(|p| TaggedProcess {
-                pid: p.info.pid,
-                ppid: p.info.ppid,
-                start_time: p.info.start_time,
-                state: p.info.state,
-                tag: p.tag,
-            })
-            .collect();
+        let processes = scan.tagged.iter().map(TaggedProcess::from_sys).collect();
         Scan {
             processes,
             unattributable: scan.unreadable,
@@ -77,12 +73,135 @@ impl Scan {
             .filter(move |p| p.tag.install == install)
     }
 
+    /// The processes of this user whose environment cannot be read, each
+    /// with the session it provably descends from where one can be named
+    /// (see [`Descent`]). Listed, never signalled.
+    pub fn unreadable(&self) -> Vec<UnreadableProcess> {
+        self.unattributable
+            .iter()
+            .map(|info| UnreadableProcess {
+                pid: info.pid,
+                ppid: info.ppid,
+                pgrp: info.pgrp,
+                sid: info.session,
+                start_time: info.start_time,
+                age_ms: self.clock.age_ms(info.start_time),
+                state: info.state.word(),
+                command: argv_of(info.pid).join(" "),
+                descends_from: self.descent_of(info),
+            })
+            .collect()
+    }
+
+    /// The tagged process `info` provably descends from, if any: its parent
+    /// (a child of a tagged process was forked by it, or adopted by it as a
+    /// subreaper from below), or the leader of its session (every member of
+    /// a session descends from the process that created it, and a live
+    /// session's id is never reused as a pid).
+    fn descent_of(&self, info: &ProcessInfo) -> Option<Descent> {
+        let from = |p: &TaggedProcess, how: DescentKind| Descent {
+            install: p.tag.install.clone(),
+            session: p.tag.session.clone(),
+            via: p.pid,
+            how,
+        };
+        if let Some(parent) = self.get(info.ppid) {
+            return Some(from(parent, DescentKind::Parent));
+        }
+        let leader = self.get(info.session)?;
+        // The tagged process with the session id's pid must lead that very
+        // session (a pid is never reused while it names a live session).
+        let leads = tether::sys::process(leader.pid)
+            .is_ok_and(|l| l.session == l.pid && l.start_time == leader.start_time);
+        leads.then(|| from(leader, DescentKind::SessionLeader))
+    }
+
     /// The process with this pid, if it is tagged.
     pub fn get(&self, pid: u32) -> Option<&TaggedProcess> {
         self.processes
             .binary_search_by_key(&pid, |p| p.pid)
             .ok()
             .map(|i| &self.processes[i])
+    }
+}
+
+/// A live process of this user whose environment cannot be read: it made
+/// itself non-dumpable (ssh-agent, gpg-agent and others do), so its spawn
+/// tag — if it has one — is invisible to anyone but root. It cannot be
+/// attributed to an owner, so it is never reaped; `tether ps` and `tether
+/// reap` list it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnreadableProcess {
+    /// Pid.
+    pub pid: u32,
+    /// Parent pid.
+    pub ppid: u32,
+    /// Process group.
+    pub pgrp: u32,
+    /// Session id (the pid of the process that created its session).
+    pub sid: u32,
+    /// Start time, clock ticks since boot.
+    pub start_time: u64,
+    /// Age in milliseconds.
+    pub age_ms: u64,
+    /// Scheduler state.
+    pub state: &'static str,
+    /// Command line (readable even when the environment is not).
+    pub command: String,
+    /// The tether session it provably descends from, if one can be named.
+    /// A descent is not an owner's death: still never signalled.
+    pub descends_from: Option<Descent>,
+}
+
+/// How an unreadable process is known to descend from a tagged one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Descent {
+    /// Install of the tagged process.
+    pub install: String,
+    /// Its session.
+    pub session: String,
+    /// Its pid.
+    pub via: u32,
+    /// How the descent is known.
+    pub how: DescentKind,
+}
+
+/// How a descent is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DescentKind {
+    /// The tagged process is its parent.
+    Parent,
+    /// The tagged process leads its session.
+    SessionLeader,
+}
+
+impl UnreadableProcess {
+    /// Whether it may belong to `install` (it descends from one of its
+    /// sessions, or from nothing that says otherwise).
+    pub fn may_belong_to(&self, install: &str) -> bool {
+        self.descends_from
+            .as_ref()
+            .is_none_or(|d| d.install == install)
+    }
+}
+
+impl std::fmt::Display for UnreadableProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("cannot be attributed: environment unreadable (non-dumpable)")?;
+        match &self.descends_from {
+            Some(d) => write!(
+                f,
+                "; descends from session {} ({} {} is tagged)",
+                d.session,
+                match d.how {
+                    DescentKind::Parent => "its parent",
+                    DescentKind::SessionLeader => "its session leader",
+                },
+                d.via
+            ),
+            None => Ok(()),
+        }
     }
 }
 
@@ -106,6 +225,19 @@ impl Scan {
 }
 
 impl TaggedProcess {
+    /// The scan's entry for what the process table found.
+    pub(crate) fn from_sys(p: &tether::sys::TaggedProcess) -> TaggedProcess {
+        TaggedProcess {
+            pid: p.info.pid,
+            ppid: p.info.ppid,
+            pgrp: p.info.pgrp,
+            start_time: p.info.start_time,
+            state: p.info.state,
+            threads: p.info.threads,
+            tag: p.tag.clone(),
+        }
+    }
+
     /// The owner its tag names.
     pub fn owner(&self) -> OwnerKey {
         OwnerKey {

@@ -52,8 +52,8 @@ pub fn ending(info: &SessionInfo) -> Ending {
             _ => "killed on request, with its whole tree".to_owned(),
         }),
         SessionState::Lost => Some(format!(
-            "its keeper died without reporting how it ended; the session's processes were found \
-             by their spawn tag and killed ({} besides the main process)",
+            "its keeper died without reporting how it ended; every process it left behind was \
+             killed, tagged or not ({} besides the main process)",
             info.descendants_killed
         )),
         SessionState::Exited => match (signo, exit_code) {

@@ -9,9 +9,19 @@ use std::time::{Duration, Instant};
 
 use tether_testkit::TAG_VAR;
 
-/// The `tether` binary under test.
+/// The `tether` binary under test: this build's, or the one
+/// `TETHER_TEST_BIN` names — for showing that a regression test fails
+/// against an older build (`TETHER_TEST_BIN=/old/target/debug/tether
+/// cargo test -p tether-cli --test regression`).
 pub fn tether() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_tether"))
+    Command::new(tether_path())
+}
+
+/// The path [`tether`] runs.
+pub fn tether_path() -> std::path::PathBuf {
+    std::env::var_os("TETHER_TEST_BIN")
+        .filter(|p| !p.is_empty())
+        .map_or_else(|| env!("CARGO_BIN_EXE_tether").into(), Into::into)
 }
 
 /// A `tether run` owner running a shell script, stdout piped.

@@ -159,6 +159,11 @@ pub enum TagRead {
     /// The environment cannot be read: another user's process, or one of
     /// ours that made itself non-dumpable (ssh-agent, gpg-agent, …).
     Unreadable,
+    /// The process exited while its environment was being read (a
+    /// process that forks holds its memory map, so the read waits for the
+    /// fork to finish; a fork-and-exit "pid hopper" is gone by then): it
+    /// was there a moment ago, what it carried is unknown.
+    Exited,
     /// The process is gone.
     Gone,
 }
@@ -217,6 +222,94 @@ pub struct TagScan {
 /// vanishes or cannot be read mid-scan is not in `tagged`.
 pub fn scan_tagged() -> TagScan {
     imp::scan_tagged(current_uid())
+}
+
+/// What [`each_tagged`] met at one pid.
+#[derive(Clone, Copy, Debug)]
+pub enum Sighting<'a> {
+    /// A tagged live process of the calling user.
+    Alive(&'a TaggedProcess),
+    /// A process whose environment carried `tag` when it was read, and
+    /// which had exited by the next read (its uid may not have been
+    /// checked): it was alive, with that tag, a moment ago.
+    Vanished {
+        /// Its pid.
+        pid: u32,
+        /// The tag it carried.
+        tag: &'a SpawnTag,
+    },
+    /// A process of the calling user that exited while its environment was
+    /// being read ([`TagRead::Exited`]): whether it carried a tag is
+    /// unknown; its process table entry (a zombie now) says where it was.
+    Exited(&'a ProcessInfo),
+}
+
+/// Calls `met` for each tagged process of the calling user as the scan
+/// meets it (ascending pid order where the platform lists pids that way),
+/// instead of collecting them first: whoever acts on what it finds acts
+/// microseconds after reading it. A process created while the scan runs is
+/// met if the platform lists it after where the scan stands (Linux: any
+/// higher pid — which is where a fork-and-exit "pid hopper" goes next).
+/// A process that was tagged when its environment was read and gone right
+/// after is reported as [`Sighting::Vanished`].
+pub fn each_tagged(met: impl FnMut(Sighting<'_>)) {
+    #[cfg(target_os = "linux")]
+    {
+        imp::each_tagged(current_uid(), met)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let mut met = met;
+        for p in &scan_tagged().tagged {
+            met(Sighting::Alive(p));
+        }
+    }
+}
+
+/// The pid most recently handed out in tether's pid namespace, where the
+/// kernel says (Linux: `/proc/sys/kernel/ns_last_pid`). Pids are handed
+/// out in increasing order until they wrap around at the maximum: a value
+/// lower than an earlier one means they wrapped in between.
+pub fn last_pid() -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// A process in a pid namespace nested in tether's, seen from tether's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NestedNamespace {
+    /// Pid 1 of the outermost nested namespace that holds the process, as
+    /// tether's process table shows it (its pid there, its start time).
+    pub init: ProcessInfo,
+    /// The process and that init share tether's time namespace, so their
+    /// start times are on tether's clock and can be compared with a spawn
+    /// tag's owner start time.
+    pub same_clock: bool,
+}
+
+/// Where `pid` sits if it lives in a pid namespace nested in tether's
+/// (`None`: it lives in tether's, the platform has no pid namespaces, or
+/// that cannot be read).
+pub fn nested_namespace(pid: u32) -> Option<NestedNamespace> {
+    #[cfg(target_os = "linux")]
+    {
+        imp::nested_namespace(pid)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
 }
 
 /// The kernel's clocks, read once, for turning start times into ages and

@@ -106,6 +106,49 @@ pub(crate) fn all_pids() -> Vec<u32> {
         .collect()
 }
 
+/// Calls `f` with each pid in `/proc`, in ascending order, reading the
+/// directory one entry at a time: each next pid is the lowest one above
+/// the last that exists *at that moment*, so a process created while the
+/// walk runs, with a pid above where the walk stands, is met. (A buffered
+/// `readdir` lists a thousand entries ahead from one `getdents` call, and
+/// misses every process created below the end of that batch — which, once
+/// pids have wrapped around, is where new ones go.)
+pub(crate) fn each_pid(mut f: impl FnMut(u32)) {
+    use std::os::fd::AsRawFd;
+    let Ok(dir) = File::open("/proc") else {
+        return;
+    };
+    // Room for any one entry of /proc (names are short); only the first
+    // entry of each call is used, then the position is set right after it.
+    let mut buf = [0u8; 256];
+    loop {
+        // SAFETY: getdents64 writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                dir.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if n <= 0 {
+            return;
+        }
+        // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen;
+        // u8 d_type; char d_name[]; }
+        let d_off = i64::from_ne_bytes(buf[8..16].try_into().expect("8 bytes"));
+        let name = &buf[19..];
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+        // SAFETY: lseek on our own descriptor, to a position getdents gave.
+        if unsafe { libc::lseek(dir.as_raw_fd(), d_off, libc::SEEK_SET) } < 0 {
+            return;
+        }
+        if let Some(pid) = std::str::from_utf8(name).ok().and_then(|s| s.parse().ok()) {
+            f(pid);
+        }
+    }
+}
+
 /// The command line of `pid` as arguments (empty if unreadable, or while
 /// the process is inside `execve`).
 pub(crate) fn argv_of(pid: u32) -> Vec<String> {
@@ -154,17 +197,65 @@ pub(crate) fn read_tag_at(
             File::open(&*path)
         }
     };
-    let file = match file {
-        Ok(f) => f,
-        Err(e) => return classify(e),
-    };
-    match read_proc_file(&file, buf) {
-        Ok(len) => match find_tag(&buf[..len]) {
+    let read = file.and_then(|f| read_proc_file(&f, buf));
+    match read {
+        Ok(len) if len > 0 => match find_tag(&buf[..len]) {
             Some(tag) => TagRead::Tag(tag),
             None => TagRead::Untagged,
         },
-        Err(e) => classify(e),
+        // Empty: maybe a process whose main thread exited, or one that
+        // exited while the read waited (see `TagRead::Exited`).
+        Ok(_) => live_thread_tag(pid, buf).unwrap_or_else(|| {
+            if read_stat(pid).is_ok_and(|s| s.has_exited()) {
+                TagRead::Exited
+            } else {
+                TagRead::Untagged
+            }
+        }),
+        Err(e) => match classify(e) {
+            TagRead::Gone => live_thread_tag(pid, buf).unwrap_or(TagRead::Gone),
+            other => other,
+        },
     }
+}
+
+/// The tag of a process whose main thread has exited while others run
+/// (`pthread_exit` in `main`): opening its `/proc/<pid>/environ` fails with
+/// `ESRCH` — the exited leader has no memory map — but every live thread's
+/// `task/<tid>/environ` shows the process's environment. `None` for
+/// anything else (a process that is gone, a kernel thread, `env -i`): one
+/// `stat` read each.
+fn live_thread_tag(pid: u32, buf: &mut Vec<u8>) -> Option<TagRead> {
+    let stat = read_stat(pid).ok()?;
+    if !stat.state.has_exited() || stat.threads <= 1 {
+        return None;
+    }
+    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if tid == pid {
+            continue;
+        }
+        let Ok(file) = File::open(task.path().join("environ")) else {
+            continue;
+        };
+        match read_proc_file(&file, buf) {
+            Ok(len) if len > 0 => {
+                return Some(match find_tag(&buf[..len]) {
+                    Some(tag) => TagRead::Tag(tag),
+                    None => TagRead::Untagged,
+                });
+            }
+            Ok(_) => {}
+            Err(e) => return Some(classify(e)),
+        }
+    }
+    None
 }
 
 fn classify(e: io::Error) -> TagRead {
@@ -225,9 +316,25 @@ pub(crate) fn ns_pid_of(pid: u32) -> Option<u32> {
     line.split_ascii_whitespace().last()?.parse().ok()
 }
 
+/// Every pid of `pid`, outermost namespace first (the `NSpid:` line of its
+/// status): one entry in tether's namespace, more in nested ones.
+pub(crate) fn ns_pids_of(pid: u32) -> Option<Vec<u32>> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    line.split_ascii_whitespace()
+        .map(|p| p.parse().ok())
+        .collect()
+}
+
 /// The pid namespace of `pid` (`pid:[inode]`).
 pub(crate) fn pid_namespace(pid: &str) -> Option<std::path::PathBuf> {
     fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+}
+
+/// The time namespace of `pid` (`time:[inode]`): start times read from
+/// processes in another one are offset by its clock.
+pub(crate) fn time_namespace(pid: &str) -> Option<std::path::PathBuf> {
+    fs::read_link(format!("/proc/{pid}/ns/time")).ok()
 }
 
 /// Our pid namespace, if `/proc` is mounted for it: the pid `/proc/self`

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use super::pidfd::{Pidfd, wait_all_exited};
 use super::procfs;
-use crate::contain::sys::{Clock, ProcessInfo, TagRead, TagScan, TaggedProcess, Visibility};
+use crate::contain::sys::{
+    Clock, NestedNamespace, ProcessInfo, Sighting, TagRead, TagScan, TaggedProcess, Visibility,
+};
 use crate::identity::ProcessIdentity;
 use crate::spawn_tag::SpawnTag;
 
@@ -120,40 +122,134 @@ fn scan_pids(pids: &[u32], uid: u32) -> TagScan {
     let Ok(proc_dir) = procfs::open_proc() else {
         return out;
     };
-    let mut path = String::with_capacity(32);
-    let mut buf = Vec::new();
+    let mut scratch = Scratch::default();
     for &pid in pids {
-        match procfs::read_tag_at(Some(&proc_dir), pid, &mut path, &mut buf) {
-            TagRead::Tag(tag) => {
-                // Only now the (rarer) tagged process costs more syscalls.
-                let Ok(info) = procfs::read_stat(pid) else {
-                    continue;
-                };
-                let Ok(owner) = procfs::real_uid(pid) else {
-                    continue;
-                };
-                if owner == uid && !info.has_exited() {
-                    out.tagged.push(TaggedProcess {
-                        info,
-                        uid: owner,
-                        tag,
-                    });
-                }
-            }
-            TagRead::Unreadable => {
-                // Another user's (the common case), or ours made
-                // non-dumpable: only the latter is worth reporting.
-                if procfs::real_uid(pid).is_ok_and(|owner| owner == uid)
-                    && let Ok(info) = procfs::read_stat(pid)
-                    && !info.has_exited()
-                {
-                    out.unreadable.push(info);
-                }
-            }
-            TagRead::Untagged | TagRead::Gone => {}
+        match examine(&proc_dir, pid, uid, &mut scratch) {
+            Found::Tagged(p) => out.tagged.push(p),
+            Found::Unreadable(info) => out.unreadable.push(info),
+            Found::Vanished(_) | Found::Exited(_) | Found::Nothing => {}
         }
     }
     out
+}
+
+/// Buffers reused across the thousands of reads of one scan.
+#[derive(Default)]
+struct Scratch {
+    path: String,
+    buf: Vec<u8>,
+}
+
+/// What one pid of a scan turned out to be.
+enum Found {
+    Tagged(TaggedProcess),
+    Unreadable(ProcessInfo),
+    /// Tagged when its environment was read, gone by the stat.
+    Vanished(SpawnTag),
+    /// Ours, and exited while its environment was read.
+    Exited(ProcessInfo),
+    Nothing,
+}
+
+fn examine(proc_dir: &std::fs::File, pid: u32, uid: u32, scratch: &mut Scratch) -> Found {
+    match procfs::read_tag_at(Some(proc_dir), pid, &mut scratch.path, &mut scratch.buf) {
+        TagRead::Tag(tag) => {
+            // Only now the (rarer) tagged process costs more syscalls.
+            let Ok(info) = procfs::read_stat(pid) else {
+                return Found::Vanished(tag);
+            };
+            let Ok(owner) = procfs::real_uid(pid) else {
+                return Found::Vanished(tag);
+            };
+            if owner != uid {
+                Found::Nothing
+            } else if info.has_exited() {
+                // A non-empty environment means it still had its memory
+                // when the file was opened: it exited since. (Reading a
+                // process's environment waits while it forks — the fork
+                // holds its memory map — so a fork-and-exit hopper is
+                // typically read just before it exits, its successor
+                // already born.)
+                Found::Vanished(tag)
+            } else {
+                Found::Tagged(TaggedProcess {
+                    info,
+                    uid: owner,
+                    tag,
+                })
+            }
+        }
+        TagRead::Unreadable => {
+            // Another user's (the common case), or ours made non-dumpable:
+            // only the latter is worth reporting.
+            if procfs::real_uid(pid).is_ok_and(|owner| owner == uid)
+                && let Ok(info) = procfs::read_stat(pid)
+                && !info.has_exited()
+            {
+                Found::Unreadable(info)
+            } else {
+                Found::Nothing
+            }
+        }
+        TagRead::Exited => match procfs::read_stat(pid) {
+            Ok(info) if procfs::real_uid(pid).is_ok_and(|owner| owner == uid) => {
+                Found::Exited(info)
+            }
+            _ => Found::Nothing,
+        },
+        TagRead::Untagged | TagRead::Gone => Found::Nothing,
+    }
+}
+
+/// Calls `met` for each tagged process of `uid` *as the scan meets it*, in
+/// ascending pid order, reading `/proc` one entry at a time
+/// ([`procfs::each_pid`]): a pid created after the scan started but above
+/// where it stands is still met. That is what catches a fork-and-exit
+/// "pid hopper", whose every next pid is higher until pids wrap around.
+pub(crate) fn each_tagged(uid: u32, mut met: impl FnMut(Sighting<'_>)) {
+    let Ok(proc_dir) = procfs::open_proc() else {
+        return;
+    };
+    let mut scratch = Scratch::default();
+    procfs::each_pid(|pid| match examine(&proc_dir, pid, uid, &mut scratch) {
+        Found::Tagged(p) => met(Sighting::Alive(&p)),
+        Found::Vanished(tag) => met(Sighting::Vanished { pid, tag: &tag }),
+        Found::Exited(info) => met(Sighting::Exited(&info)),
+        Found::Unreadable(_) | Found::Nothing => {}
+    });
+}
+
+/// Where `pid` sits when it lives in a pid namespace nested in ours: the
+/// init of the outermost nested namespace holding it, found by walking
+/// its parents (an orphan inside a namespace is adopted inside it, so the
+/// walk never leaves the namespace before its init). `None` when `pid`
+/// lives in ours, or the walk cannot be completed.
+pub(crate) fn nested_namespace(pid: u32) -> Option<NestedNamespace> {
+    let own = procfs::own_pid_namespace()?;
+    let in_own = |p: u32| procfs::pid_namespace(&p.to_string()).is_some_and(|ns| ns == own);
+    if in_own(pid) {
+        return None;
+    }
+    let mut current = procfs::read_stat(pid).ok()?;
+    // Bounded: a chain of parents is at most as long as the process table.
+    for _ in 0..100_000 {
+        if current.ppid == 0 || in_own(current.ppid) {
+            break;
+        }
+        current = procfs::read_stat(current.ppid).ok()?;
+    }
+    // The top of the chain must be pid 1 of a namespace directly below ours.
+    if procfs::ns_pids_of(current.pid)? != [current.pid, 1] || in_own(current.pid) {
+        return None;
+    }
+    let clock = procfs::time_namespace("self");
+    let same_clock = clock.is_some()
+        && procfs::time_namespace(&pid.to_string()) == clock
+        && procfs::time_namespace(&current.pid.to_string()) == clock;
+    Some(NestedNamespace {
+        init: current,
+        same_clock,
+    })
 }
 
 /// The identity of `pid` now. The pidfd is opened first and checked last, so

@@ -39,6 +39,16 @@ pub(crate) const STANDARD: Containment = Containment::ProcessGroupAndTag;
 /// does not export it for Apple targets).
 pub(crate) const POSIX_SPAWN_SETSID: libc::c_int = 0x0400;
 
+/// macOS's `posix_spawn` has no action that hands a terminal's foreground
+/// to the child: `false` (the owner hands it over after the spawn, and
+/// continues a command stopped by an early read).
+pub(crate) fn add_tcsetpgrp_action(
+    _actions: &mut libc::posix_spawn_file_actions_t,
+    _fd: std::os::fd::RawFd,
+) -> bool {
+    false
+}
+
 /// Prepares the keeper process: `SIGCHLD` back to its default disposition
 /// (no `SA_NOCLDWAIT`, no `SA_NOCLDSTOP`) — an exec keeps `SIG_IGN` from
 /// whoever started the keeper, and with it the kernel hands the main

@@ -19,6 +19,9 @@ pub(crate) struct Terminal {
     theirs: Pid,
     /// The command's group has the terminal now.
     given: bool,
+    /// This process handed it over after the spawn (the keeper could not
+    /// before exec).
+    late: bool,
 }
 
 fn stdin() -> BorrowedFd<'static> {
@@ -27,11 +30,19 @@ fn stdin() -> BorrowedFd<'static> {
     unsafe { BorrowedFd::borrow_raw(0) }
 }
 
+/// Whether stdin is a terminal whose foreground this process's group holds
+/// now (only then may a command be handed the terminal).
+pub(crate) fn holds_terminal() -> bool {
+    isatty(stdin()).unwrap_or(false) && tcgetpgrp(stdin()).ok() == Some(getpgrp())
+}
+
 impl Terminal {
     /// A terminal for the command whose process group is `group`, if stdin
-    /// is a terminal. The foreground is handed over only if this process
-    /// has it now (a command started in the background stays there, and
-    /// stops when it reads the terminal — as under a shell).
+    /// is a terminal. The keeper normally handed the foreground to the
+    /// command before exec (see `keeper::exec::posix_spawn`); otherwise it
+    /// is handed over now, if this process has it (a command started in the
+    /// background stays there, and stops when it reads the terminal — as
+    /// under a shell).
     pub(crate) fn new(group: u32) -> Option<Terminal> {
         if !isatty(stdin()).unwrap_or(false) {
             return None;
@@ -40,9 +51,21 @@ impl Terminal {
             ours: getpgrp(),
             theirs: Pid::from_raw(group as i32),
             given: false,
+            late: false,
         };
-        terminal.give();
+        if tcgetpgrp(stdin()).ok() == Some(terminal.theirs) {
+            terminal.given = true;
+        } else {
+            terminal.give();
+            terminal.late = terminal.given;
+        }
         Some(terminal)
+    }
+
+    /// Whether the terminal was handed over only after the command started
+    /// (it may have read it first, and been stopped by `SIGTTIN`).
+    pub(crate) fn handed_late(&self) -> bool {
+        self.late
     }
 
     /// Hands the foreground to the command, if this process holds it.
@@ -58,6 +81,19 @@ impl Terminal {
             set_foreground(self.ours);
             self.given = false;
         }
+    }
+
+    /// Whether a job-control stop by `signal` is stale: a `SIGTTIN` or
+    /// `SIGTTOU` (a background process touching the terminal) while the
+    /// command's group holds the foreground came from before the handover —
+    /// the command read the terminal in the instant between its exec and
+    /// our `tcsetpgrp` (2 of 20 `tether run -- head -c1` with input typed
+    /// ahead, here). The caller just continues the command, whose read then
+    /// restarts; stopping our job for it would be a stop nobody asked for.
+    pub(crate) fn is_stale_stop(&self, signal: i32) -> bool {
+        self.late
+            && matches!(signal, libc::SIGTTIN | libc::SIGTTOU)
+            && tcgetpgrp(stdin()).ok() == Some(self.theirs)
     }
 
     /// The command was stopped by job control: stop this process's job the
@@ -76,6 +112,17 @@ impl Terminal {
         // too, and returns once a SIGCONT resumed it.
         unsafe { libc::kill(-self.ours.as_raw(), signal) };
         self.give();
+    }
+}
+
+/// Takes the terminal back after a spawn that failed once the keeper had
+/// handed it to the command's group (the child took it, then its exec
+/// failed): the foreground must not stay with a group that no longer
+/// exists.
+pub(crate) fn reclaim_after_failed_spawn() {
+    let ours = getpgrp();
+    if isatty(stdin()).unwrap_or(false) && tcgetpgrp(stdin()).ok() != Some(ours) {
+        set_foreground(ours);
     }
 }
 

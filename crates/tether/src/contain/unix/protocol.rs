@@ -115,6 +115,9 @@ pub(crate) struct SpawnSpec {
     /// opened) that becomes its controlling terminal: implies a new
     /// session, whose leader the command is.
     pub controlling_tty: bool,
+    /// The command's stdin is the terminal whose foreground the owner holds:
+    /// the command's process group takes it before exec.
+    pub take_terminal: bool,
 }
 
 /// Owner → keeper.
@@ -409,6 +412,7 @@ impl Request {
                 w.bool(spec.new_session);
                 w.bool(spec.report_stops);
                 w.bool(spec.controlling_tty);
+                w.bool(spec.take_terminal);
             }
             Request::Signal { signal, scope } => {
                 w.u8(2);
@@ -442,6 +446,7 @@ impl Request {
                 new_session: r.bool()?,
                 report_stops: r.bool()?,
                 controlling_tty: r.bool()?,
+                take_terminal: r.bool()?,
             }),
             2 => Request::Signal {
                 signal: r.i32()?,
@@ -638,6 +643,7 @@ mod tests {
             new_session: true,
             report_stops: true,
             controlling_tty: true,
+            take_terminal: true,
         }));
         round_trip_request(Request::Signal {
             signal: 2,

@@ -58,6 +58,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         stderr_fd.as_raw_fd(),
     ];
     let ladder = spec.ladder.clone();
+    let take_terminal = spec.take_terminal;
     let request = Request::Spawn(spec);
     let ask = |link: &mut KeeperLink| {
         link.send(&request, &fds)?;
@@ -101,6 +102,9 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         }
         Ok(Some(Event::SpawnFailed { errno, stage })) => {
             link.reap();
+            if take_terminal {
+                super::foreground::reclaim_after_failed_spawn();
+            }
             Err(spawn_error(&plan, errno, stage))
         }
         Ok(_) => Err(Error::Protocol(
@@ -108,6 +112,9 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         )),
         Err(e) => {
             link.reap();
+            if take_terminal {
+                super::foreground::reclaim_after_failed_spawn();
+            }
             Err(Error::Keeper(e))
         }
     }
@@ -152,6 +159,7 @@ fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
         new_session: plan.new_session || plan.pty.is_some(),
         report_stops: plan.foreground && plan.pty.is_none(),
         controlling_tty: plan.pty.is_some(),
+        take_terminal: plan.foreground && plan.pty.is_none() && super::foreground::holds_terminal(),
     })
 }
 

@@ -51,7 +51,7 @@ impl Tree {
     /// handed over was stopped by `SIGTTIN`: it is continued.
     pub(super) fn take_foreground(&mut self) {
         self.terminal = Terminal::new(self.identity.pid);
-        if self.terminal.is_some() {
+        if self.terminal.as_ref().is_some_and(Terminal::handed_late) {
             let _ = self.handle().signal(libc::SIGCONT, Scope::Group);
         }
     }
@@ -105,7 +105,9 @@ impl Tree {
                 }
                 Event::MainStopped { signal } => {
                     if let Some(terminal) = self.terminal.as_mut() {
-                        terminal.stop_job(signal);
+                        if !terminal.is_stale_stop(signal) {
+                            terminal.stop_job(signal);
+                        }
                         let _ = self.handle().signal(libc::SIGCONT, Scope::Group);
                     }
                     continue;

@@ -234,7 +234,7 @@ pub(crate) fn scan_tagged(uid: u32) -> TagScan {
         match read {
             TagRead::Tag(tag) => scan.tagged.push(TaggedProcess { info, uid, tag }),
             TagRead::Unreadable => scan.unreadable.push(info),
-            TagRead::Untagged | TagRead::Gone => {}
+            TagRead::Untagged | TagRead::Gone | TagRead::Exited => {}
         }
     }
     scan.tagged.sort_by_key(|t| t.info.pid);

@@ -19,6 +19,9 @@ pub(crate) struct Exec {
     pub(crate) new_session: bool,
     /// Stdin is a terminal to make the command's controlling terminal.
     pub(crate) controlling_tty: bool,
+    /// Hand the terminal on fd 0 to the command's process group before
+    /// exec (see [`posix_spawn`]).
+    pub(crate) take_terminal: bool,
 }
 
 impl Exec {
@@ -31,6 +34,7 @@ impl Exec {
             cwd: spec.cwd.as_deref().map(c).transpose()?,
             new_session: spec.new_session || spec.controlling_tty,
             controlling_tty: spec.controlling_tty,
+            take_terminal: spec.take_terminal && !spec.new_session && !spec.controlling_tty,
         })
     }
 
@@ -56,6 +60,14 @@ fn pointers(items: &[CString]) -> Vec<*mut libc::c_char> {
 /// Starts the command with `posix_spawn` (a vfork: no page-table copy, and
 /// exec errors come back as the return value), in a process group of its
 /// own (or a new session), with a clean signal state and `stdio` installed.
+///
+/// With `exec.take_terminal`, the command's group becomes the foreground of
+/// the terminal on its stdin *in the child, before exec* (glibc 2.35+:
+/// `posix_spawn_file_actions_addtcsetpgrp_np`). Done by the owner after the
+/// spawn instead, a command that reads the terminal at once gets `SIGTTIN`
+/// first (2 of 20 `tether run -- head -c1` runs with input typed ahead, here),
+/// and a late report of that stop undid a Ctrl-Z. Where the C library has
+/// no such action, the owner hands the terminal over after the spawn.
 pub(crate) fn posix_spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnStage, Errno)> {
     let argv = exec.argv_ptrs();
     let envp = exec.envp_ptrs();
@@ -92,6 +104,12 @@ pub(crate) fn posix_spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnS
         }
         if let Some(cwd) = &exec.cwd {
             libc::posix_spawn_file_actions_addchdir_np(&mut actions, cwd.as_ptr());
+        }
+        if exec.take_terminal {
+            // After the dup2s: fd 0 is the terminal now. glibc runs file
+            // actions after setpgid, with every signal blocked (so the
+            // background child's tcsetpgrp raises no SIGTTOU).
+            hand_over_terminal(&mut actions, 0);
         }
         let mut pid: libc::pid_t = 0;
         let rc = libc::posix_spawn(
@@ -261,4 +279,10 @@ unsafe fn child_after_fork(
         );
         fail(SpawnStage::Exec)
     }
+}
+
+/// Adds "make the child's process group the foreground of the terminal on
+/// `fd`" to `actions`, where the C library can (`false` otherwise).
+fn hand_over_terminal(actions: &mut libc::posix_spawn_file_actions_t, fd: RawFd) -> bool {
+    crate::contain::os::keeper::add_tcsetpgrp_action(actions, fd)
 }
