@@ -22,6 +22,15 @@ pub fn no_editor_command() -> String {
     format!("sh -c 'echo \"{escaped}\" >&2; exit 1' tether-no-editor")
 }
 
+/// The last line of an interactive program that has answered and waits for
+/// the next input: Python (`>>> `, `... `), IPython (`In [3]: `), Node
+/// (`> `), irb, ghci, the SQL shells, pdb and gdb, and a shell prompt
+/// ending in `$ `, `# ` or `% `. With it, a REPL turn through `write`
+/// returns the moment the prompt is back instead of after the quiet
+/// window (a regex for [`tether::registry::WaitOptions::prompt`], matched
+/// against the whole last line).
+pub const REPL_PROMPT: &str = r"(?:>>>|\.\.\.) |In \[\d+\]: |(?:\x1b\[[0-9;?]*[A-Za-z])*> |irb\([^)]*\):\d+:\d+[>*] |(?:ghci|Prelude[^>]*)> |(?:sqlite|mysql|mariadb)> |[A-Za-z0-9_]+[=-]# |\((?:Pdb|gdb)\) |[^\n]{0,80}[$#%] ";
+
 /// Whether `output` shows that the stand-in editor was run.
 pub fn editor_refused(output: &str) -> bool {
     output.contains("tether: no editor here")
@@ -53,6 +62,29 @@ pub fn waiting_prompt(output: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repl_prompts_are_whole_last_lines() {
+        let prompt = regex::Regex::new(&format!(r"\A(?:{REPL_PROMPT})\z")).unwrap();
+        for line in [
+            ">>> ",
+            "... ",
+            "In [12]: ",
+            "> ",
+            "irb(main):001:0> ",
+            "ghci> ",
+            "sqlite> ",
+            "postgres=# ",
+            "(Pdb) ",
+            "user@host:~/src$ ",
+            "sh-5.2# ",
+        ] {
+            assert!(prompt.is_match(line), "{line:?}");
+        }
+        for line in ["2", ">>>", "got >>> x", "Building 50%", ""] {
+            assert!(!prompt.is_match(line), "{line:?}");
+        }
+    }
 
     #[test]
     fn prompts_are_recognised_and_ordinary_lines_are_not() {

@@ -260,7 +260,7 @@ impl Terminal {
             options = options.until(pattern.as_str()).through_exit();
         }
         if let Some(quiet) = a.quiet {
-            options = options.quiet(quiet);
+            options = options.quiet(quiet).prompt(crate::prompt::REPL_PROMPT);
         }
         let waited = match self.waiting(&id, options, a.yield_for, context).await {
             Ok(Waited::Done(w)) => *w,
@@ -484,7 +484,7 @@ impl Terminal {
             options = options.until(pattern.as_str());
         }
         if let Some(quiet) = a.quiet {
-            options = options.quiet(quiet);
+            options = options.quiet(quiet).prompt(crate::prompt::REPL_PROMPT);
         }
         let waited = match self.waiting(&id, options, a.yield_for, context).await {
             Ok(Waited::Done(w)) => *w,

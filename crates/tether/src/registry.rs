@@ -494,6 +494,11 @@ impl Registry {
     pub async fn wait(&self, id: &str, options: WaitOptions) -> Result<WaitResult> {
         let session = self.inner.find(id)?;
         let regex = options.until.as_deref().map(compile).transpose()?;
+        let prompt = options
+            .prompt
+            .as_deref()
+            .map(|p| compile(&format!(r"\A(?:{p})\z")))
+            .transpose()?;
         if session.shared().buffer(options.stream).is_none() {
             return Err(Error::NoSeparateStderr {
                 id: session.id.to_string(),
@@ -518,7 +523,7 @@ impl Registry {
             {
                 return Ok(result(WaitOutcome::Matched { start, end }));
             }
-            let (done, end) = {
+            let (done, end, at_prompt) = {
                 let shared = session.shared();
                 let done = if options.settled {
                     shared.settled
@@ -528,7 +533,13 @@ impl Registry {
                     shared.state != SessionState::Running
                 };
                 let end = shared.buffer(options.stream).map_or(0, |b| b.end_offset());
-                (done, end)
+                let at_prompt = match (&prompt, shared.buffer(options.stream)) {
+                    (Some(prompt), Some(buffer)) if end > options.from => {
+                        ends_in_prompt(buffer, options.from, prompt)
+                    }
+                    _ => false,
+                };
+                (done, end, at_prompt)
             };
             if done {
                 return Ok(result(WaitOutcome::Exited));
@@ -536,6 +547,9 @@ impl Registry {
             if end > seen_end {
                 seen_end = end;
                 grew_at = Some(Instant::now());
+            }
+            if at_prompt && grew_at.is_some() {
+                return Ok(result(WaitOutcome::Quiet { end }));
             }
             let quiet_at = options.quiet.zip(grew_at).map(|(window, at)| at + window);
             tokio::select! {
@@ -790,6 +804,29 @@ async fn sleep_until(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
     }
+}
+
+/// Whether the stream's last line (after `from`, at most 512 bytes, no
+/// newline after it) is one `prompt` matches whole.
+fn ends_in_prompt(
+    buffer: &crate::output::OutputBuffer,
+    from: u64,
+    prompt: &regex::bytes::Regex,
+) -> bool {
+    let Ok(tail) = buffer.tail(512) else {
+        return false;
+    };
+    let start = tail.offset.max(from).saturating_sub(tail.offset) as usize;
+    let Some(data) = tail.data.get(start..) else {
+        return false;
+    };
+    let line = match data.iter().rposition(|&b| b == b'\n') {
+        Some(nl) => &data[nl + 1..],
+        None if tail.offset <= from || start > 0 => data,
+        // The last line began before the tail we read: too long for a prompt.
+        None => return false,
+    };
+    !line.is_empty() && prompt.is_match(line)
 }
 
 /// The key of `map` that `id` names: itself, or the one key it is a prefix

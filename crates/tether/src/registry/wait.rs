@@ -14,6 +14,7 @@ pub struct WaitOptions {
     pub(crate) settled: bool,
     pub(crate) through_exit: bool,
     pub(crate) quiet: Option<Duration>,
+    pub(crate) prompt: Option<String>,
 }
 
 impl WaitOptions {
@@ -27,7 +28,19 @@ impl WaitOptions {
             settled: false,
             through_exit: false,
             quiet: None,
+            prompt: None,
         }
+    }
+
+    /// With [`quiet`](Self::quiet): return at once, without waiting out
+    /// the window, when new output past [`from`](Self::from) ends in a line
+    /// this regex matches whole — a REPL's or shell's prompt (`>>> `,
+    /// `In [3]: `, `$ `), which a program prints when it has answered and
+    /// waits for input. The outcome is [`WaitOutcome::Quiet`]. Default:
+    /// none.
+    pub fn prompt(mut self, pattern: impl Into<String>) -> WaitOptions {
+        self.prompt = Some(pattern.into());
+        self
     }
 
     /// Keep waiting after the main process exited while the stream is

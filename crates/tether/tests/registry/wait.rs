@@ -257,3 +257,59 @@ async fn quiet_returns_after_new_output_stops() {
     registry.kill(id.as_str(), Duration::ZERO).await.unwrap();
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+/// A prompt at the end of new output ends a quiet wait at once: the window
+/// here is far longer than the wait's timeout, so only the prompt can make
+/// the outcome `Quiet` (without it the wait would time out StillRunning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_ends_a_quiet_wait_without_the_window() {
+    let guard = TagGuard::new("registry-prompt");
+    let registry = registry();
+    let script = "printf '>>> '; while read line; do echo \"got $line\"; printf '>>> '; done";
+    let id = registry
+        .run(shell(guard.tag(), script).stdin(StdinMode::Piped))
+        .await
+        .unwrap();
+    let ready = registry
+        .wait(id.as_str(), WaitOptions::new(BOUND).until(">>> $"))
+        .await
+        .unwrap();
+    assert!(matches!(ready.outcome, WaitOutcome::Matched { .. }));
+    let before = registry.info(id.as_str()).unwrap().output_bytes;
+    registry
+        .queue_write(id.as_str(), b"1+1\n".to_vec(), false)
+        .unwrap()
+        .await
+        .unwrap();
+    let waited = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(Duration::from_secs(20))
+                .from(before)
+                .quiet(Duration::from_secs(600))
+                .prompt(">>> "),
+        )
+        .await
+        .unwrap();
+    assert_eq!(waited.outcome, WaitOutcome::Quiet { end: before + 12 });
+    // A line that merely contains the prompt's text is no prompt.
+    let before = registry.info(id.as_str()).unwrap().output_bytes;
+    registry
+        .queue_write(id.as_str(), b"x\n".to_vec(), false)
+        .unwrap()
+        .await
+        .unwrap();
+    let not_yet = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(Duration::from_millis(300))
+                .from(before)
+                .quiet(Duration::from_secs(600))
+                .prompt("got x"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(not_yet.outcome, WaitOutcome::StillRunning);
+    registry.kill(id.as_str(), Duration::ZERO).await.unwrap();
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
