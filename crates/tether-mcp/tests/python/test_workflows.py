@@ -114,7 +114,14 @@ async def test_a_cancelled_run_leaves_no_process(tag):
             assert await anyio.to_thread.run_sync(wait_for_count, session_tag, 3) >= 3
             tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled
         assert wait_all_dead(session_tag) == []
-        sessions = (await call(s, "list", {}))["sessions"]
+        # The processes are dead; the session's completion is published a
+        # moment later (after its output is drained): look, bounded.
+        deadline = time.monotonic() + 10
+        while True:
+            sessions = (await call(s, "list", {}))["sessions"]
+            if [x["status"] for x in sessions] != ["running"] or time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.02)
         assert [x["status"] for x in sessions] == ["killed"], sessions
 
 
