@@ -2,9 +2,12 @@
 //! and dead when its owner is done.
 
 mod duration;
+mod exec;
 mod ps;
 mod reap;
+mod registered;
 mod run;
+mod spawn_tag;
 
 use std::process::ExitCode;
 
@@ -37,6 +40,10 @@ enum Command {
     Reap(reap::ReapArgs),
     /// Serve a terminal tool to agents over MCP (stdio): run, read, write, wait, kill, list.
     Mcp(tether_mcp::Options),
+    /// Register this process (purpose, spawner) in the ledger, then exec the program.
+    Exec(exec::ExecArgs),
+    /// Print a spawn tag naming the calling process as owner, for launchers.
+    SpawnTag(spawn_tag::SpawnTagArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,5 +66,7 @@ fn main() -> ExitCode {
         Command::Ps(args) => ps::main(args),
         Command::Reap(args) => reap::main(args),
         Command::Mcp(options) => tether_mcp::serve(options),
+        Command::Exec(args) => exec::main(args),
+        Command::SpawnTag(args) => spawn_tag::main(args),
     }
 }

@@ -88,6 +88,7 @@ pub fn render(census: &Census, tree: bool) -> String {
         out.push('\n');
         render_owner(&mut out, owner, tree);
     }
+    crate::registered::render(&mut out, &census.registered);
     let processes = census.processes().count();
     let sessions: usize = census.owners.iter().map(|o| o.sessions.len()).sum();
     let alive = census

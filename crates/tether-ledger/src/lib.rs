@@ -52,6 +52,7 @@ mod reaper;
 mod rebuild;
 mod recorder;
 mod records;
+mod registration;
 mod scan;
 mod schema;
 mod state_dir;
@@ -68,6 +69,10 @@ pub use reaper::{
 pub use recorder::Recorder;
 pub use records::{
     Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
+};
+pub use registration::{
+    RegisteredEntry, RegisteredReap, Registration, RegistrationRecord, RegistrationRow, Spawner,
+    SpawnerEntry, SpawnerSource, register_self,
 };
 pub use scan::{KEEPER_PURPOSE, Scan, TaggedProcess};
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;

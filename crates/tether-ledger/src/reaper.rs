@@ -33,6 +33,7 @@ use tether::{ProcessIdentity, SpawnTag};
 
 use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover, is_interactive};
 use crate::records::{OwnerRow, SessionRow};
+use crate::registration::RegistrationRow;
 use crate::scan::{KEEPER_PURPOSE, Scan, argv_of};
 
 /// Rounds of re-scanning for processes forked while their tree was being
@@ -156,6 +157,9 @@ pub enum SkipReason {
         /// The target it descends from.
         parent: u32,
     },
+    /// A process that registered itself but carries no spawn tag naming
+    /// its spawner: the ledger alone never proves an orphan.
+    RegisteredWithoutTag,
 }
 
 impl std::fmt::Display for SkipReason {
@@ -171,6 +175,9 @@ impl std::fmt::Display for SkipReason {
             }
             SkipReason::UntaggedDescendant { parent } => {
                 write!(f, "untagged child of {parent}: never signalled")
+            }
+            SkipReason::RegisteredWithoutTag => {
+                f.write_str("registered without a spawn tag naming its spawner: never signalled")
             }
         }
     }
@@ -203,6 +210,9 @@ pub struct LedgerView<'a> {
     pub owners: &'a [OwnerRow],
     /// Session rows.
     pub sessions: &'a [SessionRow],
+    /// Registrations of processes tether did not start: their purposes and
+    /// spawners are respected too (see `registration.rs`).
+    pub registrations: &'a [RegistrationRow],
 }
 
 /// Plans a reap of `install`'s orphans: scans, proves, and pins nothing
@@ -369,6 +379,7 @@ fn plan_round(
         .iter()
         .map(|s| (s.id.as_str(), s.purpose.as_str()))
         .collect();
+    let registered = crate::registration::by_process(ledger.registrations);
     let (mut targets, mut skipped) = (Vec::new(), Vec::new());
     for (owner, sessions) in scan.by_owner(install) {
         let status = prover.owner_status(owner);
@@ -396,10 +407,22 @@ fn plan_round(
                             reason: reason.clone(),
                         }),
                         OwnerStatus::Dead { .. } => {
-                            if is_interactive(purpose) || is_interactive(&p.tag.purpose) {
+                            let reg = registered.get(&(p.pid, p.start_time));
+                            let reg_purpose = reg.map(|r| r.purpose.as_str());
+                            if is_interactive(purpose)
+                                || is_interactive(&p.tag.purpose)
+                                || reg_purpose.is_some_and(is_interactive)
+                            {
                                 Some(SkipReason::Interactive)
+                            } else if let Some(reason) =
+                                reg.and_then(|r| registered_spawner_veto(r, owner, prover))
+                            {
+                                Some(reason)
                             } else if !opts.purposes.is_empty()
-                                && !opts.purposes.iter().any(|w| w == purpose)
+                                && !opts
+                                    .purposes
+                                    .iter()
+                                    .any(|w| w == purpose || Some(w.as_str()) == reg_purpose)
                             {
                                 Some(SkipReason::PurposeNotSelected)
                             } else if !prover.in_own_pidns(p.pid) {
@@ -465,6 +488,28 @@ fn plan_round(
     (targets, skipped)
 }
 
+/// A registered process whose registration names another spawner than its
+/// tag's owner is an orphan only when that spawner is provably dead too.
+fn registered_spawner_veto(
+    reg: &RegistrationRow,
+    owner: OwnerKey,
+    prover: &mut Prover,
+) -> Option<SkipReason> {
+    let spawner = reg.spawner.as_ref()?;
+    let key = OwnerKey {
+        pid: spawner.pid,
+        start_time: spawner.start_time,
+    };
+    if key == owner || spawner.boot_id != prover.boot_id() {
+        return None;
+    }
+    match prover.owner_status(key) {
+        OwnerStatus::Alive => Some(SkipReason::OwnerAlive),
+        OwnerStatus::Unknown { reason } => Some(SkipReason::OwnerUnknown { reason }),
+        OwnerStatus::Dead { .. } => None,
+    }
+}
+
 /// This process and its ancestors: never reaped, even if an orphaned shell
 /// of a dead owner is what runs `tether reap`.
 fn reaper_ancestry() -> HashSet<u32> {
@@ -495,10 +540,12 @@ pub struct InstallReap {
 pub fn reap_install(install: &tether::Install, opts: &ReapOptions) -> InstallReap {
     let mut ledger = crate::Ledger::open(install);
     let rows = match &ledger {
-        Ok(l) => l.owners().and_then(|o| Ok((o, l.sessions()?))),
+        Ok(l) => l
+            .owners()
+            .and_then(|o| Ok((o, l.sessions()?, l.registrations()?))),
         Err(_) => Ok(Default::default()),
     };
-    let (owners, sessions) = match rows {
+    let (owners, sessions, registrations) = match rows {
         Ok(rows) => rows,
         Err(e) => {
             ledger = Err(e);
@@ -508,8 +555,13 @@ pub fn reap_install(install: &tether::Install, opts: &ReapOptions) -> InstallRea
     let view = LedgerView {
         owners: &owners,
         sessions: &sessions,
+        registrations: &registrations,
     };
-    let report = reap(install.id(), view, opts);
+    let mut report = reap(install.id(), view, opts);
+    report.skipped.extend(crate::registration::untagged_skips(
+        install.id(),
+        &registrations,
+    ));
     let ledger_error = match &mut ledger {
         Ok(l) if !report.dry_run => {
             let mut reaped: Vec<String> = report

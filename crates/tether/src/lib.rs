@@ -72,6 +72,7 @@ mod session_id;
 mod spawn;
 mod spawn_tag;
 mod stdio;
+pub mod watchdog;
 
 pub use child::{Child, ChildHandle};
 pub use command::{Command, DEFAULT_GRACE};

@@ -14,8 +14,10 @@ use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
 
+pub(crate) mod holding;
 pub(crate) mod spill;
 pub(crate) mod sys;
+pub(crate) mod watchdog;
 
 const OS: &str = "Windows";
 
