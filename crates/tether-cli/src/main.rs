@@ -3,6 +3,7 @@
 
 mod duration;
 mod exec;
+mod holding;
 mod ps;
 mod reap;
 mod registered;

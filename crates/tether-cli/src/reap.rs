@@ -26,12 +26,15 @@ processes of live owners and anything whose status cannot be proven are never \
 signalled.
 
 Exit status: 0 when every orphan is dead (or there were none); 1 if some survived \
-SIGKILL (they are listed); 125 on bad arguments.
+SIGKILL (they are listed); 125 on bad arguments. With --holding PATH: 0 when PATH is \
+free afterwards, 3 when it is still held (live holders and their owners are listed; \
+untagged holders are never killed).
 
 Examples:
   tether reap --dry-run
   tether reap --grace 5s --purpose mcp
-  tether reap --json")]
+  tether reap --json
+  tether reap --holding /opt/myapp --dry-run")]
 pub struct ReapArgs {
     /// Print the plan; signal nothing.
     #[arg(long)]
@@ -46,6 +49,12 @@ pub struct ReapArgs {
     /// (interactive, chat, shell, repl, tui, interactive.*) are refused.
     #[arg(long = "purpose", value_name = "P")]
     purposes: Vec<String>,
+    /// Only the proven orphans holding PATH (executable, working directory,
+    /// open or mapped files under it); report whether PATH is free now:
+    /// exit status 0 when it is, 3 when it is still held (the holders and
+    /// their owners are listed).
+    #[arg(long, value_name = "PATH")]
+    holding: Option<std::path::PathBuf>,
 }
 
 pub fn main(args: ReapArgs) -> ExitCode {
@@ -59,6 +68,9 @@ pub fn main(args: ReapArgs) -> ExitCode {
         purposes: args.purposes,
         dry_run: args.dry_run,
     };
+    if let Some(path) = &args.holding {
+        return crate::holding::reap(path, &opts, args.json);
+    }
     let done = reap_install(&install, &opts);
     if let Some(e) = &done.ledger_error {
         eprintln!("tether: warning: ledger: {e} (orphans were proven from spawn tags alone)");

@@ -47,6 +47,7 @@
 mod census;
 mod clock;
 mod error;
+pub mod holding;
 pub mod proof;
 mod reaper;
 mod rebuild;
