@@ -4,6 +4,7 @@
 mod duration;
 mod exec;
 mod holding;
+mod init;
 mod ps;
 mod reap;
 mod registered;
@@ -45,6 +46,8 @@ enum Command {
     Exec(exec::ExecArgs),
     /// Print a spawn tag naming the calling process as owner, for launchers.
     SpawnTag(spawn_tag::SpawnTagArgs),
+    /// PID 1 for containers: reap zombies, forward signals, kill leftovers.
+    Init(init::InitArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,5 +72,6 @@ fn main() -> ExitCode {
         Command::Mcp(options) => tether_mcp::serve(options),
         Command::Exec(args) => exec::main(args),
         Command::SpawnTag(args) => spawn_tag::main(args),
+        Command::Init(args) => init::main(args),
     }
 }

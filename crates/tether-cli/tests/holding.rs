@@ -35,7 +35,11 @@ fn one_process(home: &Home, session: &str) -> ProcessIdentity {
     let procs = orphans::session_processes(home.install().id(), session);
     let commands: Vec<_> = procs
         .iter()
-        .filter(|p| tether::sys::command_line(p.pid).first().is_some_and(|c| c == "sleep"))
+        .filter(|p| {
+            tether::sys::command_line(p.pid)
+                .first()
+                .is_some_and(|c| c == "sleep")
+        })
         .cloned()
         .collect();
     assert_eq!(commands.len(), 1, "{procs:?}");
@@ -96,7 +100,12 @@ fn reap_holding_kills_exactly_the_proven_orphans_and_reports_the_rest() {
     };
     let held = by_pid(&ps, open_id.pid);
     assert_eq!(held["holds"][0]["how"], "open", "{held}");
-    assert!(held["holds"][0]["path"].as_str().unwrap().ends_with("held.log"));
+    assert!(
+        held["holds"][0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("held.log")
+    );
     assert_eq!(by_pid(&ps, cwd_id.pid)["holds"][0]["how"], "cwd");
     let live_holder = by_pid(&ps, live_id.pid);
     assert_eq!(live_holder["verdict"]["reason"]["kind"], "owner_alive");
@@ -109,7 +118,10 @@ fn reap_holding_kills_exactly_the_proven_orphans_and_reports_the_rest() {
             .contains("run"),
         "{live_holder}"
     );
-    assert_eq!(by_pid(&ps, untagged_id.pid)["parent"]["pid"], std::process::id());
+    assert_eq!(
+        by_pid(&ps, untagged_id.pid)["parent"]["pid"],
+        std::process::id()
+    );
 
     // A dry run plans the two orphans and kills nothing.
     let (code, plan) = home.json(&["reap", "--holding", d, "--dry-run"]);
@@ -138,7 +150,10 @@ fn reap_holding_kills_exactly_the_proven_orphans_and_reports_the_rest() {
         .map(|t| t["pid"].as_u64().unwrap() as u32)
         .collect();
     assert_eq!(killed, HashSet::from([open_id.pid, cwd_id.pid]), "{done}");
-    assert!(!open_id.is_alive() && !cwd_id.is_alive(), "an orphan holder survived");
+    assert!(
+        !open_id.is_alive() && !cwd_id.is_alive(),
+        "an orphan holder survived"
+    );
     assert!(live_id.is_alive(), "a live owner's process was killed");
     assert!(untagged_id.is_alive(), "an untagged process was killed");
     let after = verdicts(&done["after"]);
@@ -149,14 +164,20 @@ fn reap_holding_kills_exactly_the_proven_orphans_and_reports_the_rest() {
     );
     let (_, text) = home.text(&["reap", "--holding", d, "--dry-run"]);
     assert!(text.contains("is held by 2 process"), "{text}");
-    assert!(text.contains("owner_alive") || text.contains("owner is alive"), "{text}");
+    assert!(
+        text.contains("owner_alive") || text.contains("owner is alive"),
+        "{text}"
+    );
 
     // Once the remaining holders exit, DIR is free: exit status 0.
     untagged.kill().unwrap();
     untagged.wait().unwrap();
     live.kill_owner();
     let keeper_gone = support::wait_pid_exit(live_id.pid, std::time::Duration::from_secs(20));
-    assert!(keeper_gone, "the live run's tree did not die with its owner");
+    assert!(
+        keeper_gone,
+        "the live run's tree did not die with its owner"
+    );
     let (code, free) = home.json(&["reap", "--holding", d]);
     assert_eq!(code, 0, "{free}");
     assert_eq!(free["free"], true);

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use tether::sys::{self, Held};
 use tether::SpawnTag;
+use tether::sys::{self, Held};
 
 use crate::proof::{OwnerKey, OwnerStatus, Prover};
 use crate::reaper::{LedgerView, ReapOptions, SkipReason, Target, execute, plan};
@@ -280,7 +280,10 @@ fn find(
         report.scanned += 1;
         match sys::held_paths(pid) {
             Ok(held) => {
-                let under: Vec<Held> = held.into_iter().filter(|h| h.path.starts_with(path)).collect();
+                let under: Vec<Held> = held
+                    .into_iter()
+                    .filter(|h| h.path.starts_with(path))
+                    .collect();
                 if !under.is_empty() {
                     found.push((pid, under));
                 }
@@ -415,9 +418,8 @@ pub fn with_ledger<T>(
     install: &tether::Install,
     run: impl FnOnce(LedgerView<'_>) -> T,
 ) -> (T, Option<crate::LedgerError>) {
-    let rows = crate::Ledger::open(install).and_then(|l| {
-        Ok((l.owners()?, l.sessions()?, l.registrations()?))
-    });
+    let rows = crate::Ledger::open(install)
+        .and_then(|l| Ok((l.owners()?, l.sessions()?, l.registrations()?)));
     let (rows, error) = match rows {
         Ok(rows) => (rows, None),
         Err(e) => (Default::default(), Some(e)),

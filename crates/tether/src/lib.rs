@@ -62,6 +62,7 @@ mod error;
 mod exit;
 mod forward;
 mod identity;
+pub mod init;
 mod install;
 pub mod output;
 pub mod registry;

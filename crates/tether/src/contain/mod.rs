@@ -47,6 +47,7 @@ use unix as imp;
 
 pub use event::Descendant;
 pub(crate) use event::{Termination, TreeEvent};
+pub(crate) use imp::init;
 pub(crate) use imp::spill;
 pub(crate) use imp::{
     AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,

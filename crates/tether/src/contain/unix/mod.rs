@@ -7,6 +7,7 @@ mod channel;
 mod discovery;
 mod foreground;
 mod forward;
+pub(crate) mod init;
 pub(crate) mod keeper;
 pub mod keeper_entry;
 mod link;

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
 
 pub(crate) mod holding;
+pub(crate) mod init;
 pub(crate) mod spill;
 pub(crate) mod sys;
 pub(crate) mod watchdog;
