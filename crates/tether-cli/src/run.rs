@@ -1,4 +1,6 @@
 //! `tether run`: one command, contained, with `timeout(1)` exit codes.
+//! (Exit codes are a byte on Unix and 32 bits on Windows, so `main` passes
+//! them on per OS.)
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -7,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use tether::terminal::Passthrough;
 use tether::{Command, ContainmentPolicy, Error, ExitStatus, SignalForwarder};
 use tether_ledger::{Outcome, Recorder, SessionStart};
 
@@ -23,10 +26,21 @@ after --grace) before tether returns. SIGINT, SIGTERM and SIGHUP sent to tether 
 forwarded to the program's process group; the whole tree is killed after --grace. \
 If tether itself is killed, even with SIGKILL, the tree dies with it.
 
+With --pty the program runs on a pseudo-terminal of its own, sized like tether's terminal \
+and resized with it; tether's terminal is put in raw mode (every key, Ctrl-C included, goes \
+to the program's terminal) and restored however tether ends: exit, signal, timeout or error. \
+Kills of a PTY program start with SIGHUP, as when a terminal closes.
+
+On Windows the tree is a job object: the exit status is the program's full 32-bit \
+code (1 for a process tether's kill ended); Ctrl-C, Ctrl-Break and console close \
+send CTRL_BREAK to the program's process group and kill the whole tree after \
+--grace; --shell runs cmd.exe /d /s /c.
+
 Examples:
   tether run -- make -j8
   tether run --timeout 30s --shell 'npm test | tee log'
-  tether run --json -- sh -c 'echo out; echo err >&2; exit 3'")]
+  tether run --json -- sh -c 'echo out; echo err >&2; exit 3'
+  tether run --pty --timeout 10m -- ssh host")]
 pub struct RunArgs {
     /// Kill the whole tree when the program runs longer than this (e.g. 30, 1.5s, 500ms, 2m).
     #[arg(long, value_parser = crate::duration::parse, value_name = "DUR")]
@@ -40,7 +54,7 @@ pub struct RunArgs {
     /// Set an environment variable (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     env: Vec<(OsString, OsString)>,
-    /// Run one command string with /bin/sh -c.
+    /// Run one command string with the platform's shell (/bin/sh -c; on Windows cmd.exe /d /s /c).
     #[arg(long)]
     shell: bool,
     /// How to hold the tree: a subreaper keeper, a PID namespace (airtight even if the keeper is
@@ -53,6 +67,10 @@ pub struct RunArgs {
     /// With --json: keep at most this many bytes of each stream (the last ones).
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     max_output: usize,
+    /// Run the program on a pseudo-terminal of its own, attached to this terminal (for
+    /// programs that need a terminal of their own: REPLs, TUIs, ssh).
+    #[arg(long, conflicts_with = "json")]
+    pty: bool,
     /// Purpose written into the spawn tag of every process.
     #[arg(long, default_value = "run")]
     purpose: String,
@@ -76,6 +94,8 @@ enum ContainmentArg {
     Subreaper,
     /// Linux: a PID namespace, or an error.
     Pidns,
+    /// Windows: no job at all — the tree does NOT die with tether (reported as `none`).
+    None,
 }
 
 fn parse_env(text: &str) -> Result<(OsString, OsString), String> {
@@ -105,7 +125,16 @@ struct JsonResult {
 
 pub fn main(args: RunArgs) -> ExitCode {
     match run(args) {
-        Ok(code) => ExitCode::from(code),
+        // Windows exit codes are 32-bit (0xC0000005 for an access
+        // violation): passed on whole, never cut to a byte.
+        #[cfg(windows)]
+        Ok(code) => {
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            std::process::exit(code)
+        }
+        #[cfg(not(windows))]
+        Ok(code) => ExitCode::from(code as u8),
         Err(err) => {
             eprintln!("tether: {err}");
             ExitCode::from(exit_code_for_error(&err))
@@ -121,11 +150,17 @@ fn exit_code_for_error(err: &Error) -> u8 {
     }
 }
 
-fn run(args: RunArgs) -> Result<u8, Error> {
+fn run(args: RunArgs) -> Result<i32, Error> {
     // Orphans of a SIGKILLed keeper come back to us, and we kill them.
     tether::become_subreaper()?;
-    // Before any thread exists: only the forwarder may see these signals.
+    // Before any thread exists: only the forwarder may see these signals
+    // (and with --pty, only the pass-through's thread SIGWINCH).
     let forwarder = SignalForwarder::install()?;
+    let passthrough = if args.pty {
+        Some(Passthrough::install()?)
+    } else {
+        None
+    };
 
     let mut command = if args.shell {
         let script = args
@@ -134,9 +169,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ");
-        let mut c = Command::new("/bin/sh");
-        c.arg("-c").arg(script);
-        c
+        Command::shell(&script)
     } else {
         let mut c = Command::new(&args.command[0]);
         c.args(&args.command[1..]);
@@ -150,6 +183,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         ContainmentArg::Auto => ContainmentPolicy::Auto,
         ContainmentArg::Standard | ContainmentArg::Subreaper => ContainmentPolicy::Standard,
         ContainmentArg::Pidns => ContainmentPolicy::PidNamespace,
+        ContainmentArg::None => ContainmentPolicy::Uncontained,
     });
     if let Some(cwd) = &args.cwd {
         command.current_dir(cwd);
@@ -162,6 +196,8 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             .stdin(tether::Stdio::Null)
             .stdout(tether::Stdio::Piped)
             .stderr(tether::Stdio::Piped);
+    } else if args.pty {
+        command.pty(Passthrough::size().unwrap_or_default());
     } else {
         // On a terminal the command is the foreground job, as under a
         // shell: it can read the terminal, Ctrl-Z stops it (and us).
@@ -172,6 +208,19 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     let recorder = record_start(&child, &args);
     forwarder.forward_to(&child)?;
 
+    if let Some(passthrough) = &passthrough {
+        {
+            let pty = child.pty.take().expect("a PTY child has a master");
+            // Until nobody holds the terminal: the program and whatever it
+            // left are gone (exited, timed out, killed by a forwarded
+            // signal). The terminal's mode is restored before this
+            // returns, either way; the master closes with this scope.
+            passthrough.attach(&pty)?;
+        }
+        let status = child.wait()?;
+        record_end(recorder, &child, &status);
+        return Ok(exit_code(&status));
+    }
     if !args.json {
         let status = child.wait()?;
         record_end(recorder, &child, &status);
@@ -238,9 +287,9 @@ fn record_end(recorder: Option<Recorder>, child: &tether::Child, status: &ExitSt
 }
 
 /// `timeout(1)` conventions.
-fn exit_code(status: &ExitStatus) -> u8 {
+fn exit_code(status: &ExitStatus) -> i32 {
     if status.timed_out() {
         return 124;
     }
-    status.shell_code() as u8
+    status.shell_code()
 }

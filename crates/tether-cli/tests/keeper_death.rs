@@ -3,6 +3,10 @@
 //! `tether run` (itself a subreaper), which finds them by spawn tag and
 //! kills them.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::time::Duration;

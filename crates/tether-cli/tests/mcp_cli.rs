@@ -3,6 +3,10 @@
 //! started dead. (The server's behaviour is tested in depth, with the
 //! official Python client, by crates/tether-mcp/tests.)
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::io::{BufRead, BufReader, Write};

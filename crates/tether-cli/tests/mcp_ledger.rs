@@ -2,6 +2,10 @@
 //! records each session and its outcome, and with `--reap-on-start` first
 //! kills the proven orphans of dead owners of its install.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod orphans;
 mod support;
 

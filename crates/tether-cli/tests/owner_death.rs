@@ -3,6 +3,10 @@
 //! The owner here is a real `tether run`; each test SIGKILLs it mid-run and
 //! checks the process table for anything carrying the test's tag.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::time::Duration;
@@ -72,6 +76,48 @@ fn hundred_process_tree_in_pid_namespace() {
         return;
     }
     owner_sigkill_kills_tree(Tree::Hundred, &["--containment", "pidns"]);
+}
+
+// PTY twins: the same trees under `tether run --pty`, whose command leads
+// a session of its own on a terminal (its own process group and session:
+// the keeper still holds it all).
+
+#[test]
+fn pty_setsid_double_fork() {
+    owner_sigkill_kills_tree(Tree::SetsidDoubleFork, &["--pty"]);
+}
+
+#[test]
+fn pty_nohup() {
+    owner_sigkill_kills_tree(Tree::Nohup, &["--pty"]);
+}
+
+#[test]
+fn pty_daemon() {
+    owner_sigkill_kills_tree(Tree::Daemon, &["--pty"]);
+}
+
+#[test]
+fn pty_trap_ignore_term_hup_int() {
+    owner_sigkill_kills_tree(Tree::TrapIgnore, &["--pty"]);
+}
+
+#[test]
+fn pty_fork_storm_during_kill() {
+    owner_sigkill_kills_tree(Tree::ForkStorm, &["--pty"]);
+}
+
+#[test]
+fn pty_hundred_process_tree() {
+    owner_sigkill_kills_tree(Tree::Hundred, &["--pty"]);
+}
+
+#[test]
+fn pty_hundred_process_tree_in_pid_namespace() {
+    if !tether_testkit::require_root("pid namespace containment") {
+        return;
+    }
+    owner_sigkill_kills_tree(Tree::Hundred, &["--pty", "--containment", "pidns"]);
 }
 
 /// The main process exits at once and a grandchild holds stdout: `tether

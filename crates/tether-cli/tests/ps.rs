@@ -1,6 +1,10 @@
 //! `tether ps`: owners, sessions and processes from the ledger and the tag
 //! scan; orphans marked; a quarantined ledger reported.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod orphans;
 mod support;
 

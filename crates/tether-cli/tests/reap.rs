@@ -4,6 +4,10 @@
 //! session's orphans, and (as root, in a private pid namespace) not a
 //! process that took a dead owner's or orphan's pid.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod orphans;
 mod support;
 
@@ -49,6 +53,14 @@ fn look_alike(tag: &str) -> std::process::Child {
         .unwrap()
 }
 
+/// Processes that ignore SIGTERM (an ignored signal stays ignored across
+/// `exec`), and start nothing new afterwards: the test compares snapshots
+/// of the tree taken at different moments, which a loop respawning
+/// `sleep 1` (as `Tree::TrapIgnore` does) would make differ.
+const STUBBORN: &str = "trap '' TERM HUP INT; sh -c 'exec sleep 1000' & \
+     setsid sh -c 'exec sleep 1000' & (setsid sh -c 'exec sleep 1000' &); \
+     echo ready; exec sleep 1000";
+
 #[test]
 fn reap_kills_proven_orphans_and_nothing_else() {
     let home = Home::new("reap-main");
@@ -56,7 +68,7 @@ fn reap_kills_proven_orphans_and_nothing_else() {
     // Orphans: a tree with escapes and an untagged child; a tree that
     // ignores SIGTERM (it needs the SIGKILL rung).
     let plain = home.orphan(&[], TREE_WITH_UNTAGGED_CHILD, 4);
-    let stubborn = home.orphan(&[], Tree::TrapIgnore.script(), 4);
+    let stubborn = home.orphan(&[], STUBBORN, 4);
     // Never to be touched: a live owner's tree, an interactive orphan,
     // another install's orphan, an untagged look-alike.
     let live = home.run(&[], Tree::SetsidDoubleFork.script(), 4);

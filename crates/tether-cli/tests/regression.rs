@@ -1,6 +1,10 @@
 //! Regression tests, one per bug, named by what went wrong. Each names the
 //! issue item it came from and failed on the code before its fix.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod orphans;
 mod support;
 

@@ -1,6 +1,10 @@
 //! `tether run` as a user sees it: exit codes (as `timeout(1)`), errors,
 //! `--json`, timeouts and forwarded signals.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::process::Stdio;

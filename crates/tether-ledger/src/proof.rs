@@ -1,4 +1,5 @@
-//! Proving an owner dead, and so its processes orphaned.
+//! Proving an owner dead, and so its processes orphaned. (One test starts
+//! the platform's trivial command, `true` or `cmd /c exit 0`.)
 //!
 //! A spawn tag names its owner by pid and start time. A tagged process is
 //! alive now, so it and its owner belong to this boot: the owner is the
@@ -313,7 +314,14 @@ mod tests {
 
     #[test]
     fn a_reaped_child_is_gone() {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let mut child = if cfg!(windows) {
+            std::process::Command::new("cmd")
+                .args(["/c", "exit 0"])
+                .spawn()
+        } else {
+            std::process::Command::new("true").spawn()
+        }
+        .unwrap();
         let pid = child.id();
         let start = tether::sys::process(pid).map(|s| s.start_time);
         child.wait().unwrap();

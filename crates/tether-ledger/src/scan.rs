@@ -128,7 +128,8 @@ pub fn argv_of(pid: u32) -> Vec<String> {
     tether::sys::command_line(pid)
 }
 
-#[cfg(test)]
+// The scan is tested against real Linux processes (tether-testkit).
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 

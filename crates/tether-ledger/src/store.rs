@@ -29,8 +29,7 @@
 //!   handle checks that `ledger.db` is still the file it opened, and
 //!   reopens it if another process quarantined it meanwhile.
 
-use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -552,8 +551,7 @@ fn insert_rebuilt_owner(
 }
 
 fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
-    let meta = fs::metadata(path)?;
-    Ok((meta.dev(), meta.ino()))
+    state_dir::file_id(path)
 }
 
 fn is_corruption(e: &rusqlite::Error) -> bool {
@@ -577,7 +575,7 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Attempt::Missing),
         Err(e) => return Err(io(e)),
     };
-    let file_id = (meta.dev(), meta.ino());
+    let file_id = file_id(path).map_err(io)?;
     let corrupt = |reason: String| Attempt::Corrupt { reason, file_id };
     // A store is born with its header and schema (see create_fresh): a
     // file shorter than SQLite's 100-byte header was damaged.
@@ -659,8 +657,8 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
         Err(e) => return Err(sqlite(e)),
     }
     // The file we checked must still be the one at the path.
-    match fs::metadata(path) {
-        Ok(m) if (m.dev(), m.ino()) == file_id => Ok((conn, file_id)),
+    match self::file_id(path) {
+        Ok(id) if id == file_id => Ok((conn, file_id)),
         _ => Err(Attempt::Missing),
     }
 }
@@ -680,7 +678,8 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// An exclusive `flock` on the state directory's lock file, released on drop.
+/// An exclusive lock on the state directory's lock file (`flock` on Unix,
+/// `LockFileEx` on Windows), released on drop.
 struct DirLock(File);
 
 impl DirLock {
@@ -688,29 +687,15 @@ impl DirLock {
         let path = dir.join(LOCK_FILE);
         let file = state_dir::open_private(&path)?;
         // Held only around quarantine and creation: bounded work.
-        nix_flock(&file, libc::LOCK_EX).map_err(|source| LedgerError::Io { path, source })?;
+        file.lock()
+            .map_err(|source| LedgerError::Io { path, source })?;
         Ok(DirLock(file))
     }
 }
 
 impl Drop for DirLock {
     fn drop(&mut self) {
-        let _ = nix_flock(&self.0, libc::LOCK_UN);
-    }
-}
-
-fn nix_flock(file: &File, op: i32) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: flock on a descriptor we own; no memory is passed.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
-        }
+        let _ = self.0.unlock();
     }
 }
 
@@ -781,12 +766,7 @@ fn create_fresh(
         source,
     };
     let _ = fs::remove_file(&tmp);
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| io(&tmp, e))?;
+    state_dir::create_new_private(&tmp).map_err(|e| io(&tmp, e))?;
     let sqlite = |source| LedgerError::Sqlite {
         path: tmp.clone(),
         source,
@@ -840,7 +820,10 @@ fn create_fresh(
             .optional()
             .map_err(sqlite)?;
         conn.close().map_err(|(_, e)| sqlite(e))?;
-        File::open(&tmp)
+        // Opened for writing: Windows flushes only a handle that may write.
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&tmp)
             .and_then(|f| f.sync_all())
             .map_err(|e| io(&tmp, e))?;
         Ok(quarantine)

@@ -3,6 +3,10 @@
 //! The writers are real processes: this test binary re-run with
 //! `TETHER_LEDGER_TEST_ROLE` set, entering at [`writer_process_entry`].
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

@@ -1,6 +1,10 @@
 //! A damaged store is quarantined — renamed, never emptied or rewritten —
 //! and a fresh one is rebuilt from the spawn tags of live processes.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use std::path::{Path, PathBuf};

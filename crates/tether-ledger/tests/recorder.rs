@@ -1,6 +1,10 @@
 //! A registry with a `Recorder` records its owner and every session,
 //! start and outcome, in the install's ledger.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::time::Duration;
 
 use tether::Install;

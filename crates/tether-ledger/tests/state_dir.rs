@@ -3,6 +3,10 @@
 //! refused with an error that says what to do, and nothing is read from or
 //! written to it. Modes that only let others read are tightened instead.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

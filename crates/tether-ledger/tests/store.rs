@@ -1,5 +1,9 @@
 //! The store: permissions, records round-trip, schema versions.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

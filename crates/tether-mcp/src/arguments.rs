@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tether::registry::Stream;
+use tether::terminal::PtySize;
 
 use crate::error::ArgError;
 use crate::params::{self, Checked};
@@ -19,7 +20,7 @@ pub const MAX_EXEC_ARG: usize = 128 * 1024 - 1;
 /// What `run` runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CommandArg {
-    /// A script for `/bin/sh -c`.
+    /// A script for the configured shell (`--shell`).
     Shell(String),
     /// A program and its arguments.
     Argv(Vec<String>),
@@ -48,6 +49,8 @@ pub struct RunArgs {
     pub quiet: Option<Duration>,
     /// Capture stderr apart.
     pub separate_stderr: bool,
+    /// Run on a PTY of this size.
+    pub pty: Option<PtySize>,
 }
 
 /// What `read` shows.
@@ -93,9 +96,13 @@ pub struct ReadArgs {
 pub struct WriteArgs {
     /// Session id or prefix.
     pub id: String,
-    /// Bytes to write (with the newline of `submit` appended).
+    /// Text to write.
     pub data: String,
-    /// Close stdin afterwards.
+    /// Named keys pressed after it (checked names; PTY sessions only).
+    pub keys: Vec<String>,
+    /// Press Enter afterwards.
+    pub submit: bool,
+    /// End the input afterwards (close a pipe; VEOF on a PTY).
     pub eof: bool,
     /// Most time to collect output afterwards.
     pub yield_for: Duration,
@@ -118,6 +125,15 @@ pub struct WaitArgs {
     pub offset: Option<u64>,
     /// Which stream `until` looks at.
     pub stream: Stream,
+}
+
+/// Arguments of `screen`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScreenArgs {
+    /// Session id or prefix.
+    pub id: String,
+    /// Resize to this first.
+    pub resize: Option<PtySize>,
 }
 
 /// Arguments of `kill`.
@@ -225,7 +241,25 @@ pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
         exec_string("env", value)?;
         env.push((key.to_owned(), value.to_owned()));
     }
-    let keep_stdin_open = args.boolean("keep_stdin_open");
+    let pty = if args.boolean("pty") {
+        if args.boolean("separate_stderr") {
+            return Err(ArgError::Invalid {
+                name: "separate_stderr",
+                reason: "a terminal has one stream: leave it out with pty".into(),
+            });
+        }
+        Some(size(&args)?.unwrap_or_default())
+    } else {
+        if let Some(name) = ["rows", "cols"].into_iter().find(|n| args.has(n)) {
+            return Err(ArgError::Invalid {
+                name,
+                reason: "sizes a terminal: give pty: true with it".into(),
+            });
+        }
+        None
+    };
+    // A terminal is always open for input.
+    let keep_stdin_open = args.boolean("keep_stdin_open") || pty.is_some();
     let until = args.text("until").map(str::to_owned);
     Ok(RunArgs {
         command,
@@ -244,7 +278,26 @@ pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
         until,
         keep_stdin_open,
         separate_stderr: args.boolean("separate_stderr"),
+        pty,
     })
+}
+
+/// `rows` and `cols` as a terminal size (the table's defaults fill one
+/// left out); `None` when neither was given and the table has none.
+fn size(args: &Checked<'_>) -> Result<Option<PtySize>, ArgError> {
+    match (args.integer("rows"), args.integer("cols")) {
+        (None, None) => Ok(None),
+        (Some(rows), Some(cols)) => PtySize::new(rows as u32, cols as u32)
+            .map(Some)
+            .map_err(|e| ArgError::Invalid {
+                name: "rows",
+                reason: e.to_string(),
+            }),
+        (rows, _) => Err(ArgError::Invalid {
+            name: if rows.is_some() { "cols" } else { "rows" },
+            reason: "give rows and cols together".into(),
+        }),
+    }
 }
 
 /// Checks `read`'s arguments.
@@ -301,15 +354,34 @@ pub fn read(map: &Map<String, Value>) -> Result<ReadArgs, ArgError> {
 pub fn write(map: &Map<String, Value>) -> Result<WriteArgs, ArgError> {
     let args = params::check(tools::WRITE, map)?;
     let id = args.id()?;
-    let mut data = args.text("data").unwrap_or_default().to_owned();
-    if args.boolean("submit") {
-        data.push('\n');
+    let data = args.text("data").unwrap_or_default().to_owned();
+    let keys: Vec<String> = args
+        .strings("keys")
+        .unwrap_or_default()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    // Names are checked now: an unknown key sends nothing at all.
+    if let Err(e) = tether::terminal::encode_keys(&keys, false) {
+        return Err(ArgError::Invalid {
+            name: "keys",
+            reason: e.to_string(),
+        });
+    }
+    let (submit, eof) = (args.boolean("submit"), args.boolean("eof"));
+    if !args.has("data") && keys.is_empty() && !submit && !eof {
+        return Err(ArgError::Missing {
+            name: "data",
+            hint: "the text to write (or keys, submit: true, eof: true)",
+        });
     }
     let until = args.text("until").map(str::to_owned);
     Ok(WriteArgs {
         id,
         data,
-        eof: args.boolean("eof"),
+        keys,
+        submit,
+        eof,
         yield_for: duration(args.seconds("yield_s")),
         quiet: if until.is_none() || args.has("quiet_s") {
             quiet(&args)
@@ -329,6 +401,15 @@ pub fn wait(map: &Map<String, Value>) -> Result<WaitArgs, ArgError> {
         until: args.text("until").map(str::to_owned),
         offset: args.integer("offset"),
         stream: stream(&args),
+    })
+}
+
+/// Checks `screen`'s arguments.
+pub fn screen(map: &Map<String, Value>) -> Result<ScreenArgs, ArgError> {
+    let args = params::check(tools::SCREEN, map)?;
+    Ok(ScreenArgs {
+        id: args.id()?,
+        resize: size(&args)?,
     })
 }
 
@@ -470,7 +551,25 @@ mod tests {
         assert!(read(&map(json!({"id": "abcd", "max_bytes": 0}))).is_err());
         assert!(read(&map(json!({"id": "abcd", "max_bytes": 2_000_000}))).is_err());
         let w = write(&map(json!({"id": "abcd", "data": "1+1", "submit": true}))).unwrap();
-        assert_eq!((w.data.as_str(), w.eof), ("1+1\n", false));
+        assert_eq!((w.data.as_str(), w.submit, w.eof), ("1+1", true, false));
+        let w = write(&map(json!({"id": "abcd", "keys": ["Ctrl-C"]}))).unwrap();
+        assert_eq!(
+            (w.data.as_str(), w.keys.as_slice()),
+            ("", &["Ctrl-C".to_owned()][..])
+        );
+        let err = write(&map(json!({"id": "abcd", "keys": ["Enter", "Hyper-Q"]})))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("Hyper-Q"), "{err}");
+        assert!(write(&map(json!({"id": "abcd", "eof": true}))).is_ok());
+        let s = screen(&map(json!({"id": "abcd", "rows": 10, "cols": 20}))).unwrap();
+        assert_eq!(s.resize, Some(PtySize::new(10, 20).unwrap()));
+        assert!(screen(&map(json!({"id": "abcd", "rows": 10}))).is_err());
+        assert!(screen(&map(json!({"id": "abcd", "rows": 501, "cols": 20}))).is_err());
+        let r = run(&map(json!({"command": "vim", "pty": true}))).unwrap();
+        assert_eq!(r.pty, Some(PtySize::default()));
+        assert!(r.keep_stdin_open);
+        assert!(run(&map(json!({"command": "vim", "cols": 80}))).is_err());
         assert_eq!(w.quiet, Some(Duration::from_millis(200)));
         let w = write(&map(json!({"id": "abcd", "data": "x", "until": ">>> "}))).unwrap();
         assert_eq!(w.quiet, None, "until names what to wait for");

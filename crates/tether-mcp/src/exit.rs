@@ -1,7 +1,8 @@
 //! How a command ended, said for a model: the status word, the exit code
 //! or the signal's name, and a sentence when the ending needs explaining
 //! (a signal nobody here sent, a timeout, a kill, a shell that could not
-//! find the program).
+//! find the program). Signal numbers differ between Unix kernels, so their
+//! names come from `libc` on Unix (`cfg(unix)`); Windows has no signals.
 
 use std::time::Duration;
 
@@ -63,6 +64,8 @@ pub fn ending(info: &SessionInfo) -> Ending {
             (None, Some(127)) if shell => {
                 Some("exit 127 from the shell: command not found".to_owned())
             }
+            #[cfg(windows)]
+            (None, Some(code)) => windows_note(code, shell),
             _ => None,
         },
     };
@@ -74,7 +77,37 @@ pub fn ending(info: &SessionInfo) -> Ending {
     }
 }
 
+/// Explains a Windows exit code that is an NTSTATUS (a crash, a Ctrl-C),
+/// or cmd.exe's "not recognized" (9009).
+#[cfg(windows)]
+fn windows_note(code: i32, shell: bool) -> Option<String> {
+    let what = match code as u32 {
+        9009 if shell => "exit 9009 from cmd.exe: command not found",
+        0xC000_0005 => "crashed: access violation (invalid memory access)",
+        0xC000_00FD => "crashed: stack overflow",
+        0xC000_0094 => "crashed: integer division by zero",
+        0xC000_0409 => "crashed: stack buffer overrun (or a fail-fast abort)",
+        0xC000_013A => "ended by Ctrl-C / Ctrl-Break (STATUS_CONTROL_C_EXIT)",
+        0xC000_0135 => "could not start: a DLL it needs was not found",
+        _ => return None,
+    };
+    Some(what.to_owned())
+}
+
 /// Explains a death by signal `sig` that nobody here asked for.
+#[cfg(not(unix))]
+fn signal_note(sig: i32) -> String {
+    format!("terminated by {}", signal_name(sig))
+}
+
+/// `SIG<n>`: there are no signal names where there are no signals.
+#[cfg(not(unix))]
+pub fn signal_name(sig: i32) -> String {
+    format!("SIG{sig}")
+}
+
+/// Explains a death by signal `sig` that nobody here asked for.
+#[cfg(unix)]
 fn signal_note(sig: i32) -> String {
     let name = signal_name(sig);
     let what = match sig {
@@ -106,6 +139,7 @@ fn signal_note(sig: i32) -> String {
 }
 
 /// `SIGKILL` for 9, and so on; `SIG<n>` for a number without a name.
+#[cfg(unix)]
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {
         libc::SIGHUP => "SIGHUP",
@@ -152,9 +186,18 @@ pub fn seconds(d: Duration) -> String {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(windows)]
+    fn windows_crash_codes_are_explained() {
+        let note = windows_note(0xC000_0005_u32 as i32, false).unwrap();
+        assert!(note.contains("access violation"), "{note}");
+        assert!(windows_note(9009, true).unwrap().contains("not found"));
+        assert_eq!(windows_note(9009, false), None);
+    }
 
     #[test]
     fn signals_have_names() {

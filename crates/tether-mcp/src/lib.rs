@@ -75,6 +75,7 @@ mod prompt;
 mod read;
 mod reply;
 mod screen;
+mod shell;
 mod terminal;
 mod tools;
 
@@ -149,6 +150,7 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
                 .map(|o| o as Arc<dyn tether::registry::SessionObserver>),
             ..tether::registry::RegistryConfig::default()
         },
+        shell: options.shell,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

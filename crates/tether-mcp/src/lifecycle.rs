@@ -1,12 +1,12 @@
 //! When the server stops: its input ends, its output breaks, or it gets
-//! SIGTERM, SIGINT or SIGHUP. The first cause wins; everything that waits
-//! on [`Closing`] (calls in flight, the MCP loop, `serve`) learns it at
-//! once.
+//! SIGTERM, SIGINT or SIGHUP (on Windows: Ctrl-C, Ctrl-Break, console
+//! close — how each OS asks a process to stop differs, hence the
+//! `cfg`s). The first cause wins; everything that waits on [`Closing`]
+//! (calls in flight, the MCP loop, `serve`) learns it at once.
 
 use std::fmt;
 use std::sync::Arc;
 
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
 /// Why the server stops.
@@ -71,7 +71,9 @@ impl Closing {
 /// Closes `closing` on SIGTERM, SIGINT or SIGHUP. The handlers are
 /// installed before this returns, so a signal sent after it is never
 /// lost to the default action (which would skip the verified kill).
+#[cfg(unix)]
 pub fn watch_signals(closing: Closing) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
@@ -87,7 +89,27 @@ pub fn watch_signals(closing: Closing) -> std::io::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+/// Closes `closing` on Ctrl-C, Ctrl-Break or the console's close (reported
+/// as the signal numbers 2, 21 and 1 — `SIGINT`, `SIGBREAK`, `SIGHUP` in
+/// the C runtime's terms).
+#[cfg(windows)]
+pub fn watch_signals(closing: Closing) -> std::io::Result<()> {
+    use tokio::signal::windows::{ctrl_break, ctrl_c, ctrl_close};
+    let mut c = ctrl_c()?;
+    let mut brk = ctrl_break()?;
+    let mut close = ctrl_close()?;
+    tokio::spawn(async move {
+        let sig = tokio::select! {
+            _ = c.recv() => 2,
+            _ = brk.recv() => 21,
+            _ = close.recv() => 1,
+        };
+        closing.close(Cause::Signal(sig));
+    });
+    Ok(())
+}
+
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

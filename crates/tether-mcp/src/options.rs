@@ -45,6 +45,10 @@ pub struct Options {
     /// Longest request line accepted; longer requests get an error.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_REQUEST)]
     pub max_request_bytes: usize,
+    /// The shell of `command` strings: `sh`/`cmd` (the platform's: /bin/sh -c, on Windows
+    /// cmd.exe /d /s /c), `powershell`, `pwsh`, `bash`, or a program that takes -c.
+    #[arg(long, value_name = "SHELL", default_value = "default", value_parser = crate::shell::parse)]
+    pub shell: crate::shell::Shell,
     /// Before serving, kill the proven orphans of dead owners of this install (as `tether reap`).
     #[arg(long)]
     pub reap_on_start: bool,

@@ -137,6 +137,57 @@ pub struct SessionReport {
     /// What to do next.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// A PTY session drawing full-screen: its terminal's text rows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen: Option<String>,
+}
+
+/// The result of `screen`: what a PTY session's terminal displays.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ScreenReport {
+    /// The session id.
+    pub id: String,
+    /// Where the session stands.
+    pub status: &'static str,
+    /// Terminal rows.
+    pub rows: u16,
+    /// Terminal columns.
+    pub cols: u16,
+    /// Cursor row, 1-based.
+    pub cursor_row: u16,
+    /// Cursor column, 1-based.
+    pub cursor_col: u16,
+    /// A full-screen program is drawing.
+    pub alternate_screen: bool,
+    /// The cursor is hidden.
+    pub cursor_hidden: bool,
+    /// The text rows, trailing blank rows left out.
+    pub screen: String,
+}
+
+impl ScreenReport {
+    /// A status line, then the screen.
+    pub fn text(&self) -> String {
+        let mut text = format!(
+            "[{}] {}; terminal {}x{}, cursor at row {} col {}{}\n",
+            self.id,
+            self.status,
+            self.rows,
+            self.cols,
+            self.cursor_row,
+            self.cursor_col,
+            if self.alternate_screen {
+                "; full-screen program (alternate screen)"
+            } else {
+                ""
+            }
+        );
+        text.push_str(&self.screen);
+        if !self.screen.is_empty() {
+            text.push('\n');
+        }
+        text
+    }
 }
 
 impl SessionReport {
@@ -156,6 +207,11 @@ impl SessionReport {
             if !self.output.ends_with('\n') {
                 text.push('\n');
             }
+        }
+        if let Some(screen) = &self.screen {
+            text.push_str("--- screen ---\n");
+            text.push_str(screen);
+            text.push('\n');
         }
         if let Some(stderr) = self.stderr.as_deref().filter(|s| !s.is_empty()) {
             text.push_str("--- stderr ---\n");

@@ -27,14 +27,16 @@ use tether::{Error, SessionId};
 use tokio_util::sync::CancellationToken;
 
 use crate::arguments::{
-    self, CommandArg, KillArgs, ReadArgs, ReadMode, RunArgs, WaitArgs, WriteArgs,
+    self, CommandArg, KillArgs, ReadArgs, ReadMode, RunArgs, ScreenArgs, WaitArgs, WriteArgs,
 };
 use crate::excerpt::{Source, excerpt};
 use crate::exit::{ending, seconds};
 use crate::grep::grep;
 use crate::prompt::{editor_refused, waiting_prompt};
 use crate::read::{Shown, head, page, tail};
-use crate::reply::{Alive, ListReport, Listed, ReadReport, Reply, SessionReport, Span};
+use crate::reply::{
+    Alive, ListReport, Listed, ReadReport, Reply, ScreenReport, SessionReport, Span,
+};
 use crate::screen::render;
 
 /// Purpose written into the spawn tag of every process the server starts.
@@ -47,6 +49,12 @@ const KILL_MARGIN: Duration = Duration::from_secs(10);
 /// Clients that reset their timeout on progress (the TypeScript SDK's
 /// `resetTimeoutOnProgress`) then never time out a call that is alive.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The editor variables the server points at a failing stand-in.
+const EDITOR_VARS: [&str; 4] = ["GIT_EDITOR", "EDITOR", "VISUAL", "GIT_SEQUENCE_EDITOR"];
+
+/// Longest a `screen` call with a resize waits for the program's redraw.
+const RESIZE_REDRAW: Duration = Duration::from_secs(2);
 
 /// How far back a `wait` looks for an earlier match of its pattern.
 const EARLIER_LOOKBACK: u64 = 4 << 20;
@@ -65,6 +73,8 @@ pub struct TerminalConfig {
     pub grace: Duration,
     /// Limits and retention of the registry.
     pub registry: RegistryConfig,
+    /// The shell of `command` strings (`--shell`).
+    pub shell: crate::shell::Shell,
 }
 
 /// One progress report of a waiting call.
@@ -125,6 +135,11 @@ impl Terminal {
         }
     }
 
+    /// The shell of `command` strings.
+    pub fn shell(&self) -> &crate::shell::Shell {
+        &self.config.shell
+    }
+
     /// Runs tool `name`; `None` if there is no such tool.
     pub async fn call(
         &self,
@@ -157,6 +172,10 @@ impl Terminal {
                 Ok(()) => self.list(),
                 Err(e) => invalid("list", e),
             },
+            "screen" => match arguments::screen(args) {
+                Ok(a) => self.screen(a, &context).await,
+                Err(e) => invalid("screen", e),
+            },
             _ => return None,
         };
         Some(reply)
@@ -176,7 +195,10 @@ impl Terminal {
             None => self.config.cwd.clone(),
         };
         let mut spec = match a.command {
-            CommandArg::Shell(script) => RunSpec::shell(script),
+            CommandArg::Shell(script) => match self.config.shell.argv(&script) {
+                Some(argv) => RunSpec::argv(argv),
+                None => RunSpec::shell(script),
+            },
             CommandArg::Argv(argv) => RunSpec::argv(argv),
         }
         .cwd(&cwd)
@@ -184,7 +206,17 @@ impl Terminal {
         .timeout(a.timeout)
         .grace(self.config.grace)
         .purpose(PURPOSE);
+        let stand_in = crate::prompt::no_editor_command();
         for (key, value) in &self.config.env {
+            // A terminal gets the terminal type that goes with it
+            // (xterm-256color) unless the call names one, and a real
+            // editor (it can be driven with keys and read with `screen`):
+            // `dumb` and the failing stand-in editor are for pipes.
+            let for_pipes = key == "TERM"
+                || (EDITOR_VARS.iter().any(|v| key == v) && value.to_str() == Some(&stand_in));
+            if a.pty.is_some() && for_pipes {
+                continue;
+            }
             spec = spec.env(key, value);
         }
         for (key, value) in &a.env {
@@ -195,6 +227,9 @@ impl Terminal {
         }
         if a.separate_stderr {
             spec = spec.output(OutputMode::Separate);
+        }
+        if let Some(size) = a.pty {
+            spec = spec.pty(size);
         }
         let id = match self.registry.run(spec).await {
             Ok(id) => id,
@@ -209,9 +244,12 @@ impl Terminal {
         let mut stdin = None;
         let mut stdin_error = None;
         if let Some(data) = a.stdin {
+            // A terminal's input is never closed: its text is typed, and the
+            // program keeps reading it.
+            let close = !a.keep_stdin_open && a.pty.is_none();
             match self
                 .registry
-                .queue_write(id.as_str(), data.into_bytes(), !a.keep_stdin_open)
+                .queue_write(id.as_str(), data.into_bytes(), close)
             {
                 Ok(queued) => stdin = Some(queued),
                 Err(e) => stdin_error = Some(stdin_error_text(&e, &id)),
@@ -412,13 +450,33 @@ impl Terminal {
             });
         }
         let from = info.output_bytes;
+        let terminal = info.pty.is_some();
+        let mut bytes = a.data.into_bytes();
+        if !a.keys.is_empty() {
+            match self.registry.keys(id.as_str(), &a.keys) {
+                Ok(keys) => bytes.extend(keys),
+                Err(e) => return session_error(&e, id.as_str()),
+            }
+        }
+        if a.submit {
+            // The Enter key on a terminal (a program in raw mode waits for
+            // CR, not LF); a newline on a pipe.
+            bytes.push(if terminal { b'\r' } else { b'\n' });
+        }
         let queued = match self
             .registry
-            .queue_write(id.as_str(), a.data.into_bytes(), a.eof)
+            .queue_write(id.as_str(), bytes, a.eof && !terminal)
         {
             Ok(queued) => queued,
             Err(e) => return Reply::error(stdin_error_text(&e, &id)),
         };
+        // A terminal's end of input is its EOF character, queued after.
+        if a.eof
+            && terminal
+            && let Err(e) = self.registry.close_stdin(id.as_str())
+        {
+            return Reply::error(stdin_error_text(&e, &id));
+        }
         // `until` and the quiet rule look at what this write makes the
         // command print, even if it arrives before the wait begins.
         let mut options = WaitOptions::new(a.yield_for).from(from);
@@ -690,8 +748,63 @@ impl Terminal {
             })
             .collect();
         report.stdin_open = info.stdin_open;
+        // A full-screen program's stream is cursor moves and redraws: the
+        // screen is what can be read.
+        if info.pty.is_some()
+            && let Ok(screen) = self.registry.screen(id.as_str())
+            && screen.alternate_screen
+        {
+            report.screen = Some(screen.text());
+        }
         report.hint = self.hint(id, info, &report);
         report
+    }
+
+    async fn screen(&self, a: ScreenArgs, context: &CallContext) -> Reply {
+        let info = match self.registry.info(&a.id) {
+            Ok(info) => info,
+            Err(e) => return session_error(&e, &a.id),
+        };
+        let id = info.id.clone();
+        if info.pty.is_none() {
+            return Reply::error(format!(
+                "{id} runs without a terminal, so it has no screen; its output is all there is \
+                 (read). Start programs that draw on a terminal with run {{\"pty\": true, ...}}"
+            ));
+        }
+        if let Some(size) = a.resize {
+            if let Err(e) = self.registry.resize(id.as_str(), size) {
+                return session_error(&e, id.as_str());
+            }
+            // The redraw the resize asks for: output after it, then quiet.
+            let options = WaitOptions::new(RESIZE_REDRAW)
+                .from(info.output_bytes)
+                .quiet(Duration::from_millis(200));
+            if let Ok(Waited::Cancelled) = self.waiting(&id, options, RESIZE_REDRAW, context).await
+            {
+                return Reply::error("cancelled by the client");
+            }
+        }
+        let (screen, info) = match (
+            self.registry.screen(id.as_str()),
+            self.registry.info(id.as_str()),
+        ) {
+            (Ok(screen), Ok(info)) => (screen, info),
+            (Err(e), _) | (_, Err(e)) => return session_error(&e, id.as_str()),
+        };
+        let report = ScreenReport {
+            id: id.to_string(),
+            status: ending(&info).status,
+            rows: screen.size.rows(),
+            cols: screen.size.cols(),
+            cursor_row: screen.cursor_row + 1,
+            cursor_col: screen.cursor_col + 1,
+            alternate_screen: screen.alternate_screen,
+            cursor_hidden: screen.cursor_hidden,
+            screen: screen.text(),
+        };
+        let text = report.text();
+        Reply::ok(&report, text)
     }
 
     /// What to do next, from where the session stands.

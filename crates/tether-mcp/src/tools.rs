@@ -1,7 +1,8 @@
 //! The tools as a model sees them: names, descriptions (when to use each,
 //! what comes back, what to do next), the argument tables that produce
 //! their input schemas and checks ([`params`](crate::params)), their
-//! output schemas, and their annotations.
+//! output schemas, and their annotations. (The shell the texts name is the
+//! platform's — `/bin/sh` or `cmd.exe` — picked per OS.)
 
 use serde_json::{Value, json};
 
@@ -50,13 +51,47 @@ running (with `until`, as soon as its output matches); continue with `read`, `wa
 and `kill`. Every process a command starts (background jobs, daemons, `setsid` escapes) belongs \
 to its session: `kill` ends all of them, and all of them die when this server exits. Output is \
 shown cleaned (no colour codes, progress lines collapsed) and, when long, cut to its head and \
-tail with the exact `read` call that shows the rest. Commands run without a terminal: editors \
-and password prompts fail fast instead of hanging (pass `-m` to git commit, `-y` to installers).";
+tail with the exact `read` call that shows the rest. Commands run without a terminal unless \
+`run` gets `pty: true`: without one, editors and password prompts fail fast instead of hanging \
+(pass `-m` to git commit, `-y` to installers); with one, REPLs, prompts and full-screen programs \
+work, `write` takes named `keys`, and `screen` shows what the terminal displays.";
 
 /// Longest any call waits (`yield_s`, `wait`'s `timeout_s`): 300 s.
 pub const MAX_WAIT_S: f64 = 300.0;
 /// Largest `timeout_s` of `run`: one day.
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+/// Rows and columns of a PTY: the library's bounds, written once.
+const ROWS_MAX: u64 = tether::terminal::PtySize::MAX_ROWS as u64;
+const COLS_MAX: u64 = tether::terminal::PtySize::MAX_COLS as u64;
+
+const fn rows_param(default: Option<u64>, doc: &'static str) -> Param {
+    Param {
+        name: "rows",
+        kind: Kind::Integer {
+            what: "",
+            min: 1,
+            max: ROWS_MAX,
+            default,
+        },
+        required: false,
+        doc,
+    }
+}
+
+const fn cols_param(default: Option<u64>, doc: &'static str) -> Param {
+    Param {
+        name: "cols",
+        kind: Kind::Integer {
+            what: "",
+            min: 1,
+            max: COLS_MAX,
+            default,
+        },
+        required: false,
+        doc,
+    }
+}
+
 /// Largest `max_bytes` of `read`: 1 MiB (a page is also cut to the output budget).
 pub const READ_MAX_BYTES: u64 = 1024 * 1024;
 
@@ -100,13 +135,38 @@ const UNTIL_DOC: &str = "Regex (Rust syntax; ^ and $ match at line ends) that en
 as the output matches it, e.g. \"Listening on|ERROR\". Keeps waiting after the main process \
 exits while processes it left can still print (`server &`).";
 
+/// How the tool texts name the platform's shell (a literal, for
+/// `concat!`; a `--shell` other than the default is substituted for it by
+/// the adapter, see `shell::Shell::describe`).
+#[cfg(unix)]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! platform_shell {
+    () => {
+        "/bin/sh -c"
+    };
+}
+/// How the tool texts name the platform's shell.
+#[cfg(windows)]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! platform_shell {
+    () => {
+        "cmd.exe /d /s /c (Windows cmd syntax)"
+    };
+}
+
 /// `run`'s arguments.
 pub const RUN: &[Param] = &[
     Param {
         name: "command",
         kind: Kind::Text,
         required: false,
-        doc: "Shell command line, run with /bin/sh -c. Give this or argv.",
+        doc: concat!(
+            "Shell command line, run with ",
+            platform_shell!(),
+            ". Give this or argv."
+        ),
     },
     Param {
         name: "argv",
@@ -176,6 +236,19 @@ pub const RUN: &[Param] = &[
         doc: "Capture stderr apart from stdout (results then have `stderr`; read it with \
               `read {\"stream\": \"stderr\"}`). Default: one stream in arrival order.",
     },
+    Param {
+        name: "pty",
+        kind: Kind::Bool { default: false },
+        required: false,
+        doc: "Run on a pseudo-terminal: for programs that need one — REPLs (python3, node, \
+              psql), prompts (ssh, sudo, installers asking questions), full-screen programs \
+              (top, htop, vim, less) and anything that checks isatty or buffers when piped. \
+              Stdin stays open for `write` (keys too); results of full-screen programs carry \
+              `screen`; the `screen` tool shows the terminal. TERM=xterm-256color. Not with \
+              separate_stderr.",
+    },
+    rows_param(Some(30), "With pty: terminal rows."),
+    cols_param(Some(120), "With pty: terminal columns."),
 ];
 
 const STREAM: Param = Param {
@@ -282,20 +355,32 @@ pub const WRITE: &[Param] = &[
     Param {
         name: "data",
         kind: Kind::Text,
-        required: true,
-        doc: "the text to write to stdin (\"\" with eof: true just closes it)",
+        required: false,
+        doc: "Text to write to stdin.",
+    },
+    Param {
+        name: "keys",
+        kind: Kind::StringArray,
+        required: false,
+        doc: "PTY sessions: keys pressed after `data`, in order, by name: Enter, Tab, \
+              Shift-Tab, Esc, Backspace, Space, Up, Down, Left, Right, Home, End, PageUp, \
+              PageDown, Insert, Delete, F1-F12, Ctrl-A..Ctrl-Z (Ctrl-C interrupts, Ctrl-D is \
+              end of input, Ctrl-Z suspends), Alt-<char>, or one character as itself. E.g. \
+              [\"Down\", \"Down\", \"Enter\"] or [\"Esc\", \":\", \"q\", \"Enter\"] — never \
+              write escape sequences yourself.",
     },
     Param {
         name: "submit",
         kind: Kind::Bool { default: false },
         required: false,
-        doc: "Append a newline (press Enter).",
+        doc: "Press Enter after data and keys (a newline; on a PTY, the Enter key).",
     },
     Param {
         name: "eof",
         kind: Kind::Bool { default: false },
         required: false,
-        doc: "Close stdin after writing (like Ctrl-D).",
+        doc: "End the input afterwards: a pipe is closed; a PTY gets its end-of-file \
+              character (Ctrl-D), which ends a read at the start of a line.",
     },
     yield_param(
         5.0,
@@ -369,13 +454,26 @@ pub const KILL: &[Param] = &[
 /// `list` takes nothing.
 pub const LIST: &[Param] = &[];
 
+/// `screen`'s arguments.
+pub const SCREEN: &[Param] = &[
+    ID,
+    rows_param(
+        None,
+        "Resize the terminal to this many rows first (give cols too); the program gets \
+         SIGWINCH and redraws.",
+    ),
+    cols_param(None, "Resize to this many columns first (give rows too)."),
+];
+
 /// Every tool this server offers.
 pub fn all() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: "run",
             description: concat!(
-                "Run a shell command (`command`, via /bin/sh -c) or a program with arguments \
+                "Run a shell command (`command`, via ",
+                platform_shell!(),
+                ") or a program with arguments \
 (`argv`). Returns as soon as the command's main process exits: {status: exited | killed | \
 timed_out, exit_code, output, id, signal, note, duration_ms, next_offset, truncated_bytes, \
 descendants_alive}. If it is still running after `yield_s` seconds, returns {status: \
@@ -386,8 +484,11 @@ appears, even from a process started with `&`. Every process the command starts 
 `kill` ends them all. Output merges stdout and stderr in order (separate_stderr splits them). \
 Status failed_start means the program or cwd was not found. `stdin` feeds input (written, then \
 closed); `keep_stdin_open` lets you talk to an interactive program with `write`. Commands get no \
-terminal and no editor: git commit needs -m. If a cancelled call had started a command, that \
-command is killed. ",
+terminal and no editor (git commit needs -m) unless `pty` is true: then the command runs on a \
+real terminal — choose it for REPLs, programs that prompt (ssh, sudo, installers), full-screen \
+programs (top, vim, less) and anything that refuses or buffers without a terminal; drive it with \
+`write` (text and named `keys`) and look at it with `screen`. If a cancelled call had started a \
+command, that command is killed. ",
                 "Most clients stop waiting for a call after 60 s (the TypeScript SDK's default) \
 unless they reset the timeout on progress, which this server reports every second when the call \
 carries a progressToken; Claude Desktop stops a call at about 4 minutes."
@@ -424,11 +525,12 @@ started with separate_stderr. Returns at once; to wait for output use `wait`.",
             name: "write",
             description: concat!(
                 "Write to a running session's standard input (it must have been started with \
-keep_stdin_open), then return the output it produces: as soon as that output goes quiet for \
-quiet_s (a REPL's answer and its next prompt are in), matches `until`, or the command \
+keep_stdin_open or pty), then return the output it produces: as soon as that output goes quiet \
+for quiet_s (a REPL's answer and its next prompt are in), matches `until`, or the command \
 exits, and at most after `yield_s`. Returns {status, exit_code, output, id, ...}. \
-Set `submit` to append a newline (press Enter) and `eof` to close stdin afterwards (like \
-Ctrl-D). Input the command has not read yet is written in the background, in order. ",
+`data` is text; on a PTY session `keys` presses named keys after it (Enter, Ctrl-C, Up, Esc, \
+F5, ...). Set `submit` to press Enter and `eof` to end the input afterwards (a pipe is closed; \
+a PTY gets Ctrl-D). Input the command has not read yet is written in the background, in order. ",
                 "Most clients stop waiting for a call after 60 s unless they reset the timeout \
 on progress (reported every second when the call carries a progressToken)."
             ),
@@ -496,6 +598,23 @@ stdin_open}]}. Finished sessions stay listed for 30 minutes.",
                 idempotent: true,
             },
         },
+        ToolSpec {
+            name: "screen",
+            description: "Show what a PTY session's terminal displays now (run with pty: true): \
+{id, status, rows, cols, cursor_row, cursor_col (1-based), alternate_screen, cursor_hidden, \
+screen (the text rows, trailing blank rows left out)}. Use it for full-screen and redrawing \
+programs (top, htop, vim, less, menus, progress displays), whose output stream is a mess of \
+cursor moves; alternate_screen true means a full-screen program is drawing. With rows and cols \
+it resizes the terminal first and waits briefly for the redraw. Send keys with write.",
+            params: SCREEN,
+            output_schema: screen_result_schema(),
+            annotations: Annotations {
+                title: "Show a terminal's screen",
+                read_only: false,
+                destructive: false,
+                idempotent: true,
+            },
+        },
     ]
 }
 
@@ -559,8 +678,36 @@ fn session_result_schema(required_extra: &[&str]) -> Value {
             "stdin_error": {"type": "string"},
             "waiting_for_input": {"type": "string"},
             "hint": {"type": "string"},
+            "screen": {"type": "string", "description": "PTY sessions drawing full-screen (alternate screen): the terminal's text rows."},
         }),
         &required,
+    )
+}
+
+fn screen_result_schema() -> Value {
+    object(
+        json!({
+            "id": {"type": "string"},
+            "status": {"type": "string", "enum": STATUS},
+            "rows": {"type": "integer", "minimum": 1},
+            "cols": {"type": "integer", "minimum": 1},
+            "cursor_row": {"type": "integer", "minimum": 1},
+            "cursor_col": {"type": "integer", "minimum": 1},
+            "alternate_screen": {"type": "boolean"},
+            "cursor_hidden": {"type": "boolean"},
+            "screen": {"type": "string"},
+        }),
+        &[
+            "id",
+            "status",
+            "rows",
+            "cols",
+            "cursor_row",
+            "cursor_col",
+            "alternate_screen",
+            "cursor_hidden",
+            "screen",
+        ],
     )
 }
 
@@ -631,7 +778,10 @@ mod tests {
         let tools = all();
         let mut names: Vec<&str> = tools.iter().map(|t| t.name).collect();
         names.sort();
-        assert_eq!(names, ["kill", "list", "read", "run", "wait", "write"]);
+        assert_eq!(
+            names,
+            ["kill", "list", "read", "run", "screen", "wait", "write"]
+        );
         for tool in &tools {
             let input = tool.input_schema();
             assert_eq!(input["type"], "object", "{}", tool.name);

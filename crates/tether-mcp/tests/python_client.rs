@@ -6,6 +6,10 @@
 //! `<workspace>/.venv` (`.ci/run` makes it). Without one this test fails
 //! and says how to make it; `TETHER_SKIP_PYTHON=1` skips it instead.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

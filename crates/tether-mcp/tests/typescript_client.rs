@@ -6,6 +6,10 @@
 //! runs `npm ci` there). Without them this test fails and says how to
 //! install them; `TETHER_SKIP_NODE=1` skips it instead.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::path::Path;
 use std::process::Command;
 

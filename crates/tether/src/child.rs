@@ -10,6 +10,7 @@ use crate::exit::{ExitStatus, Output};
 use crate::identity::ProcessIdentity;
 use crate::session_id::SessionId;
 use crate::stdio::{ChildStderr, ChildStdin, ChildStdout};
+use crate::terminal::Pty;
 
 /// A contained command started by [`Command::spawn`](crate::Command::spawn).
 ///
@@ -30,6 +31,9 @@ pub struct Child {
     pub stdout: Option<ChildStdout>,
     /// The child's stderr, if piped.
     pub stderr: Option<ChildStderr>,
+    /// The master of the child's terminal, when it was started with
+    /// [`Command::pty`](crate::Command::pty).
+    pub pty: Option<Pty>,
 }
 
 /// What the owner has heard of a child so far.
@@ -59,6 +63,7 @@ impl Child {
             stdin: None,
             stdout: None,
             stderr: None,
+            pty: None,
         }
     }
 

@@ -13,6 +13,7 @@ use crate::exit::{ExitStatus, Output};
 use crate::install::Install;
 use crate::session_id::SessionId;
 use crate::stdio::Stdio;
+use crate::terminal::PtySize;
 
 /// Default grace between the first signal of a kill and the forced end.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
@@ -45,6 +46,7 @@ pub struct Command {
     pub(crate) foreground: bool,
     pub(crate) session: Option<SessionId>,
     pub(crate) install: Option<Install>,
+    pub(crate) pty: Option<PtySize>,
 }
 
 impl Command {
@@ -69,7 +71,18 @@ impl Command {
             foreground: false,
             session: None,
             install: None,
+            pty: None,
         }
+    }
+
+    /// A command running `script` with the platform's shell: `/bin/sh -c`
+    /// on Unix, `cmd.exe /d /s /c` on Windows (the script passed verbatim,
+    /// with cmd's own quoting). See [`SHELL`](crate::registry::SHELL).
+    pub fn shell(script: &str) -> Command {
+        let argv = crate::contain::shell::argv(script);
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]);
+        command
     }
 
     /// Adds an argument.
@@ -194,6 +207,25 @@ impl Command {
     /// elsewhere. Not with a PID namespace (its stops are not seen).
     pub fn foreground(&mut self, yes: bool) -> &mut Command {
         self.foreground = yes;
+        self
+    }
+
+    /// Run on a new pseudo-terminal of `size` instead of the configured
+    /// stdio (default: off). The command becomes the leader of a session of
+    /// its own with the PTY as its controlling terminal and as stdin,
+    /// stdout and stderr; it is contained exactly like any other command.
+    /// The owner's end is [`Child::pty`]. Kills climb `SIGHUP` → `SIGTERM`
+    /// → `SIGKILL` (a hang-up first, as when a terminal closes), unless
+    /// [`kill_signals`](crate::unix::CommandExt::kill_signals) says
+    /// otherwise. `foreground` does not apply. The environment is the
+    /// owner's: set `TERM` if the owner has none.
+    ///
+    /// Unix; elsewhere spawning fails with [`Error::Unsupported`](crate::Error::Unsupported).
+    pub fn pty(&mut self, size: PtySize) -> &mut Command {
+        self.pty = Some(size);
+        if self.ladder == Ladder::Standard {
+            self.ladder = Ladder::Terminal;
+        }
         self
     }
 

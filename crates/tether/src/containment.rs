@@ -65,6 +65,13 @@ pub enum ContainmentPolicy {
     Auto,
     /// A PID namespace or an error — never silently something weaker.
     PidNamespace,
+    /// No containment at all (Windows only): the command runs in no job of
+    /// tether's, so it does *not* die with its owner, and its descendants
+    /// are found and killed only by their spawn tag. Reported as
+    /// [`Containment::None`]. For the rare program that must manage jobs
+    /// itself; on Unix the keeper always contains the tree, and asking for
+    /// this is [`Error::ContainmentUnavailable`](crate::Error::ContainmentUnavailable).
+    Uncontained,
 }
 
 /// What happens to descendants still alive when the main process exits.

@@ -164,6 +164,15 @@ pub enum Error {
         /// The session.
         id: String,
     },
+    /// The session runs on pipes, not a terminal: it has no screen and
+    /// cannot be resized or sent keys.
+    #[error(
+        "session {id} has no terminal: start it with RunSpec::pty to use screens, sizes and keys"
+    )]
+    NotATerminal {
+        /// The session.
+        id: String,
+    },
     /// This platform cannot do what was asked (yet): nothing was started.
     #[error("{what} is not supported on {os}")]
     Unsupported {

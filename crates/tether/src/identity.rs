@@ -22,7 +22,9 @@ pub struct ProcessIdentity {
     pub boot_id: String,
     /// The process id in tether's (the initial) pid namespace.
     pub pid: u32,
-    /// Start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+    /// Start time in the process table's unit (see
+    /// [`sys::ProcessInfo::start_time`](crate::sys::ProcessInfo::start_time)):
+    /// clock ticks since boot on Linux (field 22 of `/proc/<pid>/stat`).
     pub start_time: u64,
     /// Inode of the process's pidfd on pidfs, where the kernel has pidfs.
     pub pidfs_inode: Option<u64>,

@@ -73,6 +73,7 @@ mod session_id;
 mod spawn;
 mod spawn_tag;
 mod stdio;
+pub mod terminal;
 pub mod watchdog;
 
 pub use child::{Child, ChildHandle};

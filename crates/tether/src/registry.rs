@@ -46,9 +46,10 @@ use tokio::sync::oneshot;
 use crate::contain::{AsyncReader, AsyncWriter};
 use crate::error::{Error, Result};
 use crate::session::pattern::{compile, scan};
-use crate::session::spawn::{Started, start};
+use crate::session::spawn::{Ends, Started, start};
 use crate::session::{Control, Driver, Owner, Session, lock};
 use crate::session_id::SessionId;
+use crate::terminal::{PtySize, Screen};
 
 mod wait;
 pub use crate::contain::Descendant;
@@ -235,18 +236,41 @@ impl Registry {
         let Started {
             child,
             meta,
-            output,
-            stderr,
-            stdin,
+            ends,
             buffers,
             idle,
             grace,
         } = started;
         let keeper = child.watcher()?;
-        let output = AsyncReader::new(output)?;
-        let stderr = stderr.map(AsyncReader::new).transpose()?;
-        let stdin = stdin.map(AsyncWriter::from_file).transpose()?;
-        let (session, control) = Session::new(id.clone(), meta, buffers.0, buffers.1, child, stdin);
+        let (output, stderr, stdin, terminal) = match ends {
+            Ends::Pipes {
+                output,
+                stderr,
+                stdin,
+            } => (
+                AsyncReader::new(output)?,
+                stderr.map(AsyncReader::new).transpose()?,
+                stdin.map(AsyncWriter::from_file).transpose()?,
+                None,
+            ),
+            // Three copies of the master: the reader, the writer, and the
+            // one that resizes; all go at the output's EOF.
+            Ends::Terminal(pty) => (
+                AsyncReader::terminal(pty.try_clone()?)?,
+                None,
+                Some(AsyncWriter::terminal(pty.try_clone()?)?),
+                Some(pty),
+            ),
+        };
+        let (session, control) = Session::new(
+            id.clone(),
+            meta,
+            buffers.0,
+            buffers.1,
+            child,
+            stdin,
+            terminal,
+        );
         let owner: Weak<dyn Owner> = Arc::downgrade(&self.inner) as Weak<dyn Owner>;
         let driver = Driver::new(
             Arc::clone(&session),
@@ -353,7 +377,9 @@ impl Registry {
     /// waiting for the command to read: one background task per session
     /// writes queued writes in order, each whole (interleaving with nothing
     /// else). With `close`, stdin is closed after these bytes (the command
-    /// then reads EOF). Await the returned [`QueuedWrite`] to learn when
+    /// then reads EOF; on a PTY session the terminal's EOF character follows
+    /// them instead, as with [`close_stdin`](Registry::close_stdin)). Await
+    /// the returned [`QueuedWrite`] to learn when
     /// the bytes are in the pipe; dropping it does not cancel the write.
     ///
     /// # Errors
@@ -361,13 +387,21 @@ impl Registry {
     /// is pending), [`Error::StdinQueueFull`] when the bytes queued and not
     /// yet read would exceed [`RegistryConfig::stdin_queue_limit`] — nothing
     /// is queued then.
-    pub fn queue_write(&self, id: &str, bytes: Vec<u8>, close: bool) -> Result<QueuedWrite> {
+    pub fn queue_write(&self, id: &str, mut bytes: Vec<u8>, close: bool) -> Result<QueuedWrite> {
         let session = self.inner.find(id)?;
         if !session.meta.stdin_piped {
             return Err(Error::NoStdin {
                 id: session.id.to_string(),
             });
         }
+        // A terminal is not closed (see `close_stdin`): its EOF character
+        // follows the bytes instead.
+        let close = if close && session.is_terminal() {
+            bytes.push(session.eof_char().ok_or_else(|| session.stdin_error())?);
+            false
+        } else {
+            close
+        };
         session
             .stdin_queue
             .push(&session, bytes, close, self.inner.config.stdin_queue_limit)
@@ -376,10 +410,30 @@ impl Registry {
     /// Closes the session's stdin: the command reads EOF once the bytes
     /// already written are consumed.
     ///
+    /// A PTY session's terminal cannot be closed without hanging it up, so
+    /// there this queues the terminal's end-of-file character (`VEOF`,
+    /// normally Ctrl-D) after the writes already queued: a program reading
+    /// the terminal in canonical mode at the start of a line reads end of
+    /// file, as at a closed pipe; stdin stays open for later writes.
+    ///
     /// # Errors
     /// As [`write`](Registry::write) when stdin is not open.
     pub fn close_stdin(&self, id: &str) -> Result<()> {
         let session = self.inner.find(id)?;
+        if session.is_terminal() {
+            let Some(eof) = session.eof_char() else {
+                return Err(session.stdin_error());
+            };
+            // Accepted now; written in order. The queue's own answer is
+            // not awaited: a failure shows as a closed stdin on next use.
+            drop(session.stdin_queue.push(
+                &session,
+                vec![eof],
+                false,
+                self.inner.config.stdin_queue_limit,
+            )?);
+            return Ok(());
+        }
         if session.close_stdin() {
             return Ok(());
         }
@@ -392,6 +446,41 @@ impl Registry {
         } else {
             Error::NoStdin { id }
         })
+    }
+
+    /// The rendered screen of a PTY session: its text rows, cursor,
+    /// whether the alternate screen (a full-screen program) is active.
+    /// Kept after the session ends, as it was last drawn.
+    ///
+    /// # Errors
+    /// An unknown or ambiguous id; [`Error::NotATerminal`] for a pipe
+    /// session.
+    pub fn screen(&self, id: &str) -> Result<Screen> {
+        self.inner.find(id)?.screen()
+    }
+
+    /// Resizes a PTY session's terminal: its foreground process group gets
+    /// `SIGWINCH` and redraws; the screen takes the new size.
+    ///
+    /// # Errors
+    /// An unknown or ambiguous id; [`Error::NotATerminal`] for a pipe
+    /// session; [`Error::StdinClosed`] once nobody holds the terminal.
+    /// (A [`PtySize`] is valid by construction: bad sizes fail at
+    /// [`PtySize::new`].)
+    pub fn resize(&self, id: &str, size: PtySize) -> Result<()> {
+        self.inner.find(id)?.resize(size)
+    }
+
+    /// The bytes named keys (`Enter`, `Ctrl-C`, `Up`, `F5`, …; see
+    /// [`Key`](crate::terminal::Key)) send to this PTY session now — arrows
+    /// follow the cursor-key mode its program set. Write them with
+    /// [`write`](Registry::write) or [`queue_write`](Registry::queue_write).
+    ///
+    /// # Errors
+    /// An unknown or ambiguous id; [`Error::NotATerminal`] for a pipe
+    /// session; [`Error::InvalidInput`] naming an unknown key.
+    pub fn keys<S: AsRef<str>>(&self, id: &str, keys: &[S]) -> Result<Vec<u8>> {
+        self.inner.find(id)?.keys(keys)
     }
 
     /// Waits until the main process exits, the output matches

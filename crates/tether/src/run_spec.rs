@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use crate::command::DEFAULT_GRACE;
 use crate::output::{DEFAULT_MAX_MEMORY, DEFAULT_SPILL_CAP};
+use crate::terminal::PtySize;
 
-/// The shell that runs [`RunSpec::shell`] commands (`sh -c <script>`).
-pub const SHELL: &str = "/bin/sh";
+/// The shell that runs [`RunSpec::shell`] commands: `/bin/sh -c <script>`
+/// on Unix, `cmd.exe /d /s /c <script>` on Windows.
+pub const SHELL: &str = crate::contain::shell::SHELL;
 
 /// The command itself: an argv, or a script for `/bin/sh -c`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,7 +39,7 @@ impl CommandLine {
     pub(crate) fn argv(&self) -> Vec<OsString> {
         match self {
             CommandLine::Argv(argv) => argv.clone(),
-            CommandLine::Shell(script) => vec![SHELL.into(), "-c".into(), script.into()],
+            CommandLine::Shell(script) => crate::contain::shell::argv(script),
         }
     }
 }
@@ -84,6 +86,7 @@ pub struct RunSpec {
     pub(crate) max_memory: usize,
     pub(crate) spill_cap: u64,
     pub(crate) purpose: String,
+    pub(crate) pty: Option<PtySize>,
 }
 
 impl RunSpec {
@@ -119,6 +122,7 @@ impl RunSpec {
             max_memory: DEFAULT_MAX_MEMORY,
             spill_cap: DEFAULT_SPILL_CAP,
             purpose: "session".to_owned(),
+            pty: None,
         }
     }
 
@@ -196,6 +200,30 @@ impl RunSpec {
     /// (default `session`; 1–64 of `[A-Za-z0-9._-]`).
     pub fn purpose(mut self, purpose: impl Into<String>) -> RunSpec {
         self.purpose = purpose.into();
+        self
+    }
+
+    /// Run on a pseudo-terminal of `size` (default: pipes): for prompts,
+    /// REPLs, full-screen programs and anything that checks for a terminal.
+    /// The command leads a session with the PTY as its controlling terminal
+    /// and as stdin, stdout and stderr, contained like any other. Then:
+    ///
+    /// - one output stream (what the terminal shows: output and echo,
+    ///   `\n` as `\r\n`), and a [`Screen`](crate::terminal::Screen) from
+    ///   [`Registry::screen`](crate::registry::Registry::screen);
+    /// - stdin is always writable (`stdin` is ignored);
+    ///   [`Registry::close_stdin`](crate::registry::Registry::close_stdin)
+    ///   sends the terminal's end-of-file character instead of closing;
+    ///   [`Registry::keys`](crate::registry::Registry::keys) encodes named
+    ///   keys; [`Registry::resize`](crate::registry::Registry::resize)
+    ///   changes the size;
+    /// - `TERM=xterm-256color`, `PAGER=cat` and `GIT_PAGER=cat` unless
+    ///   [`env`](Self::env) sets them ([`AGENT_ENV`](crate::terminal::AGENT_ENV));
+    /// - kills climb `SIGHUP` → `SIGTERM` → `SIGKILL`, each rung waiting for
+    ///   the whole tree;
+    /// - [`OutputMode::Separate`] is refused (a terminal has one stream).
+    pub fn pty(mut self, size: PtySize) -> RunSpec {
+        self.pty = Some(size);
         self
     }
 

@@ -1,5 +1,6 @@
-//! One session of a [`Registry`](crate::registry::Registry): what callers see of it
-//! (the snapshot types) and the state its driver task shares with them.
+//! One session of a [`Registry`](crate::registry::Registry): the state its
+//! driver task shares with the registry's callers (what they see of it is in
+//! `info.rs`).
 //!
 //! A session's life, as the registry reports it:
 //!
@@ -16,6 +17,7 @@
 //! reason with a late natural exit.
 
 mod driver;
+mod info;
 pub(crate) mod pattern;
 pub(crate) mod spawn;
 mod stdin;
@@ -28,7 +30,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::child::Child;
-use crate::contain::{AsyncWriter, Descendant};
+use crate::contain::{AsyncWriter, Descendant, Pty};
 use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::exit::ExitStatus;
@@ -36,161 +38,12 @@ use crate::identity::ProcessIdentity;
 use crate::output::OutputBuffer;
 use crate::run_spec::CommandLine;
 use crate::session_id::SessionId;
+use crate::terminal::{Emulator, PtySize, Screen, encode_keys};
 
 pub(crate) use driver::{Driver, Owner};
+pub use info::{KillOutcome, KillReason, SessionInfo, SessionState, Stream};
 pub(crate) use stdin::StdinQueue;
 pub use stdin::{DEFAULT_STDIN_QUEUE_LIMIT, QueuedWrite};
-
-/// Where a session stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SessionState {
-    /// The main process is running.
-    Running,
-    /// The main process exited on its own (any exit code or signal).
-    Exited,
-    /// The main process ended after a kill was asked for ([`Registry::kill`]
-    /// or the registry's shutdown), whatever its exit status says.
-    ///
-    /// [`Registry::kill`]: crate::registry::Registry::kill
-    Killed,
-    /// The tree was killed because the hard or the idle-output timeout
-    /// passed ([`SessionInfo::kill_reason`] says which).
-    TimedOut,
-    /// The keeper died without reporting how the command ended; the
-    /// session's processes were found by spawn tag and killed.
-    Lost,
-}
-
-impl SessionState {
-    /// Lower-case name used in reports: `running`, `exited`, `killed`,
-    /// `timed_out`, `lost`.
-    pub fn name(self) -> &'static str {
-        match self {
-            SessionState::Running => "running",
-            SessionState::Exited => "exited",
-            SessionState::Killed => "killed",
-            SessionState::TimedOut => "timed_out",
-            SessionState::Lost => "lost",
-        }
-    }
-}
-
-impl std::fmt::Display for SessionState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Why a session's tree was killed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KillReason {
-    /// [`Registry::kill`](crate::registry::Registry::kill) was called.
-    Requested,
-    /// The hard timeout ([`RunSpec::timeout`](crate::registry::RunSpec::timeout)) passed.
-    Timeout,
-    /// No output for [`RunSpec::idle_timeout`](crate::registry::RunSpec::idle_timeout).
-    IdleTimeout,
-    /// The registry was shut down or dropped.
-    Shutdown,
-}
-
-/// Which output stream to read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Stream {
-    /// The merged stream, or stdout when streams are separate (the default).
-    #[default]
-    Output,
-    /// Stderr, when the session was started with
-    /// [`OutputMode::Separate`](crate::registry::OutputMode::Separate).
-    Stderr,
-}
-
-/// A snapshot of one session, as [`Registry::list`](crate::registry::Registry::list)
-/// and the other calls report it.
-#[derive(Clone, Debug)]
-pub struct SessionInfo {
-    /// The session's id.
-    pub id: SessionId,
-    /// The command as one line of text.
-    pub command: String,
-    /// The command as it was given: an argv, or a script for `/bin/sh -c`
-    /// (so a front-end can tell the shell's exit codes 126/127 apart).
-    pub command_line: CommandLine,
-    /// The hard timeout it runs under ([`RunSpec::timeout`](crate::RunSpec::timeout)), if any.
-    pub timeout: Option<Duration>,
-    /// Its working directory, if one was set.
-    pub cwd: Option<PathBuf>,
-    /// The purpose written into its spawn tags.
-    pub purpose: String,
-    /// Where it stands.
-    pub state: SessionState,
-    /// How the main process ended, once it has.
-    pub exit: Option<ExitStatus>,
-    /// Why the tree was killed, if it was.
-    pub kill_reason: Option<KillReason>,
-    /// When it started (wall clock).
-    pub started_at: SystemTime,
-    /// When the main process ended (wall clock).
-    pub exited_at: Option<SystemTime>,
-    /// Time from start to now, or to the main process's end.
-    pub uptime: Duration,
-    /// The main process's identity (its pid is `identity.pid`).
-    pub identity: ProcessIdentity,
-    /// What holds the tree.
-    pub containment: Containment,
-    /// Live processes of the session other than the main one (descendants
-    /// left behind keep running, contained, until killed or the owner goes).
-    pub descendants: Vec<Descendant>,
-    /// Descendants a kill or timeout killed.
-    pub descendants_killed: u32,
-    /// Bytes captured on the output stream (merged or stdout).
-    pub output_bytes: u64,
-    /// Bytes captured on stderr, when streams are separate.
-    pub stderr_bytes: Option<u64>,
-    /// Newlines captured on the output stream (merged or stdout).
-    pub output_lines: u64,
-    /// Newlines captured on stderr, when streams are separate.
-    pub stderr_lines: Option<u64>,
-    /// Bytes queued for stdin with [`Registry::queue_write`](crate::Registry::queue_write)
-    /// and not yet taken by the command.
-    pub stdin_queued: usize,
-    /// Whether every output pipe reached EOF (all writers gone; the read
-    /// ends are closed).
-    pub output_eof: bool,
-    /// Whether stdin is piped and still open for [`Registry::write`](crate::registry::Registry::write).
-    pub stdin_open: bool,
-    /// Main process ended, tree empty, output at EOF: nothing of the
-    /// session holds a process or a descriptor any more.
-    pub settled: bool,
-    /// Why bytes stopped going to the spill file, if they did (they are
-    /// then counted as dropped).
-    pub spill_error: Option<String>,
-}
-
-impl SessionInfo {
-    /// The main process's pid.
-    pub fn pid(&self) -> u32 {
-        self.identity.pid
-    }
-
-    /// Whether the main process is still running.
-    pub fn is_running(&self) -> bool {
-        self.state == SessionState::Running
-    }
-}
-
-/// What a successful [`Registry::kill`](crate::registry::Registry::kill) did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KillOutcome {
-    /// The session's state afterwards (`killed`, or the earlier natural
-    /// ending if the main process had already exited).
-    pub state: SessionState,
-    /// The main process had already ended before this kill; the kill only
-    /// ended the descendants it left (if any).
-    pub already_exited: bool,
-    /// Descendants the kill ended (the main process not counted).
-    pub descendants_killed: u32,
-}
 
 /// A request to a session's driver.
 pub(crate) enum Control {
@@ -216,6 +69,8 @@ pub(crate) struct Meta {
     pub stdin_piped: bool,
     /// Grace for kills the registry starts on its own (teardown).
     pub grace: Duration,
+    /// The size the session's PTY started with (`None`: pipes).
+    pub pty: Option<PtySize>,
 }
 
 /// What the driver updates and callers read, under one lock.
@@ -225,31 +80,58 @@ pub(crate) struct Shared {
     pub exit: Option<ExitStatus>,
     pub kill_reason: Option<KillReason>,
     pub exited_at: Option<(SystemTime, Instant)>,
-    pub output: OutputBuffer,
-    pub stderr: Option<OutputBuffer>,
-    pub output_eof: bool,
-    pub stderr_eof: bool,
-    /// Newlines seen on each stream (for progress reports).
-    pub output_lines: u64,
-    pub stderr_lines: u64,
+    /// The output stream (merged, or stdout when separate).
+    pub output: Captured,
+    /// Stderr, when the streams are separate.
+    pub stderr: Option<Captured>,
     pub settled: bool,
     pub descendants_killed: u32,
     pub spill_error: Option<String>,
+    /// A PTY session's screen, fed with every byte of its output.
+    pub screen: Option<Emulator>,
+}
+
+/// One captured stream: its bytes, whether it ended, its newlines.
+#[derive(Debug)]
+pub(crate) struct Captured {
+    pub buffer: OutputBuffer,
+    /// Every writer is gone and the read end is closed.
+    pub eof: bool,
+    /// Newlines seen (for progress reports).
+    pub lines: u64,
+}
+
+impl Captured {
+    fn new(buffer: OutputBuffer) -> Captured {
+        Captured {
+            buffer,
+            eof: false,
+            lines: 0,
+        }
+    }
 }
 
 impl Shared {
-    pub(crate) fn buffer(&self, stream: Stream) -> Option<&OutputBuffer> {
+    pub(crate) fn stream(&self, stream: Stream) -> Option<&Captured> {
         match stream {
             Stream::Output => Some(&self.output),
             Stream::Stderr => self.stderr.as_ref(),
         }
     }
 
-    pub(crate) fn eof(&self, stream: Stream) -> bool {
+    pub(crate) fn stream_mut(&mut self, stream: Stream) -> Option<&mut Captured> {
         match stream {
-            Stream::Output => self.output_eof,
-            Stream::Stderr => self.stderr_eof,
+            Stream::Output => Some(&mut self.output),
+            Stream::Stderr => self.stderr.as_mut(),
         }
+    }
+
+    pub(crate) fn buffer(&self, stream: Stream) -> Option<&OutputBuffer> {
+        self.stream(stream).map(|c| &c.buffer)
+    }
+
+    pub(crate) fn eof(&self, stream: Stream) -> bool {
+        self.stream(stream).is_some_and(|c| c.eof)
     }
 }
 
@@ -273,6 +155,9 @@ pub(crate) struct Session {
     pub stdin_writer: tokio::sync::Mutex<()>,
     /// Writes queued for stdin (see [`Registry::queue_write`](crate::Registry::queue_write)).
     pub stdin_queue: StdinQueue,
+    /// A PTY session's master, for resizes and its termios, until the
+    /// output reaches EOF (the driver drops it there with the reader).
+    pub terminal: Mutex<Option<Pty>>,
     pub driver: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -293,7 +178,9 @@ impl Session {
         stderr: Option<OutputBuffer>,
         child: Child,
         stdin: Option<AsyncWriter>,
+        terminal: Option<Pty>,
     ) -> (Arc<Session>, mpsc::UnboundedReceiver<Control>) {
+        let screen = meta.pty.map(Emulator::new);
         let (control, requests) = mpsc::unbounded_channel();
         let session = Arc::new(Session {
             id,
@@ -303,15 +190,12 @@ impl Session {
                 exit: None,
                 kill_reason: None,
                 exited_at: None,
-                output,
-                stderr,
-                output_eof: false,
-                stderr_eof: false,
-                output_lines: 0,
-                stderr_lines: 0,
+                output: Captured::new(output),
+                stderr: stderr.map(Captured::new),
                 settled: false,
                 descendants_killed: 0,
                 spill_error: None,
+                screen,
             }),
             changed: watch::Sender::new(0),
             control,
@@ -319,6 +203,7 @@ impl Session {
             stdin: Mutex::new(stdin.map(Arc::new)),
             stdin_writer: tokio::sync::Mutex::new(()),
             stdin_queue: StdinQueue::default(),
+            terminal: Mutex::new(terminal),
             driver: Mutex::new(None),
         });
         (session, requests)
@@ -359,15 +244,16 @@ impl Session {
             containment: self.meta.containment,
             descendants: Vec::new(),
             descendants_killed: s.descendants_killed,
-            output_bytes: s.output.end_offset(),
-            stderr_bytes: s.stderr.as_ref().map(OutputBuffer::end_offset),
-            output_lines: s.output_lines,
-            stderr_lines: s.stderr.as_ref().map(|_| s.stderr_lines),
+            output_bytes: s.output.buffer.end_offset(),
+            stderr_bytes: s.stderr.as_ref().map(|c| c.buffer.end_offset()),
+            output_lines: s.output.lines,
+            stderr_lines: s.stderr.as_ref().map(|c| c.lines),
             stdin_queued: self.stdin_queue.queued(),
-            output_eof: s.output_eof && (s.stderr.is_none() || s.stderr_eof),
+            output_eof: s.output.eof && s.stderr.as_ref().is_none_or(|c| c.eof),
             stdin_open,
             settled,
             spill_error: s.spill_error.clone(),
+            pty: s.screen.as_ref().map(|e| e.screen().size),
         };
         drop(s);
         if !settled {
@@ -383,6 +269,61 @@ impl Session {
             .as_ref()
             .map(Child::descendants)
             .unwrap_or_default()
+    }
+
+    /// Whether the session runs on a PTY.
+    pub(crate) fn is_terminal(&self) -> bool {
+        self.meta.pty.is_some()
+    }
+
+    pub(crate) fn not_a_terminal(&self) -> Error {
+        Error::NotATerminal {
+            id: self.id.to_string(),
+        }
+    }
+
+    /// The PTY session's screen now.
+    pub(crate) fn screen(&self) -> Result<Screen> {
+        self.shared()
+            .screen
+            .as_ref()
+            .map(Emulator::screen)
+            .ok_or_else(|| self.not_a_terminal())
+    }
+
+    /// Resizes the PTY (the foreground group gets `SIGWINCH`) and its
+    /// screen.
+    pub(crate) fn resize(&self, size: PtySize) -> Result<()> {
+        if !self.is_terminal() {
+            return Err(self.not_a_terminal());
+        }
+        let terminal = lock(&self.terminal);
+        let Some(pty) = terminal.as_ref() else {
+            return Err(Error::StdinClosed {
+                id: self.id.to_string(),
+                why: "nobody holds its terminal any more",
+            });
+        };
+        pty.resize(size)?;
+        if let Some(screen) = self.shared().screen.as_mut() {
+            screen.resize(size);
+        }
+        Ok(())
+    }
+
+    /// The bytes of named keys for this PTY session, in the cursor-key
+    /// mode its screen is in now.
+    pub(crate) fn keys<S: AsRef<str>>(&self, keys: &[S]) -> Result<Vec<u8>> {
+        let application = match self.shared().screen.as_ref() {
+            Some(screen) => screen.application_cursor(),
+            None => return Err(self.not_a_terminal()),
+        };
+        encode_keys(keys, application)
+    }
+
+    /// The PTY's end-of-file character, while the terminal is held.
+    pub(crate) fn eof_char(&self) -> Option<u8> {
+        lock(&self.terminal).as_ref().map(Pty::eof_char)
     }
 
     /// Closes our end of stdin (a real EOF for the command once no write is

@@ -16,6 +16,7 @@ use crate::resolve::resolve_program;
 use crate::session_id::SessionId;
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag, validate_purpose};
 use crate::stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
+use crate::terminal::Pty;
 
 impl Command {
     /// Spawns with these defaults for streams the caller did not set
@@ -75,6 +76,7 @@ impl Command {
             ladder: self.ladder.clone(),
             foreground: self.foreground,
             tag,
+            pty: self.pty,
         };
         let spawned = contain::spawn(plan, [&stdin, &stdout, &stderr])?;
         // Our duplicates of the child's ends go now, or a pipe would never
@@ -90,6 +92,7 @@ impl Command {
         child.stdin = spawned.stdin.map(ChildStdin);
         child.stdout = spawned.stdout.map(ChildStdout);
         child.stderr = spawned.stderr.map(ChildStderr);
+        child.pty = spawned.pty.map(Pty);
         Ok(child)
     }
 

@@ -13,8 +13,9 @@
 //!   other's processes.
 //! - `purpose`: what the owner spawned it for (`run`, `mcp`, `test`, …):
 //!   1–64 of `[A-Za-z0-9._-]`.
-//! - `owner_pid`, `owner_start`: the owner's pid and start time (clock ticks
-//!   since boot), decimal. With the boot id they identify the owner; a tag
+//! - `owner_pid`, `owner_start`: the owner's pid and start time, decimal,
+//!   in the process table's unit (clock ticks since boot on Linux,
+//!   microseconds since the Unix epoch on macOS, 100 ns units on Windows). With the boot id they identify the owner; a tag
 //!   whose owner identity no longer matches a live process is an orphan's.
 //! - `session`: the session id, 1–64 of `[A-Za-z0-9_-]`.
 //!
@@ -38,7 +39,8 @@ pub struct SpawnTag {
     pub purpose: String,
     /// The owner's pid.
     pub owner_pid: u32,
-    /// The owner's start time in clock ticks since boot.
+    /// The owner's start time, in the process table's unit (clock ticks
+    /// since boot on Linux; see [`crate::sys::ProcessInfo::start_time`]).
     pub owner_start: u64,
     /// The session the process belongs to.
     pub session: String,

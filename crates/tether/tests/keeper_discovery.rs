@@ -3,6 +3,10 @@
 //!
 //! One test function: it changes this process's environment.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use tether::{Command, Error};
 
 #[test]

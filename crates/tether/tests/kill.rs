@@ -2,6 +2,10 @@
 //! storms — and returns only once nothing of the session is left. When
 //! something survives SIGKILL, it says so, and the child stays killable.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
 use tether::unix::ExitStatusExt;

@@ -5,6 +5,10 @@
 //! (and a private /proc), where nothing else forks, so the very pid we
 //! want is the next one handed out. Needs root; skipped otherwise.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio as StdStdio;

@@ -1,5 +1,9 @@
 //! Warm keepers and the owner's working directory.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use tether::Command;
 
 /// A warm keeper started before the owner changed directory still runs

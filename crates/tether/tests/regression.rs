@@ -1,6 +1,10 @@
 //! Regression tests, one per bug, named by what went wrong. Each names the
 //! issue item it came from and failed on the code before its fix.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -303,11 +307,14 @@ fn a_tree_signal_arrives_once_and_a_stop_stays_a_stop() {
     let stopped = |pid| {
         tether::sys::process(pid).is_ok_and(|p| p.state == tether::sys::ProcessState::Stopped)
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    // Bounded far above the milliseconds a stop takes (a loaded machine
+    // can delay the keeper's wake-up by seconds).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !stopped(main) {
         assert!(
             std::time::Instant::now() < deadline,
-            "SIGTSTP did not stop it"
+            "SIGTSTP did not stop it: {:?}",
+            tether::sys::process(main)
         );
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -1,6 +1,10 @@
 //! Spawning: clear errors for bad input, environment and tags, containment
 //! reporting, output capture that cannot hang.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::time::Duration;
 use tether::unix::ExitStatusExt;
 

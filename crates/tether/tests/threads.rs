@@ -2,6 +2,10 @@
 //! exits — a plain thread, tokio `spawn_blocking`, a dropped runtime — keeps
 //! running, because nothing in the owner is tied to the spawning thread.
 
+// Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
+// suite runs on Linux; macOS is type-checked, Windows has its own tests.
+#![cfg(target_os = "linux")]
+
 use std::io::{BufRead, BufReader, Write};
 
 use tether::{Child, Command, Stdio};

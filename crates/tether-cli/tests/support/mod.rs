@@ -50,8 +50,9 @@ impl Owner {
             &mut self.pending,
             Duration::from_secs(30),
         );
+        // A PTY's line ends in CR LF.
         assert_eq!(
-            line.as_deref(),
+            line.as_deref().map(|l| l.trim_end_matches('\r')),
             Some("ready"),
             "fixture did not report ready"
         );

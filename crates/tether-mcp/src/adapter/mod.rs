@@ -51,9 +51,12 @@ pub async fn serve_stdio(terminal: Arc<Terminal>, closing: Closing, max_line: us
     let (reader, writer) = rmcp::transport::stdio_pipes();
     let transport = transport::LineTransport::new(reader, writer, max_line, closing.clone());
     let handler = Handler {
-        terminal,
+        terminal: Arc::clone(&terminal),
         closing: closing.clone(),
-        tools: tools::all().into_iter().map(to_rmcp_tool).collect(),
+        tools: tools::all()
+            .into_iter()
+            .map(|spec| to_rmcp_tool(spec, terminal.shell()))
+            .collect(),
     };
     let running = tokio::select! {
         started = handler.serve(transport) => match started {
@@ -84,13 +87,29 @@ pub async fn serve_stdio(terminal: Arc<Terminal>, closing: Closing, max_line: us
     }
 }
 
-fn to_rmcp_tool(spec: ToolSpec) -> Tool {
-    let (Value::Object(input), Value::Object(output)) = (spec.input_schema(), spec.output_schema)
+/// The tool as rmcp declares it; a `--shell` other than the platform's is
+/// named wherever the texts name the shell, so the model writes for it.
+fn to_rmcp_tool(spec: ToolSpec, shell: &crate::shell::Shell) -> Tool {
+    let (Value::Object(mut input), Value::Object(output)) =
+        (spec.input_schema(), spec.output_schema)
     else {
         unreachable!("tool schemas are objects (tools.rs tests this)");
     };
+    let platform = crate::platform_shell!();
+    let configured = shell.describe();
+    let mut description = std::borrow::Cow::Borrowed(spec.description);
+    if configured != platform {
+        description = description.replace(platform, &configured).into();
+        if let Some(Value::String(doc)) = input
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("command"))
+            .and_then(|c| c.get_mut("description"))
+        {
+            *doc = doc.replace(platform, &configured);
+        }
+    }
     let a = spec.annotations;
-    let mut tool = Tool::new(spec.name, spec.description, Arc::new(input));
+    let mut tool = Tool::new(spec.name, description, Arc::new(input));
     tool.output_schema = Some(Arc::new(output));
     tool.annotations = Some(
         ToolAnnotations::with_title(a.title)

@@ -28,7 +28,7 @@ test('tools declare output schemas and annotations; results validate and lead wi
   const client = await connect(tag);
   try {
     const { tools } = await client.listTools();
-    assert.deepEqual(tools.map((t) => t.name).sort(), ['kill', 'list', 'read', 'run', 'wait', 'write']);
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['kill', 'list', 'read', 'run', 'screen', 'wait', 'write']);
     const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
     for (const tool of tools) assert.equal(tool.outputSchema?.type, 'object', tool.name);
     assert.equal(byName.read.annotations.readOnlyHint, true);

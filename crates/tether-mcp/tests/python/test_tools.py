@@ -1,4 +1,4 @@
-"""The six tools, driven by the official MCP client SDK as an agent would."""
+"""The tools, driven by the official MCP client SDK as an agent would."""
 
 import json
 import re
@@ -11,7 +11,7 @@ from conftest import BOUND, call, connect, tagged_pids, wait_for_count
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"run", "read", "write", "wait", "kill", "list"}
+TOOLS = {"run", "read", "write", "wait", "kill", "list", "screen"}
 
 # setsid children and a double-forked setsid orphan (tether-testkit's Tree::SetsidDoubleFork).
 SETSID_TREE = (
@@ -34,7 +34,7 @@ async def expect(s, prior: dict, pattern: str) -> str:
 
 
 @pytest.mark.parametrize("mode", ["initialize", "discover"])
-async def test_tools_list_has_six_valid_schemas(tag, mode):
+async def test_tools_list_has_valid_schemas(tag, mode):
     async with connect(tag, mode=mode) as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
         assert set(tools) == TOOLS

@@ -8,6 +8,7 @@ pub(crate) enum Termination {
     /// It exited with this code.
     Code(i32),
     /// A Unix signal killed it (never on Windows).
+    #[cfg_attr(windows, allow(dead_code))]
     Signal(i32),
 }
 

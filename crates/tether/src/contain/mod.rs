@@ -13,19 +13,20 @@
 //! - [`sys`] is the process table (public as `tether::sys`).
 //! - Pipes for the registry: [`output_pipe`], [`input_pipe`], and their
 //!   reactor-registered ends [`AsyncReader`] / [`AsyncWriter`].
+//! - Terminals: [`Pty`] (the owner's end of a session's PTY, which
+//!   [`spawn`] opens when the plan asks for one), [`Console`] (this
+//!   process's own terminal: raw mode, size, pass-through) and
+//!   [`WinchWatcher`] (its window-size changes).
 //!
 //! Backends: `unix/` — the keeper (client and program), shared by Linux and
 //! macOS; `linux/` — pidfds, `/proc`, subreaper, PID namespaces, signalfd;
 //! `macos/` — `sysctl`, kqueue, process group + tag; `windows/` — job
 //! objects (no keeper).
 
-// The Windows backend is a stub until the job-object backend lands: the
-// events and plans it cannot act on yet are unused there.
-#![cfg_attr(windows, allow(dead_code))]
-
 mod event;
 pub(crate) mod ext;
 mod plan;
+pub(crate) mod shell;
 pub mod sys;
 
 #[cfg(target_os = "linux")]
@@ -40,6 +41,18 @@ mod os;
 
 #[cfg(unix)]
 mod unix;
+
+// The platform-free parts of the macOS backend — decoding the kernel's
+// sysctl records, and who belongs to a tree — are compiled everywhere for
+// tests, so that their tests run on Linux too.
+#[cfg(any(target_os = "macos", test))]
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+#[path = "macos/records.rs"]
+mod macos_records;
+#[cfg(any(target_os = "macos", test))]
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+#[path = "macos/tree.rs"]
+mod macos_tree;
 #[cfg(windows)]
 use os as imp;
 #[cfg(unix)]
@@ -51,8 +64,10 @@ pub(crate) use imp::init;
 pub(crate) use imp::spill;
 pub(crate) use imp::{
     AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,
-    become_subreaper, output_pipe, owner_identity, read_both, set_warm_keepers, spawn,
+    become_subreaper, output_pipe, owner_identity, platform_state_dir, read_both, set_warm_keepers,
+    spawn,
 };
+pub(crate) use imp::{Console, Pty, WinchWatcher};
 pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};
 
 /// The keeper program (Unix); on Windows there is none and these do nothing.
@@ -67,6 +82,8 @@ pub(crate) struct Spawned {
     pub stdin: Option<std::fs::File>,
     pub stdout: Option<std::fs::File>,
     pub stderr: Option<std::fs::File>,
+    /// The master of the command's PTY, when the plan asked for one.
+    pub pty: Option<Pty>,
 }
 
 /// How a program is searched for and checked before spawning.

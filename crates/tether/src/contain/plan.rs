@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::containment::{ContainmentPolicy, Leftovers};
 use crate::spawn_tag::SpawnTag;
+use crate::terminal::PtySize;
 
 /// One command to start, contained.
 #[derive(Debug)]
@@ -25,14 +26,20 @@ pub(crate) struct SpawnPlan {
     pub grace: Duration,
     pub timeout: Option<Duration>,
     /// Unix: a new session (`setsid`), not only a new process group.
+    #[cfg_attr(windows, allow(dead_code))]
     pub new_session: bool,
     /// How kills begin.
     pub ladder: Ladder,
     /// Run as the foreground job of this process's terminal (when it has
     /// one): the command gets the terminal, job-control stops pass through.
+    #[cfg_attr(windows, allow(dead_code))]
     pub foreground: bool,
     /// The tag every process of the session carries.
     pub tag: SpawnTag,
+    /// Run on a new PTY of this size instead of the stdio given: the
+    /// command is a session leader with the slave as its controlling
+    /// terminal and as stdin, stdout and stderr; the owner gets the master.
+    pub pty: Option<PtySize>,
 }
 
 /// How a kill of a tree begins, before the forced end.
@@ -41,6 +48,12 @@ pub(crate) enum Ladder {
     /// A polite request to end (Unix `SIGTERM`; Windows `CTRL_BREAK_EVENT`).
     #[default]
     Standard,
+    /// What hanging up a terminal does, then a polite request (Unix
+    /// `SIGHUP`, then `SIGTERM`), one grace apart: the ladder of PTY
+    /// sessions. Programs on a terminal treat a hang-up as "the user is
+    /// gone" (shells pass it on to their jobs), which a plain `SIGTERM`
+    /// to an interactive shell is not (`sh -i` ignores it).
+    Terminal,
     /// Unix: these signals, one grace apart.
     #[cfg_attr(not(unix), allow(dead_code))]
     Signals(Vec<i32>),

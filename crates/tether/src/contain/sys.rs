@@ -49,8 +49,9 @@ pub struct ProcessInfo {
     /// Live threads (1 where the platform does not say).
     pub threads: u32,
     /// Start time in the platform's unit ([`Clock`] converts it): clock
-    /// ticks since boot on Linux, microseconds since boot on macOS, 100 ns
-    /// units on Windows.
+    /// ticks since boot on Linux, microseconds since the Unix epoch on
+    /// macOS (the kernel's fork time, which never moves — macOS shifts its
+    /// boot time when the clock is set), 100 ns units on Windows.
     pub start_time: u64,
 }
 
@@ -282,11 +283,13 @@ pub fn scan_tagged() -> TagScan {
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
     /// Start-time units per second (clock ticks on Linux, 100 almost
-    /// always).
+    /// always; 1,000,000 on macOS).
     pub ticks_per_sec: u64,
-    /// Time since boot when this clock was read, in start-time units.
+    /// Time since the start times' origin when this clock was read, in
+    /// start-time units: since boot on Linux, since the Unix epoch on macOS.
     pub uptime_ticks: u64,
-    /// Wall clock at boot, Unix milliseconds (now minus uptime).
+    /// Wall clock at that origin, Unix milliseconds (now minus uptime; 0 on
+    /// macOS).
     pub boot_time_ms: u64,
 }
 

@@ -75,16 +75,58 @@ pub(crate) struct Driver {
     last_output: Instant,
     grace: Duration,
     retention: Duration,
-    /// The main process ended (or the keeper was lost).
-    main_done: bool,
-    main_exit: Option<ExitStatus>,
-    lost: bool,
+    /// What became of the main process.
+    main: Main,
+    /// Whether anything of the tree is left.
+    tree: TreeState,
     /// The first kill asked for while the main process ran: its reason wins.
     killing: Option<KillReason>,
+    /// The completion has been published (exactly once).
     published: bool,
-    settled: bool,
-    descendants_killed: u32,
     waiting_kills: Vec<(oneshot::Sender<Result<KillOutcome>>, bool)>,
+}
+
+/// What the driver knows of the main process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Main {
+    /// It runs (as far as the keeper has said).
+    Running,
+    /// It ended so.
+    Exited(ExitStatus),
+    /// The keeper died before saying how it ended (its orphans killed).
+    Lost,
+}
+
+impl Main {
+    fn ended(self) -> bool {
+        self != Main::Running
+    }
+
+    fn exit(self) -> Option<ExitStatus> {
+        match self {
+            Main::Exited(status) => Some(status),
+            Main::Running | Main::Lost => None,
+        }
+    }
+}
+
+/// Whether anything of the session's tree is left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TreeState {
+    /// Processes may be alive.
+    Live,
+    /// Nothing is left (the keeper said so, or was lost and its orphans
+    /// killed); `killed` descendants were killed on the way.
+    Empty { killed: u32 },
+}
+
+impl TreeState {
+    fn killed(self) -> u32 {
+        match self {
+            TreeState::Live => 0,
+            TreeState::Empty { killed } => killed,
+        }
+    }
 }
 
 impl Driver {
@@ -122,13 +164,10 @@ impl Driver {
             last_output: Instant::now(),
             grace,
             retention,
-            main_done: false,
-            main_exit: None,
-            lost: false,
+            main: Main::Running,
+            tree: TreeState::Live,
             killing: None,
             published: false,
-            settled: false,
-            descendants_killed: 0,
             waiting_kills: Vec::new(),
         }
     }
@@ -141,19 +180,20 @@ impl Driver {
         let buffered = drain_keeper(&self.session).0;
         self.on_keeper(buffered);
         loop {
-            if self.main_done && !self.published {
+            let settled = self.tree != TreeState::Live;
+            if self.main.ended() && !self.published {
                 // A kill's (or timeout's) result waits for the drained
                 // tree; a natural exit with nothing left behind too, since
                 // EOF is then imminent and the completion is whole.
-                let wait_for_eof = self.killing.is_some() || self.settled;
+                let wait_for_eof = self.killing.is_some() || settled;
                 if !wait_for_eof || self.pipes_done() {
                     self.publish();
                 }
             }
-            if self.settled && self.pipes_done() {
+            if settled && self.pipes_done() {
                 break;
             }
-            let idle_deadline = match (self.idle, self.main_done || self.killing.is_some()) {
+            let idle_deadline = match (self.idle, self.main.ended() || self.killing.is_some()) {
                 (Some(idle), false) => Some(self.last_output + idle),
                 _ => None,
             };
@@ -214,20 +254,20 @@ impl Driver {
         reason: KillReason,
         reply: Option<oneshot::Sender<Result<KillOutcome>>>,
     ) {
-        if self.settled {
+        if self.tree != TreeState::Live {
             if let Some(reply) = reply {
                 let _ = reply.send(Ok(self.outcome(true)));
             }
             return;
         }
-        if !self.main_done && self.killing.is_none() {
+        if !self.main.ended() && self.killing.is_none() {
             self.killing = Some(reason);
         }
         if let Some(child) = lock(&self.session.child).as_ref() {
             child.start_kill_with_grace(grace);
         }
         if let Some(reply) = reply {
-            self.waiting_kills.push((reply, self.main_done));
+            self.waiting_kills.push((reply, self.main.ended()));
         }
     }
 
@@ -238,8 +278,7 @@ impl Driver {
                     termination,
                     timed_out,
                 }) => {
-                    self.main_done = true;
-                    self.main_exit = Some(ExitStatus {
+                    self.main = Main::Exited(ExitStatus {
                         termination,
                         timed_out,
                         descendants_killed: 0,
@@ -251,8 +290,7 @@ impl Driver {
                     self.drain_after_exit();
                 }
                 Ok(TreeEvent::Settled { killed }) => {
-                    self.descendants_killed = killed;
-                    self.settled = true;
+                    self.tree = TreeState::Empty { killed };
                     self.keeper = None;
                 }
                 Ok(TreeEvent::KillFailed { survivors }) => {
@@ -266,18 +304,20 @@ impl Driver {
                     // The keeper is gone (its orphans were killed) or its
                     // socket failed: nothing more will come from it.
                     self.keeper = None;
-                    self.settled = true;
-                    if let Error::KeeperLost { orphans_killed } = &e {
-                        // Count what the tag sweep killed; the main process
-                        // was among them if it had not exited.
-                        let main = u32::from(!self.main_done);
-                        self.descendants_killed = self
-                            .descendants_killed
-                            .max((*orphans_killed as u32).saturating_sub(main));
-                    }
-                    if !self.main_done {
-                        self.main_done = true;
-                        self.lost = true;
+                    // Count what the cleanup killed; the main process was
+                    // among them if it had not exited.
+                    let killed = match &e {
+                        Error::KeeperLost { orphans_killed } => {
+                            let main = u32::from(!self.main.ended());
+                            (*orphans_killed as u32).saturating_sub(main)
+                        }
+                        _ => 0,
+                    };
+                    self.tree = TreeState::Empty {
+                        killed: self.tree.killed().max(killed),
+                    };
+                    if !self.main.ended() {
+                        self.main = Main::Lost;
                         self.session.shared().exited_at = Some((SystemTime::now(), Instant::now()));
                     }
                     let message = e.to_string();
@@ -297,7 +337,8 @@ impl Driver {
                 continue;
             };
             let capacity = pipe.fd.capacity();
-            let read = read_now(&self.session, pipe, capacity.div_ceil(READ_CHUNK) + 1);
+            let per_read = pipe.fd.read_size().min(READ_CHUNK);
+            let read = read_now(&self.session, pipe, capacity.div_ceil(per_read) + 1);
             self.on_read(slot, read);
         }
     }
@@ -312,11 +353,15 @@ impl Driver {
                     let stream = self.pipes[slot].as_ref().map(|p| p.stream);
                     // Closing the read end here, at EOF: no writer is left.
                     self.pipes[slot] = None;
+                    // A PTY's master goes with it, all of its copies: nobody
+                    // holds the terminal, so nothing could read input.
+                    lock(&self.session.terminal).take();
+                    if self.session.is_terminal() {
+                        lock(&self.session.stdin).take();
+                    }
                     let mut shared = self.session.shared();
-                    match stream {
-                        Some(Stream::Output) => shared.output_eof = true,
-                        Some(Stream::Stderr) => shared.stderr_eof = true,
-                        None => {}
+                    if let Some(captured) = stream.and_then(|s| shared.stream_mut(s)) {
+                        captured.eof = true;
                     }
                 }
                 if bytes > 0 || eof {
@@ -328,8 +373,14 @@ impl Driver {
             Err(_) => {
                 self.pipes[slot] = None;
                 let mut shared = self.session.shared();
-                shared.output_eof = shared.output_eof || slot == 0;
-                shared.stderr_eof = shared.stderr_eof || slot == 1;
+                let stream = if slot == 0 {
+                    Stream::Output
+                } else {
+                    Stream::Stderr
+                };
+                if let Some(captured) = shared.stream_mut(stream) {
+                    captured.eof = true;
+                }
             }
         }
     }
@@ -337,7 +388,7 @@ impl Driver {
     /// The one place the completion is published.
     fn publish(&mut self) {
         self.published = true;
-        let state = if self.lost {
+        let state = if self.main == Main::Lost {
             SessionState::Lost
         } else {
             match self.killing {
@@ -349,7 +400,7 @@ impl Driver {
         {
             let mut shared = self.session.shared();
             shared.state = state;
-            shared.exit = self.main_exit;
+            shared.exit = self.main.exit();
             shared.kill_reason = self.killing;
         }
         // The command is done: our end of its stdin goes (a write now is a
@@ -362,7 +413,7 @@ impl Driver {
         KillOutcome {
             state: self.session.shared().state,
             already_exited,
-            descendants_killed: self.descendants_killed,
+            descendants_killed: self.tree.killed(),
         }
     }
 
@@ -383,7 +434,7 @@ impl Driver {
         {
             let mut shared = self.session.shared();
             shared.settled = true;
-            shared.descendants_killed = self.descendants_killed;
+            shared.descendants_killed = self.tree.killed();
         }
         for (reply, already_exited) in std::mem::take(&mut self.waiting_kills) {
             let _ = reply.send(Ok(self.outcome(already_exited)));
@@ -458,7 +509,7 @@ struct ReadStatus {
 }
 
 /// Waits until the pipe is readable, then reads what it holds (bounded).
-async fn read_ready(session: &Session, pipe: Option<&Pipe>) -> io::Result<ReadStatus> {
+async fn read_ready(session: &Arc<Session>, pipe: Option<&Pipe>) -> io::Result<ReadStatus> {
     let Some(pipe) = pipe else {
         return std::future::pending().await;
     };
@@ -476,8 +527,10 @@ async fn read_ready(session: &Session, pipe: Option<&Pipe>) -> io::Result<ReadSt
     status
 }
 
-/// Up to `max_reads` non-blocking reads into the session's buffer.
-fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<ReadStatus> {
+/// Up to `max_reads` non-blocking reads into the session's buffer (and a
+/// PTY session's screen, whose answers to terminal queries go back to the
+/// command through its stdin).
+fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result<ReadStatus> {
     thread_local! {
         // One read buffer per worker thread, not per session: an idle
         // session must not cost a read buffer.
@@ -500,16 +553,18 @@ fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<Read
                     let lines = count_newlines(&buf[..n]);
                     let mut guard = session.shared();
                     let shared = &mut *guard;
-                    let (buffer, counted) = match pipe.stream {
-                        Stream::Output => (&mut shared.output, &mut shared.output_lines),
-                        Stream::Stderr => (
-                            shared.stderr.as_mut().expect("stderr pipe has a buffer"),
-                            &mut shared.stderr_lines,
-                        ),
-                    };
-                    *counted += lines;
-                    if let Err(e) = buffer.append(&buf[..n]) {
+                    let captured = shared
+                        .stream_mut(pipe.stream)
+                        .expect("every pipe has its stream");
+                    captured.lines += lines;
+                    if let Err(e) = captured.buffer.append(&buf[..n]) {
                         shared.spill_error.get_or_insert_with(|| e.to_string());
+                    }
+                    if let Some(screen) = shared.screen.as_mut() {
+                        screen.feed(&buf[..n]);
+                        let replies = screen.take_replies();
+                        drop(guard);
+                        answer(session, replies);
                     }
                 }
                 None => {
@@ -520,6 +575,20 @@ fn read_now(session: &Session, pipe: &Pipe, max_reads: usize) -> io::Result<Read
         }
         Ok(status)
     })
+}
+
+/// Writes a PTY program the answers to its terminal queries (cursor
+/// position, device attributes): a program that asked waits for them, and
+/// nobody else is attached to answer. In order with other input (the
+/// session's writes are serialised); lost only if the terminal is gone.
+fn answer(session: &Arc<Session>, replies: Vec<u8>) {
+    if replies.is_empty() {
+        return;
+    }
+    let session = Arc::clone(session);
+    tokio::spawn(async move {
+        let _ = session.write_stdin(&replies).await;
+    });
 }
 
 /// Newlines in `bytes`, for the line counts progress reports show. Summed

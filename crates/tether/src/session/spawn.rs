@@ -9,20 +9,32 @@ use std::time::{Duration, Instant, SystemTime};
 use super::Meta;
 use crate::child::Child;
 use crate::command::Command;
-use crate::contain::{PipeEnd, output_pipe};
+use crate::contain::{PipeEnd, Pty, output_pipe};
 use crate::error::{Error, Result};
 use crate::output::{OutputBuffer, OutputConfig};
 use crate::run_spec::{OutputMode, RunSpec, StdinMode};
 use crate::session_id::SessionId;
 use crate::stdio::{OsStdio, Stdio};
+use crate::terminal::AGENT_ENV;
+
+/// The owner's ends of the command's streams.
+pub(crate) enum Ends {
+    /// Output pipes (merged or stdout, and stderr when separate), and the
+    /// stdin pipe when piped.
+    Pipes {
+        output: PipeEnd,
+        stderr: Option<PipeEnd>,
+        stdin: Option<File>,
+    },
+    /// The master of the command's PTY: output, input and control.
+    Terminal(Pty),
+}
 
 /// Everything `run` gets back from the blocking spawn.
 pub(crate) struct Started {
     pub child: Child,
     pub meta: Meta,
-    pub output: PipeEnd,
-    pub stderr: Option<PipeEnd>,
-    pub stdin: Option<File>,
+    pub ends: Ends,
     pub buffers: (OutputBuffer, Option<OutputBuffer>),
     pub idle: Option<Duration>,
     pub grace: Duration,
@@ -38,6 +50,12 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
             reason: "empty argv".into(),
         });
     };
+    if spec.pty.is_some() && spec.output == OutputMode::Separate {
+        return Err(Error::InvalidInput {
+            what: "output mode",
+            reason: "a PTY session has one stream (the terminal); use OutputMode::Merged".into(),
+        });
+    }
     let mut cmd = Command::new(program);
     cmd.args(&argv[1..])
         .purpose(&spec.purpose)
@@ -47,12 +65,22 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
     if spec.env_clear {
         cmd.env_clear();
     }
+    if spec.pty.is_some() {
+        for (key, value) in AGENT_ENV {
+            if !spec.env.iter().any(|(k, _)| k == key) {
+                cmd.env(key, value);
+            }
+        }
+    }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
     if let Some(timeout) = spec.timeout {
         cmd.timeout(timeout);
+    }
+    if let Some(size) = spec.pty {
+        return started(spec, cmd.pty(size).spawn()?, None, spill_dir);
     }
     cmd.stdin(match spec.stdin {
         StdinMode::Null => Stdio::Null,
@@ -72,11 +100,36 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
         }
     };
     cmd.stdout(Stdio::Os(output_w));
-    let mut child = cmd.spawn()?;
+    let child = cmd.spawn()?;
     // The command builder holds our copies of the write ends: they must go
     // now, or the pipes would never reach EOF.
     drop(cmd);
-    let stdin = child.stdin.take().map(crate::stdio::ChildStdin::into_file);
+    started(spec, child, Some((output, stderr)), spill_dir)
+}
+
+/// The buffers and facts of a spawned session. `pipes`: the output read
+/// ends of a pipe session (`None`: a PTY session).
+fn started(
+    spec: RunSpec,
+    mut child: Child,
+    pipes: Option<(PipeEnd, Option<PipeEnd>)>,
+    spill_dir: PathBuf,
+) -> Result<Started> {
+    let ends = match pipes {
+        Some((output, stderr)) => Ends::Pipes {
+            output,
+            stderr,
+            stdin: child.stdin.take().map(crate::stdio::ChildStdin::into_file),
+        },
+        None => Ends::Terminal(child.pty.take().expect("a PTY child has a master").0),
+    };
+    let separate = matches!(
+        &ends,
+        Ends::Pipes {
+            stderr: Some(_),
+            ..
+        }
+    );
     let config = OutputConfig {
         max_memory: spec.max_memory,
         spill_cap: spec.spill_cap,
@@ -84,7 +137,7 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
     };
     let buffers = (
         OutputBuffer::new(config.clone()),
-        stderr.as_ref().map(|_| OutputBuffer::new(config)),
+        separate.then(|| OutputBuffer::new(config)),
     );
     let meta = Meta {
         command: spec.command.display(),
@@ -96,15 +149,14 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
         started: Instant::now(),
         identity: child.identity().clone(),
         containment: child.containment(),
-        stdin_piped: spec.stdin == StdinMode::Piped,
+        stdin_piped: spec.stdin == StdinMode::Piped || spec.pty.is_some(),
         grace: spec.grace,
+        pty: spec.pty,
     };
     Ok(Started {
         child,
         meta,
-        output,
-        stderr,
-        stdin,
+        ends,
         buffers,
         idle: spec.idle_timeout,
         grace: spec.grace,

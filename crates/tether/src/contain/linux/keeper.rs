@@ -36,6 +36,11 @@ pub(crate) fn prepare() -> io::Result<()> {
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } < 0 {
         return Err(io::Error::last_os_error());
     }
+    // An ignored SIGCHLD survives exec: an owner that ignores it would make
+    // the kernel reap the keeper's children on its own, and the main
+    // process's exit status would be lost.
+    // SAFETY: setting a disposition to SIG_DFL installs no handler code.
+    unsafe { nix::sys::signal::signal(Signal::SIGCHLD, nix::sys::signal::SigHandler::SigDfl) }?;
     Ok(())
 }
 
@@ -46,7 +51,7 @@ pub(crate) struct TreeScope<'a> {
     #[allow(dead_code)]
     pub session: &'a str,
     #[allow(dead_code)]
-    pub main_pgrp: Option<u32>,
+    pub main_pgrp: u32,
 }
 
 /// A live process of the tree, pinned by a pidfd.

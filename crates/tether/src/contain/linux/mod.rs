@@ -10,6 +10,9 @@ pub(crate) mod watchdog;
 
 use std::io;
 use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+
+use nix::sys::socket::MsgFlags;
 
 use crate::contain::Descendant;
 use crate::containment::Containment;
@@ -33,15 +36,34 @@ pub(crate) fn pipe_capacity(fd: &OwnedFd) -> usize {
     nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETPIPE_SZ).map_or(1 << 20, |n| n as usize)
 }
 
+/// A close-on-exec pipe.
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+}
+
+/// `sendmsg` flags on the keeper socket: a dead peer is an `EPIPE` error,
+/// never a `SIGPIPE`.
+pub(crate) const SEND_FLAGS: MsgFlags = MsgFlags::MSG_NOSIGNAL;
+
+/// `recvmsg` flags on the keeper socket: descriptors arrive close-on-exec.
+pub(crate) const RECV_FLAGS: MsgFlags = MsgFlags::MSG_CMSG_CLOEXEC;
+
+/// Nothing to do for a received descriptor: [`RECV_FLAGS`] made it
+/// close-on-exec.
+pub(crate) fn received(_fd: &OwnedFd) {}
+
+/// Nothing to do for a keeper socket: [`SEND_FLAGS`] keeps `SIGPIPE` away.
+pub(crate) fn prepare_socket(_sock: &UnixStream) {}
+
 /// Marks the calling process as a child subreaper: orphans below it
-/// reparent to it instead of init.
-pub(crate) fn set_child_subreaper() -> io::Result<()> {
+/// reparent to it instead of init. `Ok(true)`: it is one now.
+pub(crate) fn set_child_subreaper() -> io::Result<bool> {
     // SAFETY: prctl with integer arguments only.
     let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
-        Ok(())
+        Ok(true)
     }
 }
 

@@ -9,12 +9,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::sys::wait::waitpid;
-use nix::unistd::Pid;
 
 use super::pidfd::Pidfd;
 use super::procfs::{children_of, ns_pid_of};
 use crate::contain::Termination;
-use crate::contain::unix::keeper::Exec;
+use crate::contain::unix::keeper::{Exec, fork_exec};
 use crate::contain::unix::protocol::SpawnStage;
 
 /// Why a PID namespace could not be had. `spent` says whether the keeper
@@ -279,7 +278,7 @@ fn init_main(
         // SAFETY: _exit is always safe.
         unsafe { libc::_exit(1) };
     }
-    let command = match fork_exec(exec, stdio, gate, |pid| {
+    let command = match fork_exec(exec, stdio, Some(gate), |pid| {
         report(InitReport::Forked { ns_pid: pid })
     }) {
         Ok(pid) => pid,
@@ -317,131 +316,6 @@ fn init_main(
         if pid as u32 == command {
             report(InitReport::Exited { status });
         }
-    }
-}
-
-/// Forks and execs the command; returns its pid once exec succeeded. The
-/// child waits for a byte on `gate` before exec. `forked` runs in the
-/// parent right after the fork, before exec is confirmed.
-fn fork_exec(
-    exec: &Exec,
-    stdio: [RawFd; 3],
-    gate: RawFd,
-    forked: impl FnOnce(u32),
-) -> Result<u32, (SpawnStage, Errno)> {
-    let (err_r, err_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| (SpawnStage::Fork, e))?;
-    let argv = exec.argv_ptrs();
-    let envp = exec.envp_ptrs();
-    // SAFETY: the init is single-threaded; the child only makes
-    // async-signal-safe calls on memory prepared before the fork.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err((SpawnStage::Fork, Errno::last()));
-    }
-    if pid == 0 {
-        // SAFETY: in the child, see above.
-        unsafe { child_after_fork(exec, &argv, &envp, stdio, err_w.as_raw_fd(), gate) }
-    }
-    drop(err_w);
-    forked(pid as u32);
-    // Also set the group from the parent: whichever side runs first, the
-    // group exists before anyone signals it.
-    if !exec.new_session {
-        // SAFETY: setpgid on our own child.
-        unsafe { libc::setpgid(pid, pid) };
-    }
-    let mut report = [0u8; 8];
-    let mut got = 0;
-    while got < report.len() {
-        match nix::unistd::read(err_r.as_fd(), &mut report[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(Errno::EINTR) => {}
-            Err(_) => break,
-        }
-    }
-    if got == 0 {
-        return Ok(pid as u32);
-    }
-    let stage = SpawnStage::from_code(report[0]).unwrap_or(SpawnStage::Setup);
-    let errno = i32::from_le_bytes(report[4..].try_into().unwrap());
-    let _ = waitpid(Pid::from_raw(pid), None);
-    Err((stage, Errno::from_raw(errno)))
-}
-
-/// The child side of `fork_exec`. Never returns.
-///
-/// # Safety
-/// Only call in a freshly forked child of a single-threaded process.
-unsafe fn child_after_fork(
-    exec: &Exec,
-    argv: &[*mut libc::c_char],
-    envp: &[*mut libc::c_char],
-    stdio: [RawFd; 3],
-    err_w: RawFd,
-    gate: RawFd,
-) -> ! {
-    let fail = |stage: SpawnStage| -> ! {
-        let errno = Errno::last_raw();
-        let mut report = [0u8; 8];
-        report[0] = stage.code();
-        report[4..].copy_from_slice(&errno.to_le_bytes());
-        // SAFETY: write(2) and _exit(2) are async-signal-safe.
-        unsafe {
-            libc::write(err_w, report.as_ptr().cast(), report.len());
-            libc::_exit(127)
-        }
-    };
-    // SAFETY (whole block): async-signal-safe libc calls on valid data.
-    unsafe {
-        let mut byte = 0u8;
-        if libc::read(gate, (&mut byte as *mut u8).cast(), 1) != 1 {
-            libc::_exit(127);
-        }
-        libc::close(gate);
-        if exec.new_session {
-            if libc::setsid() < 0 {
-                fail(SpawnStage::Setup);
-            }
-        } else if libc::setpgid(0, 0) < 0 {
-            fail(SpawnStage::Setup);
-        }
-        // Lift the three descriptors above 2 first so that installing one
-        // cannot clobber another that happens to sit on 0..2.
-        let mut high = [0; 3];
-        for (slot, fd) in high.iter_mut().zip(stdio) {
-            *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
-            if *slot < 0 {
-                fail(SpawnStage::Stdio);
-            }
-        }
-        for (target, fd) in high.into_iter().enumerate() {
-            if libc::dup2(fd, target as i32) < 0 {
-                fail(SpawnStage::Stdio);
-            }
-        }
-        // A clean signal state for the command: nothing blocked, nothing
-        // ignored (the keeper blocks SIGCHLD/TERM and ignores SIGPIPE).
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        for sig in 1..32 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-        }
-        if let Some(cwd) = &exec.cwd
-            && libc::chdir(cwd.as_ptr()) < 0
-        {
-            fail(SpawnStage::Chdir);
-        }
-        libc::execve(
-            exec.program.as_ptr(),
-            argv.as_ptr().cast(),
-            envp.as_ptr().cast(),
-        );
-        fail(SpawnStage::Exec)
     }
 }
 

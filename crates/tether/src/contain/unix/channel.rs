@@ -3,9 +3,10 @@
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, recvmsg, sendmsg};
 
 use super::protocol::FrameBuffer;
+use crate::contain::os;
 
 /// Writes a whole frame, attaching `fds` (if any) to its first byte.
 pub(crate) fn send_frame(sock: BorrowedFd<'_>, frame: &[u8], fds: &[RawFd]) -> io::Result<()> {
@@ -18,8 +19,9 @@ pub(crate) fn send_frame(sock: BorrowedFd<'_>, frame: &[u8], fds: &[RawFd]) -> i
         } else {
             &[]
         };
-        // MSG_NOSIGNAL: a dead peer is an EPIPE error, never a SIGPIPE.
-        match sendmsg::<()>(sock.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None) {
+        // A dead peer is an EPIPE error, never a SIGPIPE (MSG_NOSIGNAL on
+        // Linux, SO_NOSIGPIPE on the socket on macOS).
+        match sendmsg::<()>(sock.as_raw_fd(), &iov, cmsgs, os::SEND_FLAGS, None) {
             Ok(n) => sent += n,
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
@@ -38,12 +40,7 @@ pub(crate) fn recv_into(
     let mut space = nix::cmsg_space!([RawFd; 8]);
     loop {
         let mut iov = [IoSliceMut::new(&mut buf)];
-        let result = recvmsg::<()>(
-            sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        );
+        let result = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), os::RECV_FLAGS);
         let msg = match result {
             Ok(msg) => msg,
             Err(nix::errno::Errno::EINTR) => continue,
@@ -52,12 +49,13 @@ pub(crate) fn recv_into(
         let mut fds = Vec::new();
         for cmsg in msg.cmsgs()? {
             if let ControlMessageOwned::ScmRights(raw) = cmsg {
-                // SAFETY: SCM_RIGHTS just installed these descriptors in our
-                // table; we are their only owner.
-                fds.extend(
-                    raw.into_iter()
-                        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-                );
+                for fd in raw {
+                    // SAFETY: SCM_RIGHTS just installed this descriptor in
+                    // our table; we are its only owner.
+                    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                    os::received(&fd);
+                    fds.push(fd);
+                }
             }
         }
         let n = msg.bytes;

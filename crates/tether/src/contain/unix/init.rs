@@ -42,7 +42,7 @@ pub(crate) fn run(program: &OsStr, args: &[OsString], grace: Duration) -> Result
     // As PID 1 every orphan comes here already; otherwise ask for the
     // program's (Linux). Where the platform has no subreaper, init still
     // reaps and kills whatever stays its descendant.
-    let adopts_orphans = pid1 || crate::contain::os::set_child_subreaper().is_ok();
+    let adopts_orphans = pid1 || crate::contain::os::set_child_subreaper().unwrap_or(false);
     let mut signals = SigSet::empty();
     for sig in FORWARDED {
         signals.add(sig);

@@ -88,6 +88,8 @@ impl KeeperLink {
     /// EOF and kills the tree. A session of its own would lose that.
     pub(crate) fn start(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
+        crate::contain::os::prepare_socket(&ours);
+        crate::contain::os::prepare_socket(&theirs);
         let debug = std::env::var_os("TETHER_KEEPER_DEBUG").is_some();
         let process = std::process::Command::new(keeper)
             .arg(KEEPER_ARG)
@@ -239,6 +241,37 @@ impl Drop for KeeperLink {
     }
 }
 
+/// Reaps our child `pid`, blocking until it exits — and resuming it each
+/// time it stops meanwhile (a stopped keeper would never act on its EOF).
+/// Event-driven: `waitid` returns on the stop as on the exit.
+fn reap_resuming(pid: u32) {
+    resume(pid);
+    loop {
+        // SAFETY: waitid fills a zeroed siginfo we own.
+        let (rc, code) = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let rc = libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WSTOPPED,
+            );
+            (rc, info.si_code)
+        };
+        if rc != 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return; // ECHILD: already reaped
+        }
+        if code == libc::CLD_STOPPED {
+            resume(pid);
+            continue;
+        }
+        return;
+    }
+}
+
 /// Whether `pid` is a live keeper of ours.
 pub(crate) fn is_keeper(pid: u32) -> bool {
     guard()
@@ -246,21 +279,6 @@ pub(crate) fn is_keeper(pid: u32) -> bool {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .contains(&pid)
-}
-
-/// Whether our child `pid` has exited, without reaping it.
-fn has_exited(pid: u32) -> bool {
-    // SAFETY: waitid fills a zeroed siginfo we own; WNOWAIT reaps nothing.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let rc = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
-        rc != 0 || info.si_pid() != 0
-    }
 }
 
 /// Sends `SIGCONT` to our keeper `pid`. Safe by construction: the keeper is
@@ -280,20 +298,13 @@ fn reaper() -> &'static mpsc::Sender<std::process::Child> {
         std::thread::Builder::new()
             .name("tether-reaper".into())
             .spawn(move || {
-                for mut process in rx {
+                for process in rx {
                     let pid = process.id();
                     // From here on only this thread signals it, and it
-                    // reaps it itself after the last signal.
+                    // reaps it itself.
                     guard().forget(pid);
-                    // Keep resuming it until it is gone: a stopped keeper
-                    // would never act on the EOF.
-                    let mut pause = Duration::from_millis(1);
-                    while !has_exited(pid) {
-                        resume(pid);
-                        std::thread::sleep(pause);
-                        pause = (pause * 2).min(GUARD_PERIOD);
-                    }
-                    let _ = process.wait();
+                    reap_resuming(pid);
+                    drop(process);
                 }
             })
             .expect("spawn tether-reaper thread");

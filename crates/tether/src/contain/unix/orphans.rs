@@ -23,10 +23,12 @@ use crate::contain::sys::{self, Pinned};
 /// Set once this process is a child subreaper through [`become_subreaper`].
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
 
-/// Makes this process a child subreaper (Linux; elsewhere a no-op).
+/// Makes this process a child subreaper (Linux; elsewhere a no-op, and
+/// its children are never taken for orphans).
 pub(crate) fn become_subreaper() -> std::io::Result<()> {
-    crate::contain::os::set_child_subreaper()?;
-    SUBREAPER.store(true, Ordering::SeqCst);
+    if crate::contain::os::set_child_subreaper()? {
+        SUBREAPER.store(true, Ordering::SeqCst);
+    }
     Ok(())
 }
 

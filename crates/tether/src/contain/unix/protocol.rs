@@ -111,6 +111,10 @@ pub(crate) struct SpawnSpec {
     /// Report job-control stops and continues of the main process (a
     /// foreground command under a terminal).
     pub report_stops: bool,
+    /// The command's stdin is a terminal (the slave of a PTY the owner
+    /// opened) that becomes its controlling terminal: implies a new
+    /// session, whose leader the command is.
+    pub controlling_tty: bool,
 }
 
 /// Owner → keeper.
@@ -322,6 +326,7 @@ fn policy_code(policy: ContainmentPolicy) -> u8 {
         ContainmentPolicy::Standard => 0,
         ContainmentPolicy::Auto => 1,
         ContainmentPolicy::PidNamespace => 2,
+        ContainmentPolicy::Uncontained => unreachable!("refused by contain::unix::spawn"),
     }
 }
 
@@ -403,6 +408,7 @@ impl Request {
                 w.opt_u64(spec.timeout_ms);
                 w.bool(spec.new_session);
                 w.bool(spec.report_stops);
+                w.bool(spec.controlling_tty);
             }
             Request::Signal { signal, scope } => {
                 w.u8(2);
@@ -435,6 +441,7 @@ impl Request {
                 timeout_ms: r.opt_u64()?,
                 new_session: r.bool()?,
                 report_stops: r.bool()?,
+                controlling_tty: r.bool()?,
             }),
             2 => Request::Signal {
                 signal: r.i32()?,
@@ -630,6 +637,7 @@ mod tests {
             timeout_ms: Some(5),
             new_session: true,
             report_stops: true,
+            controlling_tty: true,
         }));
         round_trip_request(Request::Signal {
             signal: 2,

@@ -18,11 +18,34 @@ use crate::spawn_tag::SpawnTag;
 /// Starts `plan` with stdio `[stdin, stdout, stderr]`. Returns once the
 /// command's exec succeeded, or the precise reason it did not.
 pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
+    if plan.containment == crate::containment::ContainmentPolicy::Uncontained {
+        return Err(Error::ContainmentUnavailable {
+            requested: "none",
+            reason:
+                "on Unix the keeper always contains the tree (uncontained runs are Windows-only)"
+                    .into(),
+        });
+    }
     let keeper = keeper_path()?;
     let spec = spec_of(&plan)?;
-    let (stdin_fd, stdin) = super::stdio::open(stdio[0], 0)?;
-    let (stdout_fd, stdout) = super::stdio::open(stdio[1], 1)?;
-    let (stderr_fd, stderr) = super::stdio::open(stdio[2], 2)?;
+    let (pty, [(stdin_fd, stdin), (stdout_fd, stdout), (stderr_fd, stderr)]) = match plan.pty {
+        // The slave is all three streams; the keeper's child makes it the
+        // controlling terminal (see `pty.rs` for why it is opened here).
+        Some(size) => {
+            let (pty, slave) = super::pty::Pty::open(size)?;
+            let copy = || slave.try_clone().map(|fd| (fd, None));
+            let streams = [copy()?, copy()?, (slave, None)];
+            (Some(pty), streams)
+        }
+        None => (
+            None,
+            [
+                super::stdio::open(stdio[0], 0)?,
+                super::stdio::open(stdio[1], 1)?,
+                super::stdio::open(stdio[2], 2)?,
+            ],
+        ),
+    };
     let keeper_tag = SpawnTag {
         purpose: "keeper".to_owned(),
         ..plan.tag.clone()
@@ -65,7 +88,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
                 pidfs_inode,
             };
             let mut tree = Tree::new(link, identity, containment, plan.tag.session, ladder);
-            if plan.foreground {
+            if plan.foreground && plan.pty.is_none() {
                 tree.take_foreground();
             }
             Ok(Spawned {
@@ -73,6 +96,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
                 stdin,
                 stdout,
                 stderr,
+                pty,
             })
         }
         Ok(Some(Event::SpawnFailed { errno, stage })) => {
@@ -125,8 +149,9 @@ fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
         ladder: rungs(&plan.ladder),
         grace_ms: millis(plan.grace),
         timeout_ms: plan.timeout.map(millis),
-        new_session: plan.new_session,
-        report_stops: plan.foreground,
+        new_session: plan.new_session || plan.pty.is_some(),
+        report_stops: plan.foreground && plan.pty.is_none(),
+        controlling_tty: plan.pty.is_some(),
     })
 }
 
@@ -134,6 +159,7 @@ fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
 fn rungs(ladder: &Ladder) -> Vec<Rung> {
     let signals = match ladder {
         Ladder::Standard => vec![libc::SIGTERM],
+        Ladder::Terminal => vec![libc::SIGHUP, libc::SIGTERM],
         Ladder::Signals(signals) => signals.clone(),
     };
     signals

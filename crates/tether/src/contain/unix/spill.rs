@@ -88,7 +88,7 @@ pub(crate) fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Res
 #[cfg(test)]
 mod tests {
     use std::io;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     use crate::output::{OutputBuffer, OutputConfig};
 
@@ -102,7 +102,7 @@ mod tests {
 
     /// Files this process holds open under `dir`: (fd path, size, mode).
     #[cfg(target_os = "linux")]
-    fn open_files_under(dir: &Path) -> Vec<(PathBuf, u64, u32)> {
+    fn open_files_under(dir: &Path) -> Vec<(std::path::PathBuf, u64, u32)> {
         use std::os::unix::fs::PermissionsExt;
         let dir = dir.canonicalize().unwrap();
         std::fs::read_dir("/proc/self/fd")

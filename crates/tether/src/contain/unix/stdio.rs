@@ -55,8 +55,9 @@ pub(crate) fn open(io: &ChildIo, n: i32) -> io::Result<(OwnedFd, Option<File>)> 
     })
 }
 
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+/// A pipe, both ends close-on-exec from the start.
+pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    crate::contain::os::pipe()
 }
 
 /// A pipe for a session's output: the owner's read end (non-blocking, for

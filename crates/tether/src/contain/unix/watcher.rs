@@ -41,14 +41,43 @@ impl TreeWatcher {
     }
 }
 
-/// The owner's read end of an output pipe, registered with the reactor.
+/// What an [`AsyncReader`] reads from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    Pipe,
+    /// A PTY master: `EIO` is end of file (Linux reports the last slave
+    /// holder's close so).
+    Terminal,
+}
+
+/// The owner's read end of an output pipe (or a PTY master), registered
+/// with the reactor.
 #[derive(Debug)]
-pub(crate) struct AsyncReader(AsyncFd<OwnedFd>);
+pub(crate) struct AsyncReader(AsyncFd<OwnedFd>, Source);
+
+/// Bytes a PTY can hold between a writer and our read, bounded above:
+/// Linux's line discipline buffer (4 KiB) plus its flip buffers (at most
+/// 64 KiB), macOS's clists (a few KiB). Reading this much after the main
+/// process's exit takes everything it wrote.
+const TERMINAL_CAPACITY: usize = 128 << 10;
 
 impl AsyncReader {
     /// Registers the read end (must be called inside a tokio runtime).
     pub(crate) fn new(end: PipeEnd) -> io::Result<AsyncReader> {
-        Ok(AsyncReader(register(end, Interest::READABLE)?))
+        Ok(AsyncReader(
+            register(end, Interest::READABLE)?,
+            Source::Pipe,
+        ))
+    }
+
+    /// Registers a PTY master for reading (made non-blocking).
+    pub(crate) fn terminal(pty: super::pty::Pty) -> io::Result<AsyncReader> {
+        let fd = pty.into_fd();
+        super::stdio::set_nonblocking(&fd)?;
+        Ok(AsyncReader(
+            register(fd, Interest::READABLE)?,
+            Source::Terminal,
+        ))
     }
 
     /// Waits until the pipe may be readable, then runs `drain`, which reads
@@ -72,6 +101,7 @@ impl AsyncReader {
                 Ok(n) => return Ok(Some(n)),
                 Err(nix::errno::Errno::EAGAIN) => return Ok(None),
                 Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EIO) if self.1 == Source::Terminal => return Ok(Some(0)),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -80,7 +110,19 @@ impl AsyncReader {
     /// How many bytes the pipe holds at most: everything a writer wrote
     /// before exiting fits in it.
     pub(crate) fn capacity(&self) -> usize {
-        crate::contain::os::pipe_capacity(self.0.get_ref())
+        match self.1 {
+            Source::Pipe => crate::contain::os::pipe_capacity(self.0.get_ref()),
+            Source::Terminal => TERMINAL_CAPACITY,
+        }
+    }
+
+    /// The most one read returns: a PTY hands out its line discipline's
+    /// buffer (4 KiB on Linux) per read, a pipe everything it holds.
+    pub(crate) fn read_size(&self) -> usize {
+        match self.1 {
+            Source::Pipe => usize::MAX,
+            Source::Terminal => 4096,
+        }
     }
 }
 
@@ -101,6 +143,14 @@ impl AsyncWriter {
         AsyncWriter::new(fd)
     }
 
+    /// Registers a PTY master for writing (made non-blocking; the reading
+    /// copy shares its file status flags anyway).
+    pub(crate) fn terminal(pty: super::pty::Pty) -> io::Result<AsyncWriter> {
+        let fd = pty.into_fd();
+        super::stdio::set_nonblocking(&fd)?;
+        AsyncWriter::new(fd)
+    }
+
     /// Writes some of `bytes`, waiting while the pipe is full. A reader
     /// that is gone is `BrokenPipe` (never `SIGPIPE`: Rust programs ignore
     /// it by default).
@@ -111,6 +161,10 @@ impl AsyncWriter {
                 .try_io(|fd| nix::unistd::write(fd.get_ref(), bytes).map_err(io::Error::from))
             {
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                // A PTY master whose slave nobody holds any more.
+                Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => {
+                    return Err(io::ErrorKind::BrokenPipe.into());
+                }
                 Ok(result) => return result,
                 Err(_would_block) => {}
             }

@@ -2,9 +2,11 @@
 //! runs in the single-threaded keeper.
 
 use std::ffi::CString;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use nix::errno::Errno;
+use nix::sys::wait::waitpid;
+use nix::unistd::Pid;
 
 use crate::contain::unix::protocol::{SpawnSpec, SpawnStage};
 
@@ -15,6 +17,8 @@ pub(crate) struct Exec {
     pub(crate) envp: Vec<CString>,
     pub(crate) cwd: Option<CString>,
     pub(crate) new_session: bool,
+    /// Stdin is a terminal to make the command's controlling terminal.
+    pub(crate) controlling_tty: bool,
 }
 
 impl Exec {
@@ -25,7 +29,8 @@ impl Exec {
             argv: spec.argv.iter().map(|a| c(a)).collect::<Result<_, _>>()?,
             envp: spec.envp.iter().map(|e| c(e)).collect::<Result<_, _>>()?,
             cwd: spec.cwd.as_deref().map(c).transpose()?,
-            new_session: spec.new_session,
+            new_session: spec.new_session || spec.controlling_tty,
+            controlling_tty: spec.controlling_tty,
         })
     }
 
@@ -114,5 +119,146 @@ pub(crate) fn posix_spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnS
             SpawnStage::Exec
         };
         Err((stage, Errno::from_raw(rc)))
+    }
+}
+
+/// Forks and execs the command; returns its pid once exec succeeded. The
+/// child waits for a byte on `gate` (if any) before exec. `forked` runs in
+/// the parent right after the fork, before exec is confirmed.
+///
+/// `posix_spawn` cannot give a command a controlling terminal (it has no
+/// file action for `TIOCSCTTY`, and on macOS opening a tty after `setsid`
+/// does not acquire one), so PTY sessions — and the PID namespace's init,
+/// which needs the gate — start the command with this plain fork. It is
+/// cheap here: the keeper is a small single-threaded process.
+pub(crate) fn fork_exec(
+    exec: &Exec,
+    stdio: [RawFd; 3],
+    gate: Option<RawFd>,
+    forked: impl FnOnce(u32),
+) -> Result<u32, (SpawnStage, Errno)> {
+    let (err_r, err_w) =
+        crate::contain::unix::stdio::pipe().map_err(|e| (SpawnStage::Fork, super::errno_of(&e)))?;
+    let argv = exec.argv_ptrs();
+    let envp = exec.envp_ptrs();
+    // SAFETY: the init is single-threaded; the child only makes
+    // async-signal-safe calls on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err((SpawnStage::Fork, Errno::last()));
+    }
+    if pid == 0 {
+        // SAFETY: in the child, see above.
+        unsafe { child_after_fork(exec, &argv, &envp, stdio, err_w.as_raw_fd(), gate) }
+    }
+    drop(err_w);
+    forked(pid as u32);
+    // Also set the group from the parent: whichever side runs first, the
+    // group exists before anyone signals it.
+    if !exec.new_session {
+        // SAFETY: setpgid on our own child.
+        unsafe { libc::setpgid(pid, pid) };
+    }
+    let mut report = [0u8; 8];
+    let mut got = 0;
+    while got < report.len() {
+        match nix::unistd::read(err_r.as_fd(), &mut report[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    if got == 0 {
+        return Ok(pid as u32);
+    }
+    let stage = SpawnStage::from_code(report[0]).unwrap_or(SpawnStage::Setup);
+    let errno = i32::from_le_bytes(report[4..].try_into().unwrap());
+    let _ = waitpid(Pid::from_raw(pid), None);
+    Err((stage, Errno::from_raw(errno)))
+}
+
+/// The child side of `fork_exec`. Never returns.
+///
+/// # Safety
+/// Only call in a freshly forked child of a single-threaded process.
+unsafe fn child_after_fork(
+    exec: &Exec,
+    argv: &[*mut libc::c_char],
+    envp: &[*mut libc::c_char],
+    stdio: [RawFd; 3],
+    err_w: RawFd,
+    gate: Option<RawFd>,
+) -> ! {
+    let fail = |stage: SpawnStage| -> ! {
+        let errno = Errno::last_raw();
+        let mut report = [0u8; 8];
+        report[0] = stage.code();
+        report[4..].copy_from_slice(&errno.to_le_bytes());
+        // SAFETY: write(2) and _exit(2) are async-signal-safe.
+        unsafe {
+            libc::write(err_w, report.as_ptr().cast(), report.len());
+            libc::_exit(127)
+        }
+    };
+    // SAFETY (whole block): async-signal-safe libc calls on valid data.
+    unsafe {
+        if let Some(gate) = gate {
+            let mut byte = 0u8;
+            if libc::read(gate, (&mut byte as *mut u8).cast(), 1) != 1 {
+                libc::_exit(127);
+            }
+            libc::close(gate);
+        }
+        if exec.new_session {
+            if libc::setsid() < 0 {
+                fail(SpawnStage::Setup);
+            }
+        } else if libc::setpgid(0, 0) < 0 {
+            fail(SpawnStage::Setup);
+        }
+        // Lift the three descriptors above 2 first so that installing one
+        // cannot clobber another that happens to sit on 0..2.
+        let mut high = [0; 3];
+        for (slot, fd) in high.iter_mut().zip(stdio) {
+            *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3);
+            if *slot < 0 {
+                fail(SpawnStage::Stdio);
+            }
+        }
+        for (target, fd) in high.into_iter().enumerate() {
+            if libc::dup2(fd, target as i32) < 0 {
+                fail(SpawnStage::Stdio);
+            }
+        }
+        // The session leader adopts its stdin, a PTY slave, as controlling
+        // terminal: the line discipline then turns Ctrl-C into SIGINT for
+        // the foreground group, and the slave's hang-up reaches the
+        // session. (The owner opened the slave with O_NOCTTY, so nobody
+        // else holds it as a controlling terminal.)
+        if exec.controlling_tty && libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
+            fail(SpawnStage::Stdio);
+        }
+        // A clean signal state for the command: nothing blocked, nothing
+        // ignored (the keeper blocks SIGCHLD/TERM and ignores SIGPIPE).
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        if let Some(cwd) = &exec.cwd
+            && libc::chdir(cwd.as_ptr()) < 0
+        {
+            fail(SpawnStage::Chdir);
+        }
+        libc::execve(
+            exec.program.as_ptr(),
+            argv.as_ptr().cast(),
+            envp.as_ptr().cast(),
+        );
+        fail(SpawnStage::Exec)
     }
 }

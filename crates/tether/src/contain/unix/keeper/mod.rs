@@ -48,8 +48,8 @@ use crate::contain::Termination;
 use crate::contain::os::keeper::{self as os, Change, InitLink, TreeScope, Waiter};
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
-pub(crate) use exec::Exec;
 use exec::posix_spawn;
+pub(crate) use exec::{Exec, fork_exec};
 use ladder::{Delivery, Ladder, VERIFY_WINDOW};
 
 /// Serves sessions one after the other until the owner goes away: a keeper
@@ -120,6 +120,11 @@ struct Session {
     /// The keeper's own child: the command, or the namespace init.
     child: u32,
     main: Main,
+    /// The command's process group id: the main process's pid. On macOS
+    /// the tree is scanned by it after the main process exits (the keeper
+    /// holds the zombie until the tree is empty, so the id stays the
+    /// command's).
+    group: u32,
     /// The command runs in a PID namespace: `child` is its init.
     pidns: bool,
     /// The namespace init's report channel, while open (PID namespace
@@ -259,7 +264,11 @@ impl Keeper {
                 )
             }
             _ => {
-                let pid = posix_spawn(&exec, stdio)?;
+                let pid = if exec.controlling_tty {
+                    fork_exec(&exec, stdio, None, |_| {})?
+                } else {
+                    posix_spawn(&exec, stdio)?
+                };
                 // Our own unreaped child: its pid stays valid even if it
                 // has already exited.
                 let identity = os::identify(pid).map_err(|e| (SpawnStage::Setup, errno_of(&e)))?;
@@ -282,6 +291,7 @@ impl Keeper {
                 session,
                 child,
                 main: Main::Running(main),
+                group: main,
                 pidns: init.is_some(),
                 init,
                 ladder: Ladder::Idle,
@@ -533,7 +543,7 @@ impl Keeper {
 fn scope(s: &Session) -> TreeScope<'_> {
     TreeScope {
         session: &s.session,
-        main_pgrp: s.main.pid(),
+        main_pgrp: s.group,
     }
 }
 
@@ -543,7 +553,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
         child: s.child,
         scope: TreeScope {
             session: &s.session,
-            main_pgrp: s.main.pid(),
+            main_pgrp: s.group,
         },
         signalled: &mut s.signalled,
     }

@@ -1,24 +1,5 @@
-//! Trusting the state directory the way `ssh` trusts `~/.ssh`.
-//!
-//! What the ledger says decides what `tether reap` may kill, so the files
-//! it is read from must be this user's alone. Before the store is opened:
-//!
-//! - the state directory is created 0700 if missing; an existing one must
-//!   be a real directory (not a symbolic link) owned by the effective uid
-//!   and not writable by group or others — otherwise tether refuses it,
-//!   saying what to do. Read or search bits for group or others are taken
-//!   away (0700, as the README promises).
-//! - `ledger.db`, its `-wal` and `-shm` and `ledger.lock`, where they
-//!   exist, must be regular files (not links) owned by the effective uid
-//!   and not writable by group or others; bits for group or others are
-//!   taken away (0600).
-//!
-//! Once the directory passes, nobody else can add, rename or replace
-//! anything in it, so checking by path and then letting SQLite open by
-//! path leaves no window. The directory's ancestors are trusted, as `ssh`
-//! trusts `/home`; `/tmp/tether-<uid>` — the one predictable path tether
-//! falls back to — sits in the sticky `/tmp`, where only its owner can
-//! rename it.
+//! The state-directory checks on Unix: owners and mode bits, opened
+//! without following links.
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -95,6 +76,22 @@ pub(crate) fn secure_file(path: &Path) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// A new file (it must not exist), 0600, for the store to fill before it
+/// is renamed into place.
+pub(crate) fn create_new_private(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// What names the file at `path` on disk: (device, inode).
+pub(crate) fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    let meta = fs::metadata(path)?;
+    Ok((meta.dev(), meta.ino()))
 }
 
 /// Opens (creating 0600 if missing) a file in a checked state directory

@@ -1,0 +1,260 @@
+//! Windows: `tether run` and `tether mcp` end to end (under Wine in CI):
+//! exit codes as documented, the tree dying with a killed `tether run`, and
+//! an MCP `command` running through cmd.exe in a job.
+#![cfg(windows)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tether::ProcessIdentity;
+use tether::sys::{self, Pinned};
+
+fn tether_exe() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether"));
+    // A state directory of this test run's own.
+    let home = std::env::temp_dir().join(format!("tether-win-cli-{}", std::process::id()));
+    cmd.env("TETHER_HOME", home);
+    cmd
+}
+
+/// `examples/win_tree.rs` of the tether crate, built into the same target.
+fn win_tree() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join(r"examples\win_tree.exe");
+    assert!(
+        path.is_file(),
+        "{} is missing: `cargo build -p tether --example win_tree`",
+        path.display()
+    );
+    path
+}
+
+fn pin(pid: u32) -> Pinned {
+    let info = sys::process(pid).unwrap();
+    let identity = ProcessIdentity {
+        boot_id: sys::boot_id().to_owned(),
+        pid,
+        start_time: info.start_time,
+        pidfs_inode: None,
+    };
+    Pinned::pin(&identity).unwrap().expect("alive")
+}
+
+fn assert_dies(p: &Pinned, what: &str) {
+    sys::wait_exited(&[p], Duration::from_secs(10));
+    assert!(p.has_exited(), "{what} (pid {}) survived", p.identity().pid);
+}
+
+fn run_code(args: &[&str]) -> i32 {
+    tether_exe()
+        .arg("run")
+        .args(args)
+        .status()
+        .unwrap()
+        .code()
+        .unwrap()
+}
+
+#[test]
+fn tether_run_exit_codes_are_as_documented() {
+    let tree = win_tree();
+    let tree = tree.to_str().unwrap();
+    assert_eq!(run_code(&["--", tree, "exit", "0"]), 0);
+    assert_eq!(run_code(&["--", tree, "exit", "42"]), 42);
+    // The full 32-bit code, not a byte of it.
+    assert_eq!(
+        run_code(&["--", tree, "exit", "3221225477"]) as u32,
+        0xC000_0005
+    );
+    assert_eq!(
+        run_code(&["--timeout", "300ms", "--", tree, "sleep", "30"]),
+        124
+    );
+    assert_eq!(run_code(&["--", "no-such-program-here"]), 127);
+    assert_eq!(run_code(&["--shell", "exit /b 4"]), 4);
+    assert_eq!(
+        run_code(&["--containment", "pidns", "--", tree, "exit", "0"]),
+        125
+    );
+}
+
+#[test]
+fn tether_run_shell_is_cmd_exe() {
+    let out = tether_exe()
+        .args([
+            "run",
+            "--shell",
+            "echo one \"two  three\"& echo %TETHER_SPAWN:~0,3%",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    assert_eq!(text, "one \"two  three\"\nv1:\n");
+}
+
+#[test]
+fn killing_tether_run_kills_the_tree() {
+    let mut run = tether_exe()
+        .args(["run", "--"])
+        .arg(win_tree())
+        .args(["tree", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(run.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pids: Vec<u32> = line
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (child, grandchild) = (pin(pids[0]), pin(pids[1]));
+    run.kill().unwrap(); // TerminateProcess of tether itself
+    assert_dies(&child, "child of a killed tether run");
+    assert_dies(&grandchild, "grandchild of a killed tether run");
+    let _ = run.wait();
+}
+
+#[test]
+fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
+    let mut server = tether_exe()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tether mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    // Calls run concurrently: answers come in any order, matched by id.
+    let mut answers = std::collections::HashMap::new();
+    let mut answer = |id: u64| loop {
+        if let Some(a) = answers.remove(&id) {
+            return a;
+        }
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read answer");
+        let value: serde_json::Value = serde_json::from_str(&line).expect("JSON answer");
+        if let Some(got) = value["id"].as_u64() {
+            answers.insert(got, value);
+        }
+    };
+    let tree = win_tree().to_string_lossy().replace('\\', "\\\\");
+    let requests = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo hello & exit /b 3"}}}"#.to_owned(),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"run","arguments":{{"argv":["{tree}","tree-exit"]}}}}}}"#
+        ),
+    ];
+    for request in &requests {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    assert_eq!(answer(1)["result"]["serverInfo"]["name"], "tether");
+    let tools = answer(2);
+    let run_tool = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "run")
+        .unwrap()
+        .clone();
+    assert!(
+        run_tool["description"]
+            .as_str()
+            .unwrap()
+            .contains("cmd.exe"),
+        "{run_tool}"
+    );
+    let result = answer(3);
+    let body = &result["result"]["structuredContent"];
+    assert_eq!(body["status"], "exited", "{result}");
+    assert_eq!(body["exit_code"], 3, "{result}");
+    assert_eq!(
+        body["output"].as_str().unwrap().replace("\r\n", "\n"),
+        "hello \n"
+    );
+    let result = answer(4);
+    let body = &result["result"]["structuredContent"];
+    assert_eq!(body["status"], "exited", "{result}");
+    let pids: Vec<u32> = body["output"]
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    drop(stdin);
+    let status = server.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    // The leftover of `tree-exit` stays contained while the server runs and
+    // was killed before the server exited.
+    for pid in pids {
+        assert!(
+            sys::process(pid).map_or(true, |p| p.state.has_exited()),
+            "pid {pid} outlived tether mcp"
+        );
+    }
+}
+
+#[test]
+fn tether_ps_shows_a_running_tree_and_reap_kills_proven_orphans() {
+    // An uncontained run (explicit policy): when its owner dies, its tree
+    // survives — orphans that `ps` must mark and `reap` must kill.
+    let home = std::env::temp_dir().join(format!("tether-win-reap-{}", std::process::id()));
+    let with_home = |mut c: Command| {
+        c.env("TETHER_HOME", &home);
+        c
+    };
+    let mut run = with_home(tether_exe())
+        .args(["run", "--containment", "none", "--"])
+        .arg(win_tree())
+        .args(["tree", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(run.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pids: Vec<u32> = line
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (child, grandchild) = (pin(pids[0]), pin(pids[1]));
+    let ps = with_home(tether_exe()).arg("ps").output().unwrap();
+    let listing = String::from_utf8_lossy(&ps.stdout);
+    assert!(
+        listing.contains(" alive ") && listing.contains(" none "),
+        "{listing}"
+    );
+    for pid in &pids {
+        assert!(
+            listing.contains(&pid.to_string()),
+            "ps misses {pid}: {listing}"
+        );
+    }
+    run.kill().unwrap();
+    let _ = run.wait();
+    // Bounded: nothing kills an uncontained tree; 300 ms proves it stayed.
+    sys::wait_exited(&[&child], Duration::from_millis(300));
+    assert!(
+        !child.has_exited(),
+        "the uncontained child died with its owner"
+    );
+    let ps = with_home(tether_exe()).arg("ps").output().unwrap();
+    let listing = String::from_utf8_lossy(&ps.stdout);
+    assert!(listing.contains("ORPHANED"), "{listing}");
+    let reap = with_home(tether_exe()).arg("reap").output().unwrap();
+    assert!(reap.status.success(), "{reap:?}");
+    assert_dies(&child, "orphaned child after reap");
+    assert_dies(&grandchild, "orphaned grandchild after reap");
+}

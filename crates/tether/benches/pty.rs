@@ -1,0 +1,204 @@
+//! PTY sessions against their baselines, measured in the same run (this
+//! machine is shared and noisy, so only ratios mean anything).
+//!
+//! `cargo bench -p tether --bench pty` prints markdown tables:
+//! 1. a registry session of `/bin/true` from `run` to settled, on a PTY and
+//!    on pipes, interleaved: p50, p90, the PTY/pipe ratio;
+//! 2. capture throughput: 64 MiB written to the terminal (raw mode) into a
+//!    registry PTY session — ring, spill, screen — against a plain blocking
+//!    read loop on the master of the same kind of terminal;
+//! 3. the screen (the `vt100` emulator): parse cost per MiB of typical
+//!    full-screen TUI output, and the cost of rendering one screen.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use tether::registry::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
+use tether::terminal::{Emulator, PtySize};
+
+const SESSIONS: usize = 200;
+const CAPTURE: usize = 64 << 20;
+const ROUNDS: usize = 5;
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+async fn settle(registry: &Registry, spec: RunSpec) -> Duration {
+    let start = Instant::now();
+    let id = registry.run(spec).await.unwrap();
+    let waited = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(Duration::from_secs(600)).settled(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(waited.outcome, WaitOutcome::Exited);
+    start.elapsed()
+}
+
+/// Bytes of every value, in a period no buffer size divides.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i % 4093) * 31 + i / 4093) as u8)
+        .collect()
+}
+
+/// What `top`/`htop` send: per frame, home, then every row addressed, a few
+/// colour changes, text, clear to end of line; cursor hidden while drawing.
+fn tui_frames(bytes: usize, size: PtySize) -> (Vec<u8>, usize) {
+    let mut out = Vec::with_capacity(bytes + 8192);
+    let mut frame = 0usize;
+    while out.len() < bytes {
+        out.extend_from_slice(b"\x1b[?25l\x1b[H");
+        for row in 1..=size.rows() as usize {
+            out.extend_from_slice(format!("\x1b[{row};1H").as_bytes());
+            out.extend_from_slice(format!("\x1b[1;3{}m{:>6} ", row % 8, frame + row).as_bytes());
+            out.extend_from_slice(b"\x1b[0muser     20   0 ");
+            out.extend_from_slice(
+                format!(
+                    "\x1b[32m{:>5.1}%\x1b[0m ",
+                    (frame * row % 1000) as f64 / 10.0
+                )
+                .as_bytes(),
+            );
+            let width = size.cols() as usize - 40;
+            out.extend((0..width).map(|i| b'a' + ((i + frame + row) % 26) as u8));
+            out.extend_from_slice(b"\x1b[K");
+        }
+        out.extend_from_slice(b"\x1b[?25h");
+        frame += 1;
+    }
+    (out, frame)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // cargo test --benches asks for a list; nothing to list
+    }
+    tether::keeper::run_if_requested();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let registry = Registry::new(RegistryConfig::default());
+        let pipe = || RunSpec::argv(["/bin/true"]);
+        let pty = || RunSpec::argv(["/bin/true"]).pty(PtySize::default());
+        settle(&registry, pipe()).await;
+        settle(&registry, pty()).await;
+        let (mut pipes, mut ptys) = (Vec::new(), Vec::new());
+        for _ in 0..SESSIONS {
+            pipes.push(settle(&registry, pipe()).await);
+            ptys.push(settle(&registry, pty()).await);
+        }
+        println!(
+            "## registry session of /bin/true, run to settled ({SESSIONS} each, interleaved)\n"
+        );
+        println!("| session | p50 ms | p90 ms | p50 ratio to pipes |");
+        println!("|---|---|---|---|");
+        let base = percentile(&mut pipes, 0.5);
+        for (name, samples) in [("pipes", &mut pipes), ("PTY", &mut ptys)] {
+            let p50 = percentile(samples, 0.5);
+            println!(
+                "| {name} | {:.2} | {:.2} | {:.2} |",
+                ms(p50),
+                ms(percentile(samples, 0.9)),
+                ms(p50) / ms(base)
+            );
+        }
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        std::fs::write(&file, pattern(CAPTURE)).unwrap();
+        let script = format!("stty raw -echo && cat '{}'", file.display());
+        let registry = Registry::new(RegistryConfig {
+            spill_dir: Some(dir.path().to_owned()),
+            ..RegistryConfig::default()
+        });
+        let (mut raw, mut captured) = (Vec::new(), Vec::new());
+        for _ in 0..ROUNDS {
+            // The baseline: the same command on a PTY, its master read in
+            // a plain blocking loop (no ring, spill or screen).
+            let start = Instant::now();
+            let mut child = tether::Command::new("/bin/sh")
+                .args(["-c", &script])
+                .pty(PtySize::default())
+                .spawn()
+                .unwrap();
+            let mut master = child.pty.take().unwrap();
+            let mut buf = vec![0u8; 64 << 10];
+            let mut total = 0;
+            loop {
+                let n = master.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                total += n;
+            }
+            child.wait().unwrap();
+            assert_eq!(total, CAPTURE);
+            raw.push(start.elapsed());
+
+            let spec = RunSpec::shell(script.clone())
+                .pty(PtySize::default())
+                .spill_cap(CAPTURE as u64);
+            captured.push(settle(&registry, spec).await);
+        }
+        let mib = (CAPTURE >> 20) as f64;
+        let mbps = |d: Duration| mib / d.as_secs_f64();
+        let base = percentile(&mut raw, 0.5);
+        let session = percentile(&mut captured, 0.5);
+        println!("\n## capture of {mib} MiB written to the terminal (median of {ROUNDS})\n");
+        println!("| reader | MiB/s | ratio to the raw loop |");
+        println!("|---|---|---|");
+        println!(
+            "| blocking read loop on the master | {:.0} | 1.00 |",
+            mbps(base)
+        );
+        println!(
+            "| registry PTY session (ring, spill, screen) | {:.0} | {:.2} |",
+            mbps(session),
+            mbps(session) / mbps(base)
+        );
+    });
+
+    let size = PtySize::default();
+    let (tui, frames) = tui_frames(16 << 20, size);
+    let mut emulator = Emulator::new(size);
+    emulator.feed(&tui[..1 << 20]); // warm-up
+    let mut parse = Vec::new();
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        for chunk in tui.chunks(4096) {
+            emulator.feed(chunk);
+        }
+        parse.push(start.elapsed());
+    }
+    let per_mib = percentile(&mut parse, 0.5) / (tui.len() >> 20) as u32;
+    let frame_bytes = tui.len() / frames;
+    let mut render = Vec::new();
+    for _ in 0..1000 {
+        let start = Instant::now();
+        std::hint::black_box(emulator.screen());
+        render.push(start.elapsed());
+    }
+    println!(
+        "\n## the screen: {size} emulator, typical TUI output (~{} KiB per full redraw)\n",
+        frame_bytes >> 10
+    );
+    println!("| what | cost |");
+    println!("|---|---|");
+    println!("| parse 1 MiB of TUI output | {:.2} ms |", ms(per_mib));
+    println!(
+        "| render one screen (text rows, cursor, modes) | {:.1} µs |",
+        percentile(&mut render, 0.5).as_secs_f64() * 1e6
+    );
+}

@@ -1,0 +1,407 @@
+//! What the keeper needs from macOS: kqueue for its descriptors, signals
+//! and the exits of tree members that are not its children; `waitid` for
+//! the main process; and a tree found by parent chain, process group,
+//! session and spawn tag (`tree.rs`), since macOS has no subreaper.
+//!
+//! The main process is the keeper's only child. Its exit is *reported* as
+//! soon as it happens, but its zombie is reaped only when the tree is
+//! empty: while the zombie holds its pid, no other process can get that
+//! pid, nor form a process group or session with that id — so "the
+//! command's group" and "the command's session" keep naming the command's
+//! processes after it exits (`tree.rs` rule 3).
+//!
+//! Everything here runs in the single-threaded keeper; the state shared
+//! between calls (the held zombie, what scans learnt, the exits to watch)
+//! lives in a thread-local [`Tracker`].
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+
+use super::kqueue::{self, Kevent, Kqueue};
+use super::records::Kinfo;
+use super::sysctl;
+use super::tree::{self, Bounds, Identity, Memo};
+use crate::contain::Termination;
+use crate::containment::Containment;
+
+pub(crate) use super::pidns::{self, InitLink};
+
+/// What holds a tree on macOS.
+pub(crate) const STANDARD: Containment = Containment::ProcessGroupAndTag;
+
+/// `posix_spawn` flag for a new session (macOS 10.15+, `<spawn.h>`; libc
+/// does not export it for Apple targets).
+pub(crate) const POSIX_SPAWN_SETSID: libc::c_int = 0x0400;
+
+/// Prepares the keeper process: `SIGCHLD` back to its default disposition
+/// (no `SA_NOCLDWAIT`, no `SA_NOCLDSTOP`) — an exec keeps `SIG_IGN` from
+/// whoever started the keeper, and with it the kernel hands the main
+/// process's zombie to launchd (XNU `proc_exit`, `P_NOCLDWAIT`): no exit
+/// status, no held zombie.
+///
+/// There is no subreaper to become, and the keeper stays attachable on
+/// purpose: `ptrace(PT_DENY_ATTACH)` — the
+/// closest macOS has to Linux's non-dumpable — also stops the kernel from
+/// reporting a `SIGSEGV` of the keeper's *children* to Crash Reporter (XNU
+/// `proc_prepareexit`: "Workaround for processes checking up on
+/// PT_DENY_ATTACH"), so a crashing command would leave no crash report;
+/// and it cannot be undone, even by root. Attaching to the keeper needs
+/// what attaching to any process needs on macOS (the debug policy of
+/// AMFI: root, or a debugger entitlement the user authorised). The command
+/// can still signal the keeper, as on Linux; `KeeperLink` resumes a
+/// stopped one.
+pub(crate) fn prepare() -> io::Result<()> {
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    // SAFETY: SIG_DFL installs no handler code.
+    unsafe { sigaction(Signal::SIGCHLD, &default) }?;
+    Ok(())
+}
+
+/// The bounds of one session's tree: the session id of the spawn tag, and
+/// the command's process group id (its pid).
+pub(crate) struct TreeScope<'a> {
+    /// The session id in the command's spawn tag.
+    pub session: &'a str,
+    /// The command's process group id (the main process's pid), valid
+    /// after its exit too: the keeper holds the zombie.
+    pub main_pgrp: u32,
+}
+
+/// The keeper's state across calls (see the module docs).
+#[derive(Default)]
+struct Tracker {
+    /// The main process's zombie, its exit reported, not reaped yet.
+    held: Option<u32>,
+    /// Which session `memo` and `watch` are about: (session id, group).
+    session: Option<(String, u32)>,
+    memo: Memo,
+    /// Members found by the last scan that are not the keeper's children:
+    /// their exits raise no `SIGCHLD`, so the next [`Waiter::wait`] watches
+    /// them with `NOTE_EXIT` — a keeper waiting for kept descendants wakes
+    /// when the last one exits.
+    watch: Vec<Identity>,
+}
+
+thread_local! {
+    static TRACKER: RefCell<Tracker> = RefCell::new(Tracker::default());
+}
+
+/// One scan of the whole process table for the tree of `scope`: its live
+/// members, and the pids of the keeper's children (zombies included).
+fn scan(scope: &TreeScope<'_>) -> io::Result<(Vec<Kinfo>, Vec<u32>)> {
+    let procs = sysctl::all_procs()?;
+    let me = std::process::id();
+    let bounds = Bounds {
+        keeper: me,
+        group: scope.main_pgrp,
+        session: scope.session,
+    };
+    let found = TRACKER.with(|t| {
+        let mut t = t.borrow_mut();
+        let key = (scope.session.to_owned(), scope.main_pgrp);
+        if t.session.as_ref() != Some(&key) {
+            t.session = Some(key);
+            t.memo = Memo::default();
+        }
+        let found = tree::members(
+            &procs,
+            &bounds,
+            &mut t.memo,
+            &mut sysctl::LiveProbe::default(),
+        );
+        t.watch = found
+            .iter()
+            .filter(|p| p.ppid != me)
+            .map(|p| (p.pid, p.start_us))
+            .collect();
+        found
+    });
+    let children = procs
+        .iter()
+        .filter(|p| p.ppid == me)
+        .map(|p| p.pid)
+        .collect();
+    Ok((found, children))
+}
+
+/// A live process of the tree, named by pid and start time.
+pub(crate) struct Member {
+    pub pid: u32,
+    pub pgrp: u32,
+    start_us: u64,
+}
+
+impl Member {
+    /// Sends `sig` if `pid` still names this process; `false` if it could
+    /// not be sent (the process exited, or is not ours to signal).
+    ///
+    /// macOS has no pidfd: the identity (pid and start time) is re-read
+    /// right before `kill(2)`. A race remains that no macOS interface
+    /// closes: the process may exit, be reaped by its parent, and its pid
+    /// go to a new process between that read and the signal. The new
+    /// process would have to take exactly this pid within those few
+    /// microseconds — pids are handed out in order, up to 99,999, and
+    /// skip every live pid, group and session id.
+    pub(crate) fn signal(&self, sig: i32) -> bool {
+        let same = sysctl::proc_of(self.pid)
+            .is_ok_and(|now| now.is_some_and(|k| k.start_us == self.start_us && !k.has_exited()));
+        // SAFETY: kill(2) with a pid just verified to name this process.
+        same && unsafe { libc::kill(self.pid as libc::pid_t, sig) } == 0
+    }
+}
+
+impl From<&Kinfo> for Member {
+    fn from(k: &Kinfo) -> Member {
+        Member {
+            pid: k.pid,
+            pgrp: k.pgrp,
+            start_us: k.start_us,
+        }
+    }
+}
+
+/// Every live process of the session's tree (see `tree.rs`), the main
+/// process included while it runs. An unreadable process table lists none.
+pub(crate) fn members(scope: &TreeScope<'_>) -> Vec<Member> {
+    match scan(scope) {
+        Ok((found, _)) => found.iter().map(Member::from).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Whether the tree is over: no live member, and no child of the keeper
+/// but the main process's zombie — which is reaped now, since nothing is
+/// left that its pid must keep naming. `false` when the process table
+/// cannot be read (never a premature "empty").
+pub(crate) fn tree_is_empty(scope: &TreeScope<'_>) -> bool {
+    let Ok((found, children)) = scan(scope) else {
+        return false;
+    };
+    if !found.is_empty() {
+        return false;
+    }
+    let held = TRACKER.with(|t| t.borrow().held);
+    if !children.iter().all(|&pid| Some(pid) == held) {
+        return false;
+    }
+    if let Some(pid) = held {
+        let mut status = 0;
+        // SAFETY: waitpid on our own zombie child with a valid status
+        // pointer; it returns at once.
+        let reaped = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+        if reaped != pid as libc::pid_t {
+            return false;
+        }
+        TRACKER.with(|t| t.borrow_mut().held = None);
+    }
+    true
+}
+
+/// A change in a child's state.
+pub(crate) enum Change {
+    /// It ended. (On macOS: reported, its zombie held — see the module
+    /// docs.)
+    Exited(Termination),
+    /// It was stopped by this signal.
+    Stopped(i32),
+    /// It was continued. Never reported on macOS: `waitid` names the
+    /// process that sent `SIGCONT` there, not the child (XNU
+    /// `waitid_nocancel` copies `p_contproc`), and the owner ignores the
+    /// event anyway.
+    #[allow(dead_code)]
+    Continued,
+}
+
+/// `waitid(P_ALL, options)` on our children: `(pid, si_code, si_status)`,
+/// or `None` when nothing is waiting.
+fn waitid_any(options: libc::c_int) -> Option<(u32, libc::c_int, libc::c_int)> {
+    loop {
+        // SAFETY: waitid fills a zeroed siginfo_t we own.
+        let (rc, info) = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let rc = libc::waitid(libc::P_ALL, 0, &mut info, options | libc::WNOHANG);
+            (rc, info)
+        };
+        if rc < 0 {
+            if Errno::last() == Errno::EINTR {
+                continue;
+            }
+            return None;
+        }
+        // SAFETY: waitid filled these fields (zero when nothing waited).
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        return u32::try_from(pid)
+            .ok()
+            .filter(|&pid| pid != 0)
+            .map(|pid| (pid, info.si_code, status));
+    }
+}
+
+/// Reports one exited child (or, with `stops`, one stop): its pid and what
+/// happened. `None` when nothing changed.
+///
+/// An exit is read with `WNOWAIT`: the zombie stays, held until
+/// [`tree_is_empty`] reaps it, and is reported once. Stops are read
+/// without `WEXITED`, so reading one never reaps anything.
+pub(crate) fn reap_any(stops: bool) -> Option<(u32, Change)> {
+    let held = TRACKER.with(|t| t.borrow().held);
+    if let Some((pid, code, status)) = waitid_any(libc::WEXITED | libc::WNOWAIT)
+        && Some(pid) != held
+    {
+        TRACKER.with(|t| t.borrow_mut().held = Some(pid));
+        let termination = if code == libc::CLD_EXITED {
+            // The kernel ORs high exit bits into si_status above the low 8.
+            Termination::Code(status & 0xff)
+        } else {
+            Termination::Signal(status & 0x7f)
+        };
+        return Some((pid, Change::Exited(termination)));
+    }
+    if stops
+        && held.is_none()
+        && let Some((pid, libc::CLD_STOPPED, signal)) = waitid_any(libc::WSTOPPED)
+    {
+        return Some((pid, Change::Stopped(signal)));
+    }
+    None
+}
+
+/// Start time of our unreaped child `pid` (no pidfs inode on macOS).
+pub(crate) fn identify(pid: u32) -> io::Result<(u64, Option<u64>)> {
+    match sysctl::proc_of(pid)? {
+        Some(k) => Ok((k.start_us, None)),
+        None => Err(io::Error::from_raw_os_error(libc::ESRCH)),
+    }
+}
+
+/// What woke the keeper.
+pub(crate) struct Wake {
+    /// For each descriptor passed to [`Waiter::wait`]: readable (or hung up).
+    pub ready: Vec<bool>,
+    /// Signals that arrived (SIGCHLD, SIGTERM, …).
+    pub signals: Vec<i32>,
+}
+
+/// The signals the keeper handles. They are blocked, so none ever runs its
+/// default action or interrupts anything; `EVFILT_SIGNAL` sees them anyway
+/// (XNU notes a signal to kqueues before looking at masks and
+/// dispositions). SIGCHLD keeps its default disposition (see [`prepare`]).
+const SIGNALS: [Signal; 5] = [
+    Signal::SIGCHLD,
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// The keeper's one blocking wait: its descriptors (`EVFILT_READ`), its
+/// signals (`EVFILT_SIGNAL`) and the exits of tree members that are not
+/// its children (`EVFILT_PROC`/`NOTE_EXIT`), on one kqueue.
+pub(crate) struct Waiter {
+    kq: Kqueue,
+    /// Descriptors registered for reading by the last wait.
+    reading: Vec<RawFd>,
+    /// Members whose exit is being watched.
+    watching: HashSet<Identity>,
+}
+
+impl Waiter {
+    pub(crate) fn new() -> io::Result<Waiter> {
+        let mut mask = SigSet::empty();
+        for sig in SIGNALS {
+            mask.add(sig);
+        }
+        mask.thread_block()?;
+        let kq = Kqueue::new()?;
+        for sig in SIGNALS {
+            kq.apply(kqueue::change(
+                sig as usize,
+                libc::EVFILT_SIGNAL,
+                libc::EV_ADD,
+                0,
+            ))?;
+        }
+        Ok(Waiter {
+            kq,
+            reading: Vec::new(),
+            watching: HashSet::new(),
+        })
+    }
+
+    /// Waits until one of `fds` is readable, a signal arrives, a watched
+    /// member exits, or `deadline` passes (`None`: no deadline).
+    pub(crate) fn wait(&mut self, fds: &[RawFd], deadline: Option<Instant>) -> io::Result<Wake> {
+        let mut changes: Vec<Kevent> = Vec::new();
+        // Read registrations are level-triggered and outlive the call: drop
+        // the ones not asked for now (a closed descriptor lost its own
+        // already; that delete fails harmlessly), (re-)add the rest.
+        for &fd in self.reading.iter().filter(|fd| !fds.contains(fd)) {
+            changes.push(kqueue::change(
+                fd as usize,
+                libc::EVFILT_READ,
+                libc::EV_DELETE,
+                0,
+            ));
+        }
+        for &fd in fds {
+            changes.push(kqueue::change(
+                fd as usize,
+                libc::EVFILT_READ,
+                libc::EV_ADD,
+                0,
+            ));
+        }
+        self.reading = fds.to_vec();
+        let watch = TRACKER.with(|t| std::mem::take(&mut t.borrow_mut().watch));
+        for id in watch {
+            if self.watching.insert(id) {
+                changes.push(kqueue::change(
+                    id.0 as usize,
+                    libc::EVFILT_PROC,
+                    libc::EV_ADD,
+                    libc::NOTE_EXIT,
+                ));
+            }
+        }
+        let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let mut events = vec![kqueue::slot(); changes.len() + 16];
+        let n = match self.kq.wait(&changes, &mut events, timeout) {
+            Ok(n) => n,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => 0,
+            Err(e) => return Err(e),
+        };
+        let mut wake = Wake {
+            ready: vec![false; fds.len()],
+            signals: Vec::new(),
+        };
+        for ev in &events[..n] {
+            let (ident, filter, flags) = (ev.ident, ev.filter, ev.flags);
+            match filter {
+                libc::EVFILT_READ => {
+                    // Readable, at EOF — or the registration failed
+                    // (EBADF): the read that follows reports that.
+                    for (slot, &fd) in wake.ready.iter_mut().zip(fds) {
+                        *slot |= fd as usize == ident;
+                    }
+                }
+                libc::EVFILT_SIGNAL if flags & libc::EV_ERROR == 0 => {
+                    wake.signals.push(ident as i32);
+                }
+                libc::EVFILT_PROC => {
+                    // It exited (NOTE_EXIT), or was gone before it could be
+                    // watched (EV_ERROR, ESRCH). Either way the next scan
+                    // tells; a new process with that pid is watched anew.
+                    self.watching.retain(|&(pid, _)| pid as usize != ident);
+                }
+                _ => {}
+            }
+        }
+        Ok(wake)
+    }
+}

@@ -1,0 +1,229 @@
+//! Reading another process's environment and command line from its PEB.
+//!
+//! Windows has no `/proc/<pid>/environ`. What it has is each process's
+//! Process Environment Block, whose `ProcessParameters`
+//! (`RTL_USER_PROCESS_PARAMETERS`) point at the live environment block and
+//! command line. Reading them is what psutil (`psutil_get_proc_info` in
+//! `_psutil_windows`) and Process Explorer do:
+//! `NtQueryInformationProcess(ProcessBasicInformation)` gives the PEB's
+//! address, then `ReadProcessMemory` follows the pointers. This is how
+//! `tether ps`/`reap` find the `TETHER_SPAWN` tag of processes they hold no
+//! handle to.
+//!
+//! Everything read here is attacker-shaped input (the target can scribble
+//! on its own PEB): sizes are bounded, a short or failed read is an error,
+//! never a guess, and the block is parsed without trusting its layout.
+//! Needs `PROCESS_QUERY_INFORMATION | PROCESS_VM_READ` (`VirtualQueryEx`
+//! refuses the limited query right: measured under Wine 8, as documented),
+//! which a user has on their own processes of the same or lower integrity.
+//!
+//! Limits: the offsets are those of a 64-bit process read by a 64-bit
+//! reader. A 32-bit (WOW64) process also has a 64-bit PEB, whose parameters
+//! hold the environment it was *created* with; a change it made later to its
+//! own environment lives in its 32-bit PEB, not read here. The spawn tag is
+//! set at creation, so the tag scan still finds it.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::windows::io::{AsRawHandle, BorrowedHandle};
+
+use windows_sys::Wdk::System::Threading::{NtQueryInformationProcess, ProcessBasicInformation};
+use windows_sys::Win32::System::Diagnostics::Debug::ReadProcessMemory;
+use windows_sys::Win32::System::Memory::{MEMORY_BASIC_INFORMATION, VirtualQueryEx};
+use windows_sys::Win32::System::Threading::{
+    PROCESS_BASIC_INFORMATION, PROCESS_QUERY_INFORMATION, PROCESS_SYNCHRONIZE, PROCESS_VM_READ,
+};
+
+use super::environment::Environment;
+use super::win_error::WinError;
+
+/// Access needed on the handle passed to this module's functions.
+/// (`SYNCHRONIZE` too, so the same handle tells whether it has exited.)
+pub const PEB_READ: u32 = PROCESS_QUERY_INFORMATION | PROCESS_VM_READ | PROCESS_SYNCHRONIZE;
+
+/// Largest environment block read (the largest Windows allows a process to
+/// pass is 32 767 characters per variable, with no total limit; real blocks
+/// are a few KiB).
+const MAX_ENVIRONMENT_BYTES: usize = 16 << 20;
+/// Largest command line (Windows' limit is 32 767 UTF-16 units).
+const MAX_COMMAND_LINE_BYTES: usize = 32_767 * 2;
+
+// Offsets in the 64-bit structures (winternl.h and psutil's ntextapi.h).
+#[cfg(target_pointer_width = "64")]
+mod offsets {
+    pub const PEB_PROCESS_PARAMETERS: usize = 0x20;
+    pub const PARAMS_COMMAND_LINE: usize = 0x70;
+    pub const PARAMS_ENVIRONMENT: usize = 0x80;
+    pub const PARAMS_ENVIRONMENT_SIZE: usize = 0x3F0;
+    /// `UNICODE_STRING { Length: u16, MaximumLength: u16, Buffer: *u16 }`.
+    pub const UNICODE_STRING_BUFFER: usize = 8;
+}
+#[cfg(target_pointer_width = "32")]
+mod offsets {
+    pub const PEB_PROCESS_PARAMETERS: usize = 0x10;
+    pub const PARAMS_COMMAND_LINE: usize = 0x40;
+    pub const PARAMS_ENVIRONMENT: usize = 0x48;
+    pub const PARAMS_ENVIRONMENT_SIZE: usize = 0x290;
+    pub const UNICODE_STRING_BUFFER: usize = 4;
+}
+
+/// The environment block of `process`, parsed.
+pub fn environment(process: BorrowedHandle<'_>) -> io::Result<Environment> {
+    let params = process_parameters(process)?;
+    let block = read_usize(process, params + offsets::PARAMS_ENVIRONMENT)?;
+    if block == 0 {
+        return Err(corrupt("the environment pointer is NULL"));
+    }
+    // EnvironmentSize (Vista+) is the block's size in bytes. Where it is
+    // missing or absurd, read to the end of the memory region instead.
+    let recorded = read_usize(process, params + offsets::PARAMS_ENVIRONMENT_SIZE)?;
+    let region = region_remaining(process, block)?;
+    let size = if recorded > 0 && recorded <= region {
+        recorded
+    } else {
+        region
+    }
+    .min(MAX_ENVIRONMENT_BYTES);
+    let bytes = read(process, block, size & !1)?;
+    Ok(Environment::parse(&to_u16(&bytes)))
+}
+
+/// The command line of `process`, as its creator passed it.
+pub fn command_line(process: BorrowedHandle<'_>) -> io::Result<OsString> {
+    use std::os::windows::ffi::OsStringExt;
+    let params = process_parameters(process)?;
+    let string = params + offsets::PARAMS_COMMAND_LINE;
+    let length = read(process, string, 2)?;
+    let length = usize::from(u16::from_ne_bytes([length[0], length[1]]));
+    if length > MAX_COMMAND_LINE_BYTES || length % 2 != 0 {
+        return Err(corrupt("the command line length is invalid"));
+    }
+    let buffer = read_usize(process, string + offsets::UNICODE_STRING_BUFFER)?;
+    if length == 0 {
+        return Ok(OsString::new());
+    }
+    if buffer == 0 {
+        return Err(corrupt("the command line pointer is NULL"));
+    }
+    let bytes = read(process, buffer, length)?;
+    Ok(OsString::from_wide(&to_u16(&bytes)))
+}
+
+/// Address of the target's `RTL_USER_PROCESS_PARAMETERS`.
+fn process_parameters(process: BorrowedHandle<'_>) -> io::Result<usize> {
+    let mut info = PROCESS_BASIC_INFORMATION::default();
+    // SAFETY: valid handle; `info` is the structure this class fills.
+    let status = unsafe {
+        NtQueryInformationProcess(
+            process.as_raw_handle(),
+            ProcessBasicInformation,
+            (&mut info as *mut PROCESS_BASIC_INFORMATION).cast(),
+            size_of::<PROCESS_BASIC_INFORMATION>() as u32,
+            std::ptr::null_mut(),
+        )
+    };
+    if status < 0 {
+        return Err(WinError::from_ntstatus(
+            "NtQueryInformationProcess(ProcessBasicInformation)",
+            status,
+        ));
+    }
+    let peb = info.PebBaseAddress as usize;
+    if peb == 0 {
+        // A process still being created, or a pico/minimal process.
+        return Err(corrupt("the process has no PEB"));
+    }
+    let params = read_usize(process, peb + offsets::PEB_PROCESS_PARAMETERS)?;
+    if params == 0 {
+        return Err(corrupt("the PEB has no process parameters"));
+    }
+    Ok(params)
+}
+
+/// Bytes from `address` to the end of its committed memory region.
+fn region_remaining(process: BorrowedHandle<'_>, address: usize) -> io::Result<usize> {
+    let mut info = MEMORY_BASIC_INFORMATION::default();
+    // SAFETY: valid handle; `info` is writable for its size.
+    let written = unsafe {
+        VirtualQueryEx(
+            process.as_raw_handle(),
+            address as *const core::ffi::c_void,
+            &mut info,
+            size_of::<MEMORY_BASIC_INFORMATION>(),
+        )
+    };
+    if written == 0 {
+        return Err(WinError::last("VirtualQueryEx"));
+    }
+    let end = (info.BaseAddress as usize).saturating_add(info.RegionSize);
+    Ok(end.saturating_sub(address))
+}
+
+fn read_usize(process: BorrowedHandle<'_>, address: usize) -> io::Result<usize> {
+    let bytes = read(process, address, size_of::<usize>())?;
+    Ok(usize::from_ne_bytes(
+        bytes.try_into().expect("read returns len bytes"),
+    ))
+}
+
+/// Exactly `len` bytes at `address` in the target, or an error.
+fn read(process: BorrowedHandle<'_>, address: usize, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let mut got = 0usize;
+    // SAFETY: valid handle with PROCESS_VM_READ; `buf` is writable for
+    // `len` bytes. The target address is only read by the kernel, which
+    // fails cleanly on unmapped memory.
+    let ok = unsafe {
+        ReadProcessMemory(
+            process.as_raw_handle(),
+            address as *const core::ffi::c_void,
+            buf.as_mut_ptr().cast(),
+            len,
+            &mut got,
+        )
+    };
+    if ok == 0 {
+        return Err(WinError::last("ReadProcessMemory"));
+    }
+    if got != len {
+        return Err(corrupt("short read of the target's memory"));
+    }
+    Ok(buf)
+}
+
+fn to_u16(bytes: &[u8]) -> Vec<u16> {
+    bytes
+        .chunks_exact(2)
+        .map(|pair| u16::from_ne_bytes([pair[0], pair[1]]))
+        .collect()
+}
+
+fn corrupt(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("reading another process's parameters: {what}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+    use std::os::windows::io::AsHandle;
+
+    #[test]
+    fn reads_this_process_like_any_other() {
+        let me = super::super::process::open(std::process::id(), PEB_READ).unwrap();
+        let env = environment(me.as_handle()).unwrap();
+        let (name, value) = std::env::vars_os().next().unwrap();
+        assert_eq!(env.get(&name), Some(value));
+        let line = command_line(me.as_handle()).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let stem = exe.file_stem().unwrap().to_string_lossy();
+        assert!(
+            line.to_string_lossy().contains(&*stem),
+            "{line:?} does not name {stem}"
+        );
+        assert!(env.get(OsStr::new("NO_SUCH_VARIABLE_HERE")).is_none());
+    }
+}

@@ -1,0 +1,110 @@
+//! Shared pieces of the Windows tests (run under Wine in CI by
+//! `.ci/windows`): the `win_tree` helper program, pinning processes by
+//! identity, and waiting on their handles — never on a bare pid.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tether::ProcessIdentity;
+use tether::sys::{self, Pinned};
+
+/// The helper program (`examples/win_tree.rs`), built next to the tests.
+pub fn helper() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples")
+        .join("win_tree.exe");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first with `cargo build --example win_tree` for this target",
+        path.display()
+    );
+    path
+}
+
+/// A tether command running the helper with `args`.
+pub fn tree_command(args: &[&str]) -> tether::Command {
+    let mut cmd = tether::Command::new(helper());
+    cmd.args(args);
+    cmd
+}
+
+/// The first line `child` printed (its stdout must be piped).
+pub fn first_line(child: &mut tether::Child) -> String {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    line.trim().to_owned()
+}
+
+/// The numbers in a line of pids.
+pub fn pids(line: &str) -> Vec<u32> {
+    line.split_whitespace()
+        .map(|w| w.parse().expect("pid"))
+        .collect()
+}
+
+/// Pins the live process `pid` (its identity read now).
+pub fn pin(pid: u32) -> Pinned {
+    let info = sys::process(pid).unwrap_or_else(|e| panic!("pid {pid}: {e}"));
+    let identity = ProcessIdentity {
+        boot_id: sys::boot_id().to_owned(),
+        pid,
+        start_time: info.start_time,
+        pidfs_inode: None,
+    };
+    Pinned::pin(&identity).unwrap().expect("process alive")
+}
+
+/// Waits (on its handle) until `p` exited; fails the test after 10 s.
+pub fn assert_dies(p: &Pinned, what: &str) {
+    sys::wait_exited(&[p], Duration::from_secs(10));
+    assert!(p.has_exited(), "{what} (pid {}) survived", p.identity().pid);
+}
+
+/// Asserts `p` is still alive after `bound` (the bound is how long a
+/// kill-on-close takes at most here by a wide margin: <1 ms measured under
+/// Wine 8; cross-platform.md).
+pub fn assert_survives(p: &Pinned, bound: Duration, what: &str) {
+    sys::wait_exited(&[p], bound);
+    assert!(!p.has_exited(), "{what} (pid {}) died", p.identity().pid);
+}
+
+/// `Some(version)` under Wine: tests of what Wine lacks skip, saying so.
+pub fn wine() -> Option<String> {
+    tether::windows::wine_version()
+}
+
+/// The Unix pid of the Wine process whose command line contains all of
+/// `needles` (under Wine, `Z:\proc` is the host's /proc). `Z:\proc\self`
+/// is no use: Wine resolves it in the wineserver.
+pub fn unix_pid_of(needles: &[&str]) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(r"Z:\proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if needles.iter().all(|n| cmdline.contains(n)) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A per-test unique word (for command lines, temp names).
+pub fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{name}-{}-{nanos}", std::process::id())
+}
