@@ -3,6 +3,8 @@
 //! write; a version-1 store migrates with its rows kept; an untagged
 //! registration is listed but never planned for reaping.
 
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use std::process::Command;
@@ -20,9 +22,8 @@ fn a_registration_round_trips_and_gone_processes_are_pruned() {
     let mut ledger = Ledger::open(&t.install).unwrap();
     let spawner = ProcessIdentity::current().unwrap();
     // A registration of this process, naming itself as spawner (given).
-    let me =
-        RegistrationRecord::current(&t.install, "serve", &Spawner::Process(spawner.clone()))
-            .unwrap();
+    let me = RegistrationRecord::current(&t.install, "serve", &Spawner::Process(spawner.clone()))
+        .unwrap();
     assert_eq!(me.spawner_source, SpawnerSource::Given);
     ledger.register_process(&me).unwrap();
     ledger.register_process(&me).unwrap(); // idempotent
@@ -72,12 +73,7 @@ fn an_untagged_registration_is_listed_and_never_planned_for_reaping() {
     record.identity = ProcessIdentity::of_pid(sleeper.id()).unwrap();
     ledger.register_process(&record).unwrap();
 
-    let census = Census::take(
-        t.id(),
-        t.ledger_path(),
-        Ok(&ledger),
-        false,
-    );
+    let census = Census::take(t.id(), t.ledger_path(), Ok(&ledger), false);
     let entry = census
         .registered
         .iter()
@@ -116,8 +112,7 @@ fn a_version_1_store_is_migrated_keeping_its_rows() {
     let t = TestInstall::new();
     {
         let mut ledger = Ledger::open(&t.install).unwrap();
-        let owner =
-            tether_ledger::OwnerRecord::current(&t.install, "run").unwrap();
+        let owner = tether_ledger::OwnerRecord::current(&t.install, "run").unwrap();
         ledger.register_owner(&owner).unwrap();
     }
     // Make it a version-1 store again (as an older tether left it).

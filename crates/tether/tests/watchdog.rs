@@ -28,7 +28,7 @@ const PIDNS_VAR: &str = "TETHER_WATCHDOG_TEST_PIDNS";
 
 /// Generous bound for "promptly": the benchmark measures the real latency
 /// (about a millisecond); this only has to catch a watchdog that never fires.
-const PROMPT: Duration = Duration::from_secs(10);
+const PROMPT: Duration = Duration::from_secs(30);
 
 /// How long "the helper is still alive" is watched for. Nothing is
 /// expected to happen, so the wait is bounded: a watchdog that fires
@@ -104,6 +104,8 @@ struct Pair {
     to_helper: ChildStdin,
     from_helper: ChildStdout,
     pending: Vec<u8>,
+    /// `WD` lines read and not yet expected.
+    lines: Vec<String>,
 }
 
 /// The spawn tag naming `owner` (any install: the watchdog reads only the
@@ -161,6 +163,7 @@ fn start_pair_with(tag: &str, grace_ms: Option<u64>, adjust: impl FnOnce(&mut Co
         to_helper,
         from_helper,
         pending: Vec::new(),
+        lines: Vec::new(),
     };
     let helper: u32 = pair.expect("helper ").parse().unwrap();
     pair.helper_fd = tether_testkit::pidfd(helper).expect("helper alive");
@@ -170,8 +173,8 @@ fn start_pair_with(tag: &str, grace_ms: Option<u64>, adjust: impl FnOnce(&mut Co
 }
 
 impl Pair {
-    /// The rest of the next line holding `WD <prefix>` (other lines — the
-    /// test harness's own — are skipped), within [`PROMPT`].
+    /// The rest of the first line holding `WD <prefix>` not taken yet (the
+    /// test harness's own lines are skipped), within [`PROMPT`].
     fn expect(&mut self, prefix: &str) -> String {
         let want = format!("WD {prefix}");
         let deadline = Instant::now() + PROMPT;
@@ -180,9 +183,15 @@ impl Pair {
                 let line: Vec<u8> = self.pending.drain(..=pos).collect();
                 let line = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
                 // The harness may have begun the line ("test helper_role ... ").
-                if let Some(at) = line.find(&want) {
-                    return line[at + want.len()..].to_owned();
+                if let Some(at) = line.find("WD ") {
+                    self.lines.push(line[at..].to_owned());
                 }
+            }
+            // Lines of the owner and the helper race each other (`WD helper`
+            // may come after `WD ready`): take the first that matches, keep
+            // the others.
+            if let Some(i) = self.lines.iter().position(|l| l.starts_with(&want)) {
+                return self.lines.remove(i)[want.len()..].to_owned();
             }
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(!left.is_zero(), "no {want:?} line within {PROMPT:?}");
@@ -346,7 +355,10 @@ fn a_request_in_flight_is_finished_within_the_grace() {
         !pair.helper_exits_within(QUIET),
         "the helper quit with a request in flight and 30 s of grace left"
     );
-    pair.send("end");
+    // Ending the request lets the watchdog act at once — it may exit
+    // before the helper acknowledges the line, so no acknowledgement is
+    // awaited.
+    writeln!(pair.to_helper, "end").unwrap();
     // Finished, nothing abandoned; how long it waited is a timing, left
     // to the benchmark.
     let waited = pair.expect("orphaned in_flight=1 abandoned=0 waited_ms=");
@@ -423,6 +435,29 @@ fn sleeper(tag: &str) -> Command {
     c
 }
 
+/// Waits until every thread of `pid` is stopped. A stop is asynchronous:
+/// `kill` returns once it is queued, and until each thread has taken it,
+/// one that is about to return from a syscall still runs (here: the
+/// watchdog thread, woken by the owner's death, exited the helper before
+/// the stop reached it). A stop raises no event for a non-parent: this
+/// polls the threads' states, bounded.
+fn wait_stopped(pid: u32) {
+    let deadline = Instant::now() + PROMPT;
+    loop {
+        let states: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+            .filter_map(|s| Some(s.rsplit_once(')')?.1.trim_start()[..1].to_owned()))
+            .collect();
+        if !states.is_empty() && states.iter().all(|s| s == "T") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{pid} did not stop: {states:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Reaps every exited child (as pid 1 the orphaned helpers are ours).
 fn reap_exited() {
     loop {
@@ -451,6 +486,7 @@ fn pid_reuse_inside() {
         .unwrap()
         .unwrap();
     assert!(helper.signal(libc::SIGSTOP).unwrap());
+    wait_stopped(pair.helper);
     let owner_pid = pair.owner_id.pid;
     pair.kill_owner();
     let mut stranger = spawn_at(owner_pid, &mut sleeper(tag));

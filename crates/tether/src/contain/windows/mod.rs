@@ -53,8 +53,8 @@ mod stdio;
 pub(crate) mod sys;
 mod tree;
 mod user;
-mod wide;
 pub(crate) mod watchdog;
+mod wide;
 mod win_error;
 pub(crate) mod wine;
 
