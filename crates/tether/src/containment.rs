@@ -10,7 +10,7 @@ pub enum Containment {
     Subreaper,
     /// Linux: a private PID namespace whose init dies with the keeper:
     /// airtight even against a SIGKILLed keeper. Tools inside see host pids
-    /// in `/proc` (it is not remounted), but the command's children cannot
+    /// in the process table (it is not remounted), but the command's children cannot
     /// signal processes outside the namespace.
     PidNamespace,
     /// macOS: a keeper that kills the command's process group and session,

@@ -2,7 +2,7 @@
 //!
 //! A pid is recycled as soon as its process is reaped; on this kind of
 //! machine `pid_max` is 32768 and pids wrap within minutes of heavy spawning.
-//! Start time alone does not fix that: `/proc/<pid>/stat` counts it in
+//! Start time alone does not fix that: Linux's process table counts it in
 //! 10 ms ticks, and under forced immediate reuse 295 of 300 reused pids had
 //! the same `(pid, start_time)`. The pidfs inode of a pidfd (`fstat` of the
 //! pidfd, kernel 6.9+) differed in 300 of 300 — so it is part of the
@@ -17,14 +17,14 @@ use std::fmt;
 /// one (a record made on a kernel without pidfs still matches on the rest).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ProcessIdentity {
-    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id` on Linux);
+    /// The kernel's boot id (Linux: `kernel.random.boot_id`);
     /// a process from an earlier boot never matches a live one.
     pub boot_id: String,
     /// The process id in tether's (the initial) pid namespace.
     pub pid: u32,
     /// Start time in the process table's unit (see
     /// [`sys::ProcessInfo::start_time`](crate::sys::ProcessInfo::start_time)):
-    /// clock ticks since boot on Linux (field 22 of `/proc/<pid>/stat`).
+    /// clock ticks since boot on Linux (the `starttime` of `proc_pid_stat(5)`).
     pub start_time: u64,
     /// Inode of the process's pidfd on pidfs, where the kernel has pidfs.
     pub pidfs_inode: Option<u64>,
