@@ -192,6 +192,8 @@ impl RegistrationRecord {
         purpose: &str,
         spawner: &Spawner,
     ) -> Result<RegistrationRecord> {
+        // The purpose goes into the program's spawn tag: validated as the
+        // tag validates it.
         if SpawnTag::new(install.id(), purpose, 1, 1, "x").is_err() {
             return Err(LedgerError::InvalidPurpose {
                 purpose: purpose.to_owned(),
