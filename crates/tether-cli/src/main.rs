@@ -2,9 +2,14 @@
 //! and dead when its owner is done.
 
 mod duration;
+mod exec;
+mod holding;
+mod init;
 mod ps;
 mod reap;
+mod registered;
 mod run;
+mod spawn_tag;
 
 use std::process::ExitCode;
 
@@ -37,6 +42,12 @@ enum Command {
     Reap(reap::ReapArgs),
     /// Serve a terminal tool to agents over MCP (stdio): run, read, write, wait, kill, list.
     Mcp(tether_mcp::Options),
+    /// Register this process (purpose, spawner) in the ledger, then exec the program.
+    Exec(exec::ExecArgs),
+    /// Print a spawn tag naming the calling process as owner, for launchers.
+    SpawnTag(spawn_tag::SpawnTagArgs),
+    /// PID 1 for containers: reap zombies, forward signals, kill leftovers.
+    Init(init::InitArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,5 +70,8 @@ fn main() -> ExitCode {
         Command::Ps(args) => ps::main(args),
         Command::Reap(args) => reap::main(args),
         Command::Mcp(options) => tether_mcp::serve(options),
+        Command::Exec(args) => exec::main(args),
+        Command::SpawnTag(args) => spawn_tag::main(args),
+        Command::Init(args) => init::main(args),
     }
 }

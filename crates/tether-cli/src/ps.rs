@@ -23,6 +23,7 @@ Sessions the ledger does not know are marked untracked.
 Examples:
   tether ps
   tether ps --tree
+  tether ps --holding /opt/myapp
   tether ps --json | jq '.owners[] | select(.status.status == \"dead\")'")]
 pub struct PsArgs {
     /// Print one JSON object instead of text.
@@ -35,9 +36,17 @@ pub struct PsArgs {
     /// this user's other installs.
     #[arg(long)]
     all: bool,
+    /// List instead the processes holding PATH — executable, working
+    /// directory, open or mapped files under it — with their owners. Exit
+    /// status 0 when PATH is free, 3 when it is held.
+    #[arg(long, value_name = "PATH")]
+    holding: Option<std::path::PathBuf>,
 }
 
 pub fn main(args: PsArgs) -> ExitCode {
+    if let Some(path) = &args.holding {
+        return crate::holding::ps(path, args.json);
+    }
     let install = Install::from_env();
     let ledger = Ledger::open(&install);
     let census = Census::take(
@@ -89,6 +98,7 @@ pub fn render(census: &Census, tree: bool) -> String {
         render_owner(&mut out, owner, tree);
     }
     render_unattributable(&mut out, &census.unattributable);
+    crate::registered::render(&mut out, &census.registered);
     let processes = census.processes().count();
     let sessions: usize = census.owners.iter().map(|o| o.sessions.len()).sum();
     let alive = census

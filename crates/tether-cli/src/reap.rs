@@ -32,12 +32,14 @@ cannot be proven are never signalled (they are listed).
 Exit status: 0 when every proven orphan is verified dead (or there were none); 1 if \
 some is still alive at the end — it survived SIGKILL, or kept appearing for 5 s \
 (they are listed) — or the last scan could not prove that none is; 125 on bad \
-arguments.
+arguments. With --holding PATH: 0 when PATH is free afterwards, 3 when it is still \
+held (live holders and their owners are listed; untagged holders are never killed).
 
 Examples:
   tether reap --dry-run
   tether reap --grace 5s --purpose mcp
-  tether reap --json")]
+  tether reap --json
+  tether reap --holding /opt/myapp --dry-run")]
 pub struct ReapArgs {
     /// Print the plan; signal nothing.
     #[arg(long)]
@@ -52,6 +54,12 @@ pub struct ReapArgs {
     /// (interactive, chat, shell, repl, tui, interactive.*) are refused.
     #[arg(long = "purpose", value_name = "P")]
     purposes: Vec<String>,
+    /// Only the proven orphans holding PATH (executable, working directory,
+    /// open or mapped files under it); report whether PATH is free now:
+    /// exit status 0 when it is, 3 when it is still held (the holders and
+    /// their owners are listed).
+    #[arg(long, value_name = "PATH")]
+    holding: Option<std::path::PathBuf>,
 }
 
 pub fn main(args: ReapArgs) -> ExitCode {
@@ -65,6 +73,9 @@ pub fn main(args: ReapArgs) -> ExitCode {
         purposes: args.purposes,
         dry_run: args.dry_run,
     };
+    if let Some(path) = &args.holding {
+        return crate::holding::reap(path, &opts, args.json);
+    }
     let done = reap_install(&install, &opts);
     if let Some(e) = &done.ledger_error {
         eprintln!("tether: warning: ledger: {e} (orphans were proven from spawn tags alone)");

@@ -15,6 +15,7 @@ use tether::ProcessIdentity;
 
 use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover};
 use crate::records::{Outcome, OwnerRow, Quarantine, SessionRow};
+use crate::registration::{RegisteredEntry, RegistrationRow};
 use crate::scan::{Scan, TaggedProcess, UnreadableProcess, argv_of};
 use crate::store::Ledger;
 
@@ -27,6 +28,9 @@ pub struct Census {
     pub ledger: LedgerState,
     /// Owners with their sessions and processes, oldest first.
     pub owners: Vec<OwnerEntry>,
+    /// Live processes that registered themselves (`tether exec`,
+    /// `register_self`), oldest first.
+    pub registered: Vec<RegisteredEntry>,
     /// How many pids the scan looked at.
     pub scanned: usize,
     /// Live processes of this user whose environment cannot be read (they
@@ -311,6 +315,8 @@ impl Census {
             listed.push(owner);
         }
         listed.sort_by_key(|o| (o.start_time, o.pid));
+        let registered =
+            crate::registration::live_entries(install, &rows.registrations, &scan, &mut prover);
         Census {
             install: install.to_owned(),
             ledger: LedgerState {
@@ -319,6 +325,7 @@ impl Census {
                 quarantines: rows.quarantines,
             },
             owners: listed,
+            registered,
             scanned: scan.scanned,
             unattributable: scan
                 .unreadable()
@@ -347,6 +354,7 @@ struct Rows {
     owners: Vec<OwnerRow>,
     sessions: Vec<SessionRow>,
     quarantines: Vec<Quarantine>,
+    registrations: Vec<RegistrationRow>,
 }
 
 fn read_rows(ledger: &Ledger) -> crate::Result<Rows> {
@@ -354,6 +362,7 @@ fn read_rows(ledger: &Ledger) -> crate::Result<Rows> {
         owners: ledger.owners()?,
         sessions: ledger.sessions()?,
         quarantines: ledger.quarantines()?,
+        registrations: ledger.registrations()?,
     })
 }
 

@@ -68,6 +68,19 @@ pub enum LedgerError {
         /// What is wrong with it.
         problem: Insecurity,
     },
+    /// A process registering itself could not determine its spawner as
+    /// asked (no valid spawn tag, or the parent exited meanwhile).
+    #[error("cannot determine the spawner: {reason}")]
+    Spawner {
+        /// Why not.
+        reason: String,
+    },
+    /// A purpose outside `[A-Za-z0-9._-]{1,64}` (it goes into spawn tags).
+    #[error("invalid purpose {purpose:?}: use 1-64 of A-Z a-z 0-9 . _ -")]
+    InvalidPurpose {
+        /// The purpose as given.
+        purpose: String,
+    },
 }
 
 /// What makes a state directory or ledger file unsafe to use.

@@ -47,11 +47,13 @@
 mod census;
 mod clock;
 mod error;
+pub mod holding;
 pub mod proof;
 mod reaper;
 mod rebuild;
 mod recorder;
 mod records;
+mod registration;
 mod scan;
 mod schema;
 mod state_dir;
@@ -68,6 +70,10 @@ pub use reaper::{
 pub use recorder::Recorder;
 pub use records::{
     Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
+};
+pub use registration::{
+    RegisteredEntry, RegisteredReap, Registration, RegistrationRecord, RegistrationRow, Spawner,
+    SpawnerEntry, SpawnerSource, register_self,
 };
 pub use scan::{Descent, DescentKind, KEEPER_PURPOSE, Scan, TaggedProcess, UnreadableProcess};
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;

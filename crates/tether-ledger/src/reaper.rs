@@ -46,6 +46,7 @@ use tether::{ProcessIdentity, SpawnTag};
 
 use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover, is_interactive};
 use crate::records::{OwnerRow, SessionRow};
+use crate::registration::RegistrationRow;
 use crate::scan::{KEEPER_PURPOSE, Scan, TaggedProcess, UnreadableProcess, argv_of};
 
 /// How long the reaper keeps chasing processes that appear after the
@@ -187,6 +188,9 @@ pub enum SkipReason {
         /// The target it descends from.
         parent: u32,
     },
+    /// A process that registered itself but carries no spawn tag naming
+    /// its spawner: the ledger alone never proves an orphan.
+    RegisteredWithoutTag,
 }
 
 impl std::fmt::Display for SkipReason {
@@ -200,6 +204,9 @@ impl std::fmt::Display for SkipReason {
             SkipReason::NestedPidNamespace { reason } => write!(f, "unprovable: {reason}"),
             SkipReason::UntaggedDescendant { parent } => {
                 write!(f, "untagged child of {parent}: never signalled")
+            }
+            SkipReason::RegisteredWithoutTag => {
+                f.write_str("registered without a spawn tag naming its spawner: never signalled")
             }
         }
     }
@@ -255,6 +262,9 @@ pub struct LedgerView<'a> {
     pub owners: &'a [OwnerRow],
     /// Session rows.
     pub sessions: &'a [SessionRow],
+    /// Registrations of processes tether did not start: their purposes and
+    /// spawners are respected too (see `registration.rs`).
+    pub registrations: &'a [RegistrationRow],
 }
 
 /// Plans a reap of `install`'s orphans: scans, proves, and pins nothing
@@ -511,13 +521,15 @@ fn pin_tagged(p: &TaggedProcess) -> Option<Pinned> {
 }
 
 /// The reapable purpose of each session: as the ledger recorded it, else
-/// as the plan found it (a keeper's own tag says `keeper`).
-struct Purposes {
+/// as the plan found it (a keeper's own tag says `keeper`); and the
+/// registrations, which a registered process also answers to.
+struct Purposes<'a> {
     by_session: HashMap<String, String>,
+    registered: HashMap<(u32, u64), &'a RegistrationRow>,
 }
 
-impl Purposes {
-    fn new(ledger: LedgerView<'_>, targets: &[Target]) -> Purposes {
+impl<'a> Purposes<'a> {
+    fn new(ledger: LedgerView<'a>, targets: &[Target]) -> Purposes<'a> {
         let mut by_session: HashMap<String, String> = targets
             .iter()
             .filter(|t| t.purpose != KEEPER_PURPOSE)
@@ -529,14 +541,21 @@ impl Purposes {
                 .iter()
                 .map(|s| (s.id.clone(), s.purpose.clone())),
         );
-        Purposes { by_session }
+        Purposes {
+            by_session,
+            registered: crate::registration::by_process(ledger.registrations),
+        }
     }
 
-    fn of<'a>(&'a self, p: &'a TaggedProcess) -> &'a str {
+    fn of<'b>(&'b self, p: &'b TaggedProcess) -> &'b str {
         self.by_session
             .get(&p.tag.session)
             .map(String::as_str)
             .unwrap_or(&p.tag.purpose)
+    }
+
+    fn registration(&self, p: &TaggedProcess) -> Option<&'a RegistrationRow> {
+        self.registered.get(&(p.pid, p.start_time)).copied()
     }
 }
 
@@ -547,9 +566,16 @@ fn eligible(
     opts: &ReapOptions,
     prover: &mut Prover,
     ancestry: &HashSet<u32>,
-    purposes: &Purposes,
+    purposes: &Purposes<'_>,
 ) -> Result<Option<Target>, SkipReason> {
-    let reason = skip_reason(p, purposes.of(p), opts, prover, ancestry);
+    let reason = skip_reason(
+        p,
+        purposes.of(p),
+        purposes.registration(p),
+        opts,
+        prover,
+        ancestry,
+    );
     match reason {
         Some(SkipReason::OwnerAlive | SkipReason::OwnerUnknown { .. }) => Ok(None),
         Some(other) => Err(other),
@@ -585,6 +611,7 @@ fn eligible(
 fn skip_reason(
     p: &TaggedProcess,
     purpose: &str,
+    reg: Option<&RegistrationRow>,
     opts: &ReapOptions,
     prover: &mut Prover,
     ancestry: &HashSet<u32>,
@@ -601,9 +628,24 @@ fn skip_reason(
         OwnerStatus::Alive => Some(SkipReason::OwnerAlive),
         OwnerStatus::Unknown { reason } => Some(SkipReason::OwnerUnknown { reason }),
         OwnerStatus::Dead { .. } => {
-            if is_interactive(purpose) || is_interactive(&p.tag.purpose) {
+            // A registered process also answers to its registered purpose
+            // and spawner (both must allow the reap).
+            let reg_purpose = reg.map(|r| r.purpose.as_str());
+            if is_interactive(purpose)
+                || is_interactive(&p.tag.purpose)
+                || reg_purpose.is_some_and(is_interactive)
+            {
                 Some(SkipReason::Interactive)
-            } else if !opts.purposes.is_empty() && !opts.purposes.iter().any(|w| w == purpose) {
+            } else if let Some(reason) =
+                reg.and_then(|r| registered_spawner_veto(r, p.owner(), prover))
+            {
+                Some(reason)
+            } else if !opts.purposes.is_empty()
+                && !opts
+                    .purposes
+                    .iter()
+                    .any(|w| w == purpose || Some(w.as_str()) == reg_purpose)
+            {
                 Some(SkipReason::PurposeNotSelected)
             } else {
                 None
@@ -688,6 +730,7 @@ fn plan_round(
         .iter()
         .map(|s| (s.id.as_str(), s.purpose.as_str()))
         .collect();
+    let registered = crate::registration::by_process(ledger.registrations);
     let (mut targets, mut skipped) = (Vec::new(), Vec::new());
     for (_, sessions) in scan.by_owner(install) {
         for (session, procs) in sessions {
@@ -703,7 +746,8 @@ fn plan_round(
                 .unwrap_or(KEEPER_PURPOSE);
             for p in procs {
                 let command = argv_of(p.pid).join(" ");
-                if let Some(reason) = skip_reason(p, purpose, opts, prover, &ancestry) {
+                let reg = registered.get(&(p.pid, p.start_time)).copied();
+                if let Some(reason) = skip_reason(p, purpose, reg, opts, prover, &ancestry) {
                     skipped.push(Skipped {
                         pid: p.pid,
                         session: session.to_owned(),
@@ -758,6 +802,28 @@ fn plan_round(
     (targets, skipped)
 }
 
+/// A registered process whose registration names another spawner than its
+/// tag's owner is an orphan only when that spawner is provably dead too.
+fn registered_spawner_veto(
+    reg: &RegistrationRow,
+    owner: OwnerKey,
+    prover: &mut Prover,
+) -> Option<SkipReason> {
+    let spawner = reg.spawner.as_ref()?;
+    let key = OwnerKey {
+        pid: spawner.pid,
+        start_time: spawner.start_time,
+    };
+    if key == owner || spawner.boot_id != prover.boot_id() {
+        return None;
+    }
+    match prover.owner_status(key) {
+        OwnerStatus::Alive => Some(SkipReason::OwnerAlive),
+        OwnerStatus::Unknown { reason } => Some(SkipReason::OwnerUnknown { reason }),
+        OwnerStatus::Dead { .. } => None,
+    }
+}
+
 /// This process and its ancestors: never reaped, even if an orphaned shell
 /// of a dead owner is what runs `tether reap`.
 fn reaper_ancestry() -> HashSet<u32> {
@@ -788,10 +854,12 @@ pub struct InstallReap {
 pub fn reap_install(install: &tether::Install, opts: &ReapOptions) -> InstallReap {
     let mut ledger = crate::Ledger::open(install);
     let rows = match &ledger {
-        Ok(l) => l.owners().and_then(|o| Ok((o, l.sessions()?))),
+        Ok(l) => l
+            .owners()
+            .and_then(|o| Ok((o, l.sessions()?, l.registrations()?))),
         Err(_) => Ok(Default::default()),
     };
-    let (owners, sessions) = match rows {
+    let (owners, sessions, registrations) = match rows {
         Ok(rows) => rows,
         Err(e) => {
             ledger = Err(e);
@@ -801,8 +869,13 @@ pub fn reap_install(install: &tether::Install, opts: &ReapOptions) -> InstallRea
     let view = LedgerView {
         owners: &owners,
         sessions: &sessions,
+        registrations: &registrations,
     };
-    let report = reap(install.id(), view, opts);
+    let mut report = reap(install.id(), view, opts);
+    report.skipped.extend(crate::registration::untagged_skips(
+        install.id(),
+        &registrations,
+    ));
     let ledger_error = match &mut ledger {
         Ok(l) if !report.dry_run => {
             let mut reaped: Vec<String> = report

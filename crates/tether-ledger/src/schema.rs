@@ -58,8 +58,44 @@ CREATE TABLE quarantines (
 );
 ";
 
+/// Version 2: processes that registered themselves (`tether exec`,
+/// `register_self`) with their purpose and spawner.
+const V2: &str = "
+CREATE TABLE registrations (
+    id                  INTEGER PRIMARY KEY,
+    install             TEXT    NOT NULL,
+    boot_id             TEXT    NOT NULL,
+    pid                 INTEGER NOT NULL,
+    start_time          INTEGER NOT NULL,   -- clock ticks since boot
+    pidfs_inode         INTEGER,
+    uid                 INTEGER NOT NULL,
+    purpose             TEXT    NOT NULL,
+    argv                TEXT    NOT NULL,   -- first arguments, NUL-separated
+    cwd                 TEXT,
+    spawner_pid         INTEGER,
+    spawner_start_time  INTEGER,
+    spawner_pidfs_inode INTEGER,
+    spawner_source      TEXT    NOT NULL
+                        CHECK (spawner_source IN ('tag', 'parent', 'given', 'none')),
+    session             TEXT,               -- the spawn tag's session it carries
+    registered_at_ms    INTEGER NOT NULL,
+    ended_at_ms         INTEGER,
+    UNIQUE (boot_id, pid, start_time)
+);
+";
+
 /// Every migration, oldest first.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// The tables a store of schema `version` has (0: none yet).
+pub fn tables_at(version: i64) -> &'static [&'static str] {
+    const ALL: &[&str] = &["owners", "sessions", "quarantines", "registrations"];
+    match version {
+        ..=0 => &[],
+        1 => &ALL[..3],
+        _ => ALL,
+    }
+}
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -108,7 +144,26 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(tables, 3);
+        assert_eq!(tables, tables_at(CURRENT_VERSION).len() as i64);
+    }
+
+    #[test]
+    fn a_version_1_store_migrates_to_the_current_one_keeping_its_rows() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute(
+            "INSERT INTO quarantines (at_ms, moved_to, reason, rebuilt_owners, rebuilt_sessions)
+             VALUES (1, 'x', 'y', 0, 0)",
+            [],
+        )
+        .unwrap();
+        assert_eq!(migrate(&mut conn).unwrap(), 1);
+        let kept: i64 = conn
+            .query_row("SELECT count(*) FROM quarantines", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(kept, 1);
+        conn.execute("SELECT count(*) FROM registrations", []).ok();
     }
 
     #[test]

@@ -42,6 +42,7 @@ use crate::records::{
     Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
     join_args, split_args,
 };
+use crate::registration::{RegistrationRecord, RegistrationRow, SpawnerSource};
 use crate::schema::{self, CURRENT_VERSION};
 use crate::state_dir;
 
@@ -237,6 +238,116 @@ impl Ledger {
             }
             Ok(())
         })
+    }
+
+    /// Registers a process that tether did not start (idempotent: the same
+    /// process again replaces its row), and prunes the rows of processes
+    /// that are gone (by identity, from the live process table) or of an
+    /// earlier boot.
+    pub fn register_process(&mut self, r: &RegistrationRecord) -> Result<()> {
+        let gone: Vec<i64> = self
+            .registrations()?
+            .into_iter()
+            .filter(|row| !row.identity.is_alive())
+            .map(|row| row.id)
+            .collect();
+        self.write(|tx| {
+            for id in &gone {
+                tx.execute("DELETE FROM registrations WHERE id = ?1", params![id])?;
+            }
+            let id = &r.identity;
+            let sp = r.spawner.as_ref();
+            tx.execute(
+                "INSERT INTO registrations (install, boot_id, pid, start_time, pidfs_inode, uid,
+                     purpose, argv, cwd, spawner_pid, spawner_start_time, spawner_pidfs_inode,
+                     spawner_source, session, registered_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+                 ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET
+                     install = excluded.install, pidfs_inode = excluded.pidfs_inode,
+                     uid = excluded.uid, purpose = excluded.purpose, argv = excluded.argv,
+                     cwd = excluded.cwd, spawner_pid = excluded.spawner_pid,
+                     spawner_start_time = excluded.spawner_start_time,
+                     spawner_pidfs_inode = excluded.spawner_pidfs_inode,
+                     spawner_source = excluded.spawner_source, session = excluded.session,
+                     registered_at_ms = excluded.registered_at_ms, ended_at_ms = NULL",
+                params![
+                    r.install,
+                    id.boot_id,
+                    id.pid,
+                    id.start_time,
+                    id.pidfs_inode,
+                    r.uid,
+                    r.purpose,
+                    join_args(&r.argv),
+                    r.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
+                    sp.map(|s| s.pid),
+                    sp.map(|s| s.start_time),
+                    sp.and_then(|s| s.pidfs_inode),
+                    r.spawner_source.as_str(),
+                    r.session,
+                    now_ms(),
+                ],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Removes the registration of `identity` (a `tether exec` whose
+    /// `exec` failed). Returns whether there was one.
+    pub fn unregister_process(&mut self, identity: &ProcessIdentity) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "DELETE FROM registrations WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3",
+                params![identity.boot_id, identity.pid, identity.start_time],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Every registration row, oldest first.
+    pub fn registrations(&self) -> Result<Vec<RegistrationRow>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, install, boot_id, pid, start_time, pidfs_inode, uid, purpose, argv,
+                        cwd, spawner_pid, spawner_start_time, spawner_pidfs_inode,
+                        spawner_source, session, registered_at_ms
+                 FROM registrations WHERE ended_at_ms IS NULL ORDER BY id",
+            )
+            .map_err(|e| self.sql(e))?;
+        stmt.query_map([], |r| {
+            let boot: String = r.get(2)?;
+            let spawner_pid: Option<u32> = r.get(10)?;
+            let spawner_start: Option<u64> = r.get(11)?;
+            Ok(RegistrationRow {
+                id: r.get(0)?,
+                install: r.get(1)?,
+                identity: ProcessIdentity {
+                    boot_id: boot.clone(),
+                    pid: r.get(3)?,
+                    start_time: r.get(4)?,
+                    pidfs_inode: r.get(5)?,
+                },
+                uid: r.get(6)?,
+                purpose: r.get(7)?,
+                argv: split_args(&r.get::<_, String>(8)?),
+                cwd: r.get(9)?,
+                spawner: match (spawner_pid, spawner_start) {
+                    (Some(pid), Some(start_time)) => Some(ProcessIdentity {
+                        boot_id: boot,
+                        pid,
+                        start_time,
+                        pidfs_inode: r.get(12)?,
+                    }),
+                    _ => None,
+                },
+                spawner_source: SpawnerSource::parse(&r.get::<_, String>(13)?),
+                session: r.get(14)?,
+                registered_at_ms: r.get(15)?,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.sql(e))
     }
 
     /// Every owner row, oldest first.
@@ -503,17 +614,6 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(sqlite)?;
-    let (ours, others): (i64, i64) = conn
-        .query_row(
-            "SELECT count(*) FILTER (WHERE name IN ('owners', 'sessions', 'quarantines')),
-                    count(*) FILTER (WHERE name NOT IN ('owners', 'sessions', 'quarantines')
-                                       AND name NOT LIKE 'sqlite_%'
-                                       AND name <> 'sessions_by_owner')
-             FROM sqlite_master",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .map_err(sqlite)?;
     if version > CURRENT_VERSION {
         return Err(Attempt::Failed(LedgerError::NewerSchema {
             path: path.to_path_buf(),
@@ -521,12 +621,27 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
             known: CURRENT_VERSION,
         }));
     }
-    // Version 0 with nothing in it is an empty store to migrate; any other
-    // shape without exactly our tables is someone else's database.
-    let empty = version == 0 && ours == 0 && others == 0;
-    if !empty && (ours != 3 || others != 0) {
+    // Exactly the tables of its version, and nothing else: anything else
+    // is someone else's database.
+    let expected = schema::tables_at(version);
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(sqlite)?;
+    let ours = names
+        .iter()
+        .filter(|n| expected.contains(&n.as_str()))
+        .count();
+    let others = names
+        .iter()
+        .filter(|n| !expected.contains(&n.as_str()) && *n != "sessions_by_owner")
+        .count();
+    // Version 0 with nothing in it is an empty store to migrate.
+    let empty = version == 0 && names.is_empty();
+    if !empty && (ours != expected.len() || others != 0) {
         return Err(corrupt(format!(
-            "not a tether ledger (schema version {version}, {ours} of its 3 tables, {others} other objects)"
+            "not a tether ledger (schema version {version}, {ours} of its {} tables, {others} other objects)",
+            expected.len()
         )));
     }
     configure(&conn).map_err(sqlite)?;

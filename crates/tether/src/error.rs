@@ -240,3 +240,45 @@ pub enum TagError {
 
 /// Shorthand used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a watchdog could not start watching its owner
+/// ([`crate::watchdog`]).
+#[derive(Debug, thiserror::Error)]
+pub enum WatchdogError {
+    /// No owner was given and `TETHER_SPAWN` is not set: this helper was
+    /// not started by tether, nor by a launcher that stamped a tag.
+    #[error(
+        "no owner to watch: TETHER_SPAWN is not set (start the helper through tether, \
+         have its launcher stamp a tag with `tether spawn-tag`, or name the owner explicitly)"
+    )]
+    NoOwner,
+    /// `TETHER_SPAWN` is malformed: nothing can be trusted from it.
+    #[error("TETHER_SPAWN={value:?} is not a valid spawn tag: {reason}")]
+    BadTag {
+        /// The value found.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The tag names its owner without a start time (`0`), so the owner
+    /// cannot be told apart from a process that took over its pid.
+    #[error("the spawn tag names owner {pid} without a start time: it cannot be identified")]
+    Unverifiable {
+        /// The owner's pid.
+        pid: u32,
+    },
+    /// The owner named is this very process (it would never be seen dead).
+    #[error("the owner named is this process itself")]
+    OwnerIsSelf,
+    /// The owner has already exited, or its pid now names another process.
+    #[error("owner {owner} is gone")]
+    OwnerGone {
+        /// The owner as named.
+        owner: crate::identity::ProcessIdentity,
+    },
+    /// The owner could not be watched (descriptor limit, a kernel without
+    /// pidfds — Linux before 5.3 —, permissions), or the watchdog's thread
+    /// could not start.
+    #[error("cannot watch the owner: {0}")]
+    Io(#[source] io::Error),
+}

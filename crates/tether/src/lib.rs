@@ -62,6 +62,7 @@ mod error;
 mod exit;
 mod forward;
 mod identity;
+pub mod init;
 mod install;
 pub mod output;
 pub mod registry;
@@ -73,6 +74,7 @@ mod spawn;
 mod spawn_tag;
 mod stdio;
 pub mod terminal;
+pub mod watchdog;
 
 pub use child::{Child, ChildHandle};
 pub use command::{Command, DEFAULT_GRACE};

@@ -284,7 +284,12 @@ fn a_tree_signal_arrives_once_and_a_stop_stays_a_stop() {
     let mut child = tether::Command::new("/bin/sh")
         .args([
             "-c",
-            "trap 'echo usr1' USR1; echo ready; while :; do sleep 0.01; done",
+            // No fork after `ready`: a shell caught in vfork by the stop
+            // would sit in D (waiting for its stopped child), never T.
+            // (The sleep ignores USR1 — an ignored signal stays ignored
+            // across exec — so `wait` always has a child to wait for.)
+            "(trap '' USR1; exec sleep 1000) & trap 'echo usr1' USR1; echo ready; \
+             while :; do wait; done",
         ])
         .env(TAG_VAR, guard.tag())
         .stdout(tether::Stdio::Piped)
@@ -299,9 +304,9 @@ fn a_tree_signal_arrives_once_and_a_stop_stays_a_stop() {
     line.clear();
     out.read_line(&mut line).unwrap();
     assert_eq!(line, "usr1\n");
-    // A second delivery would be handled within one 10 ms loop turn of the
-    // shell: nothing raises an event for "no second signal", so the wait
-    // for it is bounded, at 50 turns.
+    // A second delivery would be handled at once (the trap interrupts
+    // `wait`): nothing raises an event for "no second signal", so the wait
+    // for it is bounded, at 500 ms.
     child.signal(libc::SIGTSTP).unwrap();
     let main = child.id();
     let stopped = |pid| {

@@ -60,6 +60,7 @@ use unix as imp;
 
 pub use event::Descendant;
 pub(crate) use event::{Termination, TreeEvent};
+pub(crate) use imp::init;
 pub(crate) use imp::spill;
 pub(crate) use imp::{
     AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,
@@ -87,3 +88,15 @@ pub(crate) struct Spawned {
 
 /// How a program is searched for and checked before spawning.
 pub(crate) use imp::resolve;
+
+/// A held handle on a watchdog's owner: a pidfd (Linux), a kqueue
+/// `NOTE_EXIT` filter (macOS), a process handle (Windows).
+pub(crate) use os::watchdog::OwnerHandle;
+
+/// Pins the process `expected` names for a watchdog: `Ok(None)` if it is
+/// gone (exited, or its pid names another process now).
+pub(crate) fn watch_owner(
+    expected: &crate::identity::ProcessIdentity,
+) -> std::io::Result<Option<OwnerHandle>> {
+    OwnerHandle::open(expected)
+}

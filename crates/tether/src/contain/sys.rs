@@ -26,6 +26,7 @@
 //! process handle.
 
 use std::io;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::os::sys as imp;
@@ -191,6 +192,64 @@ pub fn current_uid() -> u32 {
 /// The kernel's boot id: identities from another boot never match.
 pub fn boot_id() -> &'static str {
     imp::boot_id()
+}
+
+/// How a process holds a file-system object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HeldAs {
+    /// It is the process's executable.
+    Executable,
+    /// It is the process's working directory.
+    WorkingDirectory,
+    /// It is the process's root directory (after `chroot`).
+    Root,
+    /// The process has it open (a descriptor).
+    OpenFile,
+    /// The process has it mapped into memory (a shared library, a
+    /// memory-mapped file).
+    MappedFile,
+}
+
+impl HeldAs {
+    /// A word for listings: `exe`, `cwd`, `root`, `open`, `mapped`.
+    pub fn word(self) -> &'static str {
+        match self {
+            HeldAs::Executable => "exe",
+            HeldAs::WorkingDirectory => "cwd",
+            HeldAs::Root => "root",
+            HeldAs::OpenFile => "open",
+            HeldAs::MappedFile => "mapped",
+        }
+    }
+}
+
+/// One file-system object a process holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Held {
+    /// How it holds it.
+    pub how: HeldAs,
+    /// The object's path as the kernel names it (absolute, links resolved).
+    pub path: PathBuf,
+    /// The object was deleted or replaced since it was opened (an updater
+    /// replaced a library the process still maps): it is still held.
+    pub deleted: bool,
+}
+
+/// What `pid` holds in the file system: its executable, working and root
+/// directories, open files and memory-mapped files — each path once per
+/// way it is held. Sockets, pipes and anonymous memory are not paths and
+/// are left out.
+///
+/// Platform notes: Linux reads `/proc/<pid>/{exe,cwd,root,fd,maps}`. macOS
+/// and Windows are best effort and say so (see their backends); where
+/// nothing can be read the call fails with `Unsupported`.
+///
+/// # Errors
+/// `NotFound` when the process is gone; `PermissionDenied` when it cannot
+/// be inspected (another user's process, or one of ours that made itself
+/// non-dumpable): then nothing is known about what it holds.
+pub fn held_paths(pid: u32) -> io::Result<Vec<Held>> {
+    super::os::holding::held_paths(pid)
 }
 
 /// One tagged process found by [`scan_tagged`].
@@ -462,6 +521,25 @@ impl ProcessIdentity {
     /// The identity of the calling process.
     pub fn current() -> std::io::Result<ProcessIdentity> {
         Self::of_pid(std::process::id())
+    }
+
+    /// The identity of the calling process's parent, checked to still be
+    /// the parent after it was read — so a parent that exited meanwhile
+    /// (replaced by init or a subreaper) is an error, never a wrong answer.
+    ///
+    /// # Errors
+    /// `NotFound` when the parent exited while it was being read.
+    pub fn parent() -> std::io::Result<ProcessIdentity> {
+        let me = std::process::id();
+        let before = process(me)?.ppid;
+        let identity = Self::of_pid(before)?;
+        if process(me)?.ppid != before {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("the parent {before} exited while it was being identified"),
+            ));
+        }
+        Ok(identity)
     }
 
     /// Whether the process this identity names is still alive (not reaped).

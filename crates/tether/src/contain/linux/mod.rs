@@ -1,10 +1,12 @@
 //! Linux: pidfds, `/proc`, child subreapers, PID namespaces, signalfd.
 
+pub(crate) mod holding;
 pub(crate) mod keeper;
 mod pidfd;
 pub(crate) mod pidns;
 mod procfs;
 pub(crate) mod sys;
+pub(crate) mod watchdog;
 
 use std::io;
 use std::os::fd::OwnedFd;

@@ -6,11 +6,13 @@
 //! `x86_64-apple-darwin` and `aarch64-apple-darwin`); the byte layouts of
 //! the kernel's records are unit-tested on every platform (`records.rs`).
 
+pub(crate) mod holding;
 pub(crate) mod keeper;
 mod kqueue;
 pub(crate) mod pidns;
 pub(crate) mod sys;
 mod sysctl;
+pub(crate) mod watchdog;
 
 // Platform-free, so that their tests run everywhere: declared in
 // `contain/mod.rs`.

@@ -140,3 +140,17 @@ macro_rules! fd_access {
 fd_access!(ChildStdin);
 fd_access!(ChildStdout);
 fd_access!(ChildStderr);
+
+/// The owner's handle is a descriptor: readable once the owner exited
+/// (Linux: a pidfd; macOS: a kqueue with the owner's `NOTE_EXIT` filter).
+impl AsFd for crate::watchdog::OwnerWatch {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.handle.as_fd()
+    }
+}
+
+impl AsRawFd for crate::watchdog::OwnerWatch {
+    fn as_raw_fd(&self) -> RawFd {
+        self.handle.as_fd().as_raw_fd()
+    }
+}

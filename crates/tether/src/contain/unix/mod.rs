@@ -8,6 +8,7 @@ mod console;
 mod discovery;
 mod foreground;
 mod forward;
+pub(crate) mod init;
 pub(crate) mod keeper;
 pub mod keeper_entry;
 mod link;

@@ -1,0 +1,482 @@
+//! Processes that tether did not start, registered by themselves: a
+//! long-lived backend a desktop launcher started, a server a script left
+//! running. Each records its identity, its purpose and its *spawner* — the
+//! process it belongs to — so that `tether ps` lists it and `tether reap`
+//! can prove it orphaned once the spawner is dead.
+//!
+//! Two ways in: `tether exec --purpose P -- PROGRAM ARGS…` registers and
+//! then `exec`s into the program (same pid, so the registration names the
+//! program), stamping a spawn tag that names the spawner on it; and
+//! [`register_self`] from inside a program.
+//!
+//! # What proves a registered process orphaned
+//!
+//! Only kernel facts of the live process, as everywhere in tether: its
+//! **spawn tag** (its environment, fixed at `exec`) must name the spawner,
+//! and the spawner must be provably dead by the process table
+//! ([`crate::proof`]). The ledger row adds the purpose (an interactive one
+//! vetoes reaping), the exact identity (pidfs inode included) and the
+//! command and working directory for listings — it never proves anything
+//! on its own. So:
+//!
+//! - `tether exec` processes carry such a tag (it sets one), and are
+//!   reaped once the spawner is dead and the purpose is reapable;
+//! - a process that calls [`register_self`] carries one if its launcher
+//!   stamped it (`TETHER_SPAWN`, e.g. from `tether spawn-tag`); one without
+//!   a tag is **listed, never reaped** (its spawner is known only from the
+//!   ledger, which is attacker-shaped input);
+//! - a process whose tag names another owner than its registration is
+//!   reaped only when *both* are provably dead.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use tether::{Install, ProcessIdentity, SessionId, SpawnTag};
+
+use crate::clock::Clock;
+use crate::error::{LedgerError, Result};
+use crate::proof::{OwnerKey, OwnerStatus, Prover, is_interactive};
+use crate::records::bounded_argv;
+use crate::scan::{Scan, argv_of};
+
+/// Who a registering process belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Spawner {
+    /// The owner its spawn tag (`TETHER_SPAWN`) names, if it has a valid
+    /// one; otherwise its parent process.
+    Auto,
+    /// The owner its spawn tag names (an error without a valid tag).
+    Tag,
+    /// Its parent process, as of registration.
+    Parent,
+    /// This process (identified by whoever passes it on).
+    Process(ProcessIdentity),
+}
+
+/// Where the recorded spawner came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpawnerSource {
+    /// The registered process's spawn tag.
+    Tag,
+    /// Its parent at registration.
+    Parent,
+    /// Named by the caller.
+    Given,
+    /// None could be determined.
+    None,
+}
+
+impl SpawnerSource {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            SpawnerSource::Tag => "tag",
+            SpawnerSource::Parent => "parent",
+            SpawnerSource::Given => "given",
+            SpawnerSource::None => "none",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> SpawnerSource {
+        match s {
+            "tag" => SpawnerSource::Tag,
+            "parent" => SpawnerSource::Parent,
+            "given" => SpawnerSource::Given,
+            _ => SpawnerSource::None,
+        }
+    }
+}
+
+/// A registration as written: one process, its purpose and spawner.
+#[derive(Clone, Debug)]
+pub struct RegistrationRecord {
+    /// The registered process.
+    pub identity: ProcessIdentity,
+    /// The install whose ledger it is written to.
+    pub install: String,
+    /// What it is for (`serve`, `backend`, `chat`, …; interactive purposes
+    /// are never reaped).
+    pub purpose: String,
+    /// Its first arguments (bounded).
+    pub argv: Vec<String>,
+    /// Its working directory.
+    pub cwd: Option<PathBuf>,
+    /// Its real uid.
+    pub uid: u32,
+    /// The process it belongs to.
+    pub spawner: Option<ProcessIdentity>,
+    /// Where that came from.
+    pub spawner_source: SpawnerSource,
+    /// The session of the spawn tag it carries (or will carry, after
+    /// `tether exec`'s `exec`).
+    pub session: Option<String>,
+}
+
+/// A registration as read back.
+#[derive(Clone, Debug)]
+pub struct RegistrationRow {
+    /// Row id.
+    pub id: i64,
+    /// Install id.
+    pub install: String,
+    /// The registered process.
+    pub identity: ProcessIdentity,
+    /// Real uid.
+    pub uid: u32,
+    /// Purpose.
+    pub purpose: String,
+    /// Leading arguments.
+    pub argv: Vec<String>,
+    /// Working directory.
+    pub cwd: Option<String>,
+    /// Its spawner.
+    pub spawner: Option<ProcessIdentity>,
+    /// Where that came from.
+    pub spawner_source: SpawnerSource,
+    /// Its tag's session.
+    pub session: Option<String>,
+    /// When it registered, Unix ms.
+    pub registered_at_ms: u64,
+}
+
+/// What [`register_self`] recorded.
+#[derive(Clone, Debug)]
+pub struct Registration {
+    /// The record written.
+    pub record: RegistrationRecord,
+    /// Whether `tether reap` can act on it: it carries a spawn tag of this
+    /// install naming its spawner (see the module docs). `false` means it
+    /// is listed, never reaped.
+    pub reapable: bool,
+}
+
+/// Registers the calling process in the ledger of the install the
+/// environment names, with `purpose` and `spawner`. Idempotent: registering
+/// again replaces the row. Rows of processes that are gone are pruned.
+///
+/// # Errors
+/// [`LedgerError::Spawner`] if the spawner cannot be determined as asked
+/// (no valid tag for [`Spawner::Tag`], the parent vanished), or
+/// [`LedgerError::InvalidPurpose`]; and the ledger's own errors.
+pub fn register_self(purpose: &str, spawner: Spawner) -> Result<Registration> {
+    let install = Install::from_env();
+    let record = RegistrationRecord::current(&install, purpose, &spawner)?;
+    let tag = own_tag();
+    let reapable = tag.as_ref().is_some_and(|t| {
+        t.install == install.id()
+            && record
+                .spawner
+                .as_ref()
+                .is_some_and(|s| s.pid == t.owner_pid && s.start_time == t.owner_start)
+    });
+    let mut ledger = crate::Ledger::open(&install)?;
+    ledger.register_process(&record)?;
+    Ok(Registration { record, reapable })
+}
+
+/// This process's spawn tag (`TETHER_SPAWN`), if valid.
+fn own_tag() -> Option<SpawnTag> {
+    std::env::var(tether::SPAWN_TAG_VAR).ok()?.parse().ok()
+}
+
+impl RegistrationRecord {
+    /// The calling process, registering with `purpose`, its spawner
+    /// resolved as `spawner` says. The session is the one of its spawn tag,
+    /// if it has one.
+    ///
+    /// # Errors
+    /// As [`register_self`].
+    pub fn current(
+        install: &Install,
+        purpose: &str,
+        spawner: &Spawner,
+    ) -> Result<RegistrationRecord> {
+        // The purpose goes into the program's spawn tag: validated as the
+        // tag validates it.
+        if SpawnTag::new(install.id(), purpose, 1, 1, "x").is_err() {
+            return Err(LedgerError::InvalidPurpose {
+                purpose: purpose.to_owned(),
+            });
+        }
+        let identity = ProcessIdentity::current().map_err(|source| LedgerError::Io {
+            path: "(this process)".into(),
+            source,
+        })?;
+        let (spawner, spawner_source) = resolve(spawner, &identity)?;
+        Ok(RegistrationRecord {
+            install: install.id().to_owned(),
+            purpose: purpose.to_owned(),
+            argv: bounded_argv(std::env::args_os().map(|a| a.to_string_lossy().into_owned())),
+            cwd: std::env::current_dir().ok(),
+            uid: tether::sys::current_uid(),
+            spawner,
+            spawner_source,
+            session: own_tag().map(|t| t.session),
+            identity,
+        })
+    }
+
+    /// Records `command` as the process's command line (bounded like an
+    /// owner's): what `tether exec` is about to become.
+    pub fn set_command(&mut self, command: impl IntoIterator<Item = String>) {
+        self.argv = bounded_argv(command.into_iter());
+    }
+
+    /// The spawn tag a program exec'd into this registration should carry:
+    /// this install, the purpose, the spawner as owner, and `session` —
+    /// what `tether exec` stamps on the program. `None` without a spawner.
+    pub fn tag(&self, session: &SessionId) -> Option<SpawnTag> {
+        let spawner = self.spawner.as_ref()?;
+        SpawnTag::new(
+            &self.install,
+            &self.purpose,
+            spawner.pid,
+            spawner.start_time,
+            session.as_str(),
+        )
+        .ok()
+    }
+}
+
+/// Resolves a [`Spawner`] for the process `me`.
+fn resolve(
+    spawner: &Spawner,
+    me: &ProcessIdentity,
+) -> Result<(Option<ProcessIdentity>, SpawnerSource)> {
+    let err = |reason: String| LedgerError::Spawner { reason };
+    match spawner {
+        Spawner::Process(identity) => Ok((Some(identity.clone()), SpawnerSource::Given)),
+        Spawner::Tag => match own_tag() {
+            Some(tag) => Ok((Some(tag_owner(&tag, me)), SpawnerSource::Tag)),
+            None => Err(err(format!(
+                "{} is not set to a valid spawn tag",
+                tether::SPAWN_TAG_VAR
+            ))),
+        },
+        Spawner::Parent => parent(me).map(|p| (Some(p), SpawnerSource::Parent)),
+        Spawner::Auto => match own_tag() {
+            Some(tag) => Ok((Some(tag_owner(&tag, me)), SpawnerSource::Tag)),
+            None => parent(me).map(|p| (Some(p), SpawnerSource::Parent)),
+        },
+    }
+}
+
+/// The owner a tag names, with its pidfs inode when it is alive and is
+/// that very process (read through a pidfd).
+fn tag_owner(tag: &SpawnTag, me: &ProcessIdentity) -> ProcessIdentity {
+    let named = ProcessIdentity {
+        boot_id: me.boot_id.clone(),
+        pid: tag.owner_pid,
+        start_time: tag.owner_start,
+        pidfs_inode: None,
+    };
+    match ProcessIdentity::of_pid(named.pid) {
+        Ok(live) if live.matches(&named) => live,
+        _ => named,
+    }
+}
+
+/// The parent of `me` ([`ProcessIdentity::parent`]).
+fn parent(_me: &ProcessIdentity) -> Result<ProcessIdentity> {
+    ProcessIdentity::parent().map_err(|e| LedgerError::Spawner {
+        reason: format!("cannot identify the parent: {e}"),
+    })
+}
+
+/// A registration that names a live process of this user, and what `tether
+/// reap` would make of it — what `tether ps` lists.
+#[derive(Clone, Debug, Serialize)]
+pub struct RegisteredEntry {
+    /// Pid.
+    pub pid: u32,
+    /// Start time, clock ticks since boot.
+    pub start_time: u64,
+    /// Age in milliseconds.
+    pub age_ms: u64,
+    /// Purpose as registered.
+    pub purpose: String,
+    /// Command line (live).
+    pub command: String,
+    /// Working directory when it registered.
+    pub cwd: Option<String>,
+    /// Its spawner, and whether that is alive.
+    pub spawner: Option<SpawnerEntry>,
+    /// The session of the spawn tag it carries, if it carries one.
+    pub session: Option<String>,
+    /// What `tether reap` would do with it.
+    pub reap: RegisteredReap,
+}
+
+/// A registered process's spawner.
+#[derive(Clone, Debug, Serialize)]
+pub struct SpawnerEntry {
+    /// Pid.
+    pub pid: u32,
+    /// Start time.
+    pub start_time: u64,
+    /// Alive, dead (with the proof) or unknown — from the live process
+    /// table.
+    pub status: OwnerStatus,
+    /// Where it was taken from at registration.
+    pub source: SpawnerSource,
+}
+
+/// What `tether reap` makes of a registered process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RegisteredReap {
+    /// Its spawner is provably dead and its purpose reapable: an orphan.
+    Orphan,
+    /// Its spawner lives.
+    SpawnerAlive,
+    /// Its spawner's death cannot be proven.
+    SpawnerUnknown {
+        /// Why not.
+        reason: String,
+    },
+    /// Its purpose is interactive: never reaped.
+    Interactive,
+    /// It carries no spawn tag of this install naming its spawner: its
+    /// spawner is known only from the ledger, which never proves an
+    /// orphan. Listed, never reaped.
+    NoTag,
+    /// It registered without a spawner.
+    NoSpawner,
+}
+
+impl std::fmt::Display for RegisteredReap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegisteredReap::Orphan => f.write_str("orphaned: `tether reap` kills it"),
+            RegisteredReap::SpawnerAlive => f.write_str("spawner alive"),
+            RegisteredReap::SpawnerUnknown { reason } => write!(f, "spawner unknown: {reason}"),
+            RegisteredReap::Interactive => f.write_str("interactive purpose: never reaped"),
+            RegisteredReap::NoTag => f.write_str(
+                "no spawn tag naming its spawner: listed, never reaped (start it with `tether exec`)",
+            ),
+            RegisteredReap::NoSpawner => f.write_str("no spawner recorded: never reaped"),
+        }
+    }
+}
+
+/// The registrations of `install` whose process is alive now (exact
+/// identity, this user), with what `tether reap` would make of each.
+pub(crate) fn live_entries(
+    install: &str,
+    rows: &[RegistrationRow],
+    scan: &Scan,
+    prover: &mut Prover,
+) -> Vec<RegisteredEntry> {
+    let uid = tether::sys::current_uid();
+    let mut out = Vec::new();
+    for row in rows.iter().filter(|r| r.install == install && r.uid == uid) {
+        if !is_live(row) {
+            continue;
+        }
+        let tag = scan.get(row.identity.pid).map(|p| &p.tag);
+        let spawner = row.spawner.as_ref().map(|s| SpawnerEntry {
+            pid: s.pid,
+            start_time: s.start_time,
+            status: if s.boot_id == prover.boot_id() {
+                prover.owner_status(key(s))
+            } else {
+                OwnerStatus::Dead {
+                    proof: crate::DeathProof::EarlierBoot,
+                }
+            },
+            source: row.spawner_source,
+        });
+        let reap = judge(row, tag, spawner.as_ref());
+        out.push(RegisteredEntry {
+            pid: row.identity.pid,
+            start_time: row.identity.start_time,
+            age_ms: Clock::now().age_ms(row.identity.start_time),
+            purpose: row.purpose.clone(),
+            command: argv_of(row.identity.pid).join(" "),
+            cwd: row.cwd.clone(),
+            spawner,
+            session: tag.map(|t| t.session.clone()),
+            reap,
+        });
+    }
+    out.sort_by_key(|e| (e.start_time, e.pid));
+    out
+}
+
+fn judge(
+    row: &RegistrationRow,
+    tag: Option<&SpawnTag>,
+    spawner: Option<&SpawnerEntry>,
+) -> RegisteredReap {
+    if is_interactive(&row.purpose) {
+        return RegisteredReap::Interactive;
+    }
+    let Some(spawner) = spawner else {
+        return RegisteredReap::NoSpawner;
+    };
+    let names_spawner = tag.is_some_and(|t| {
+        t.install == row.install
+            && t.owner_pid == spawner.pid
+            && t.owner_start == spawner.start_time
+    });
+    if !names_spawner {
+        return RegisteredReap::NoTag;
+    }
+    if tag.is_some_and(|t| is_interactive(&t.purpose)) {
+        return RegisteredReap::Interactive;
+    }
+    match &spawner.status {
+        OwnerStatus::Alive => RegisteredReap::SpawnerAlive,
+        OwnerStatus::Unknown { reason } => RegisteredReap::SpawnerUnknown {
+            reason: reason.clone(),
+        },
+        OwnerStatus::Dead { .. } => RegisteredReap::Orphan,
+    }
+}
+
+/// Whether the row's process is alive and is that very process (pid, start
+/// time and — when recorded — pidfs inode), running as this user.
+fn is_live(row: &RegistrationRow) -> bool {
+    row.identity.is_alive() && tether::sys::real_uid(row.identity.pid).is_ok_and(|u| u == row.uid)
+}
+
+fn key(identity: &ProcessIdentity) -> OwnerKey {
+    OwnerKey {
+        pid: identity.pid,
+        start_time: identity.start_time,
+    }
+}
+
+/// What the reaper must also respect for a tagged process that registered:
+/// its registered purpose and spawner, by `(pid, start time)`.
+pub(crate) fn by_process(rows: &[RegistrationRow]) -> HashMap<(u32, u64), &RegistrationRow> {
+    rows.iter()
+        .map(|r| ((r.identity.pid, r.identity.start_time), r))
+        .collect()
+}
+
+/// Registrations of live processes with no spawn tag naming their spawner,
+/// as what the reaper left alone: listed, never signalled.
+pub(crate) fn untagged_skips(install: &str, rows: &[RegistrationRow]) -> Vec<crate::Skipped> {
+    let uid = tether::sys::current_uid();
+    rows.iter()
+        .filter(|r| r.install == install && r.uid == uid && is_live(r))
+        .filter(|r| {
+            let tag = tether::sys::spawn_tag(r.identity.pid);
+            !tag.is_some_and(|t| {
+                t.install == r.install
+                    && r.spawner
+                        .as_ref()
+                        .is_some_and(|s| t.owner_pid == s.pid && t.owner_start == s.start_time)
+            })
+        })
+        .map(|r| crate::Skipped {
+            pid: r.identity.pid,
+            session: r.session.clone().unwrap_or_default(),
+            purpose: r.purpose.clone(),
+            command: argv_of(r.identity.pid).join(" "),
+            reason: crate::SkipReason::RegisteredWithoutTag,
+        })
+        .collect()
+}
