@@ -40,7 +40,7 @@ enum Command {
     Ps(ps::PsArgs),
     /// Kill the proven orphans of dead owners of this install.
     Reap(reap::ReapArgs),
-    /// Serve a terminal tool to agents over MCP (stdio): run, read, write, wait, kill, list.
+    /// Serve a terminal tool to agents over MCP (stdio): run, read, write, wait, kill, list, screen.
     Mcp(tether_mcp::Options),
     /// Register this process (purpose, spawner) in the ledger, then exec the program.
     Exec(exec::ExecArgs),
