@@ -1,7 +1,7 @@
 //! `tether mcp`: a terminal tool for any agent, over MCP (stdio).
 //!
-//! An agent registers `tether mcp` as a stdio MCP server and gets six
-//! tools — `run`, `read`, `write`, `wait`, `kill`, `list` — backed by a
+//! An agent registers `tether mcp` as a stdio MCP server and gets seven
+//! tools — `run`, `read`, `write`, `wait`, `kill`, `list`, `screen` — backed by a
 //! [`tether::registry::Registry`]. A command returns as soon as it finishes, or
 //! after a yield window with a session id and the output so far; `cmd &`
 //! returns at once and reports what it left running; nothing an agent
