@@ -199,7 +199,7 @@ pub fn holders(
     ledger: LedgerView<'_>,
     opts: &ReapOptions,
 ) -> std::io::Result<HoldingReport> {
-    let path = std::fs::canonicalize(path)?;
+    let path = canonical(path)?;
     Ok(find(&path, install, ledger, opts).0)
 }
 
@@ -214,7 +214,7 @@ pub fn reap_holding(
     ledger: LedgerView<'_>,
     opts: &ReapOptions,
 ) -> std::io::Result<HoldingReap> {
-    let path = std::fs::canonicalize(path)?;
+    let path = canonical(path)?;
     let (mut report, mut targets) = find(&path, install, ledger, opts);
     if opts.dry_run {
         return Ok(HoldingReap {
@@ -254,6 +254,37 @@ pub fn reap_holding(
     })
 }
 
+/// `path` resolved, in the spelling `sys::held_paths` uses: on Windows
+/// without the `\\?\` prefix `canonicalize` adds (`C:\work`, not
+/// `\\?\C:\work`; `\\?\UNC\host\share` becomes `\\host\share`).
+fn canonical(path: &Path) -> std::io::Result<PathBuf> {
+    let path = std::fs::canonicalize(path)?;
+    if cfg!(windows)
+        && let Some(text) = path.to_str()
+    {
+        if let Some(unc) = text.strip_prefix(r"\\?\UNC\") {
+            return Ok(PathBuf::from(format!(r"\\{unc}")));
+        }
+        if let Some(disk) = text.strip_prefix(r"\\?\")
+            && disk.as_bytes().get(1) == Some(&b':')
+        {
+            return Ok(PathBuf::from(disk));
+        }
+    }
+    Ok(path)
+}
+
+/// Whether `held` is `path` or lies under it, component by component —
+/// and on Windows without regard to case, as its file systems compare.
+fn is_under(held: &Path, path: &Path) -> bool {
+    if cfg!(windows) {
+        let lower = |p: &Path| PathBuf::from(p.to_string_lossy().to_lowercase());
+        lower(held).starts_with(lower(path))
+    } else {
+        held.starts_with(path)
+    }
+}
+
 /// One scan: the holders of `path` (canonical), classified, and the
 /// reaper's targets among them.
 fn find(
@@ -282,7 +313,7 @@ fn find(
             Ok(held) => {
                 let under: Vec<Held> = held
                     .into_iter()
-                    .filter(|h| h.path.starts_with(path))
+                    .filter(|h| is_under(&h.path, path))
                     .collect();
                 if !under.is_empty() {
                     found.push((pid, under));
@@ -430,4 +461,73 @@ pub fn with_ledger<T>(
         registrations: &rows.2,
     };
     (run(view), error)
+}
+
+#[cfg(all(test, windows))]
+mod windows_tests {
+    use super::*;
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+
+    /// The child of `finds_a_process_by_its_working_directory`: this test
+    /// binary again, parked in a directory until its stdin closes.
+    #[test]
+    #[ignore = "run as a child by finds_a_process_by_its_working_directory"]
+    fn park_until_stdin_closes() {
+        let _ = std::io::stdin().read(&mut [0u8; 1]);
+    }
+
+    #[test]
+    fn finds_a_process_by_its_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "holding::windows_tests::park_until_stdin_closes",
+            ])
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // libtest's first line proves the child is running its main.
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("running") {
+            line.clear();
+            let n = std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+            assert!(n > 0, "the child exited before it ran");
+        }
+        let opts = ReapOptions {
+            dry_run: true,
+            ..ReapOptions::default()
+        };
+        let report = holders(dir.path(), "holding-test", LedgerView::default(), &opts);
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        let report = report.unwrap();
+        assert!(report.unsupported.is_none(), "{:?}", report.unsupported);
+        let holder = report
+            .holders
+            .iter()
+            .find(|h| h.pid == child.id())
+            .unwrap_or_else(|| panic!("{report:#?} lacks pid {}", child.id()));
+        assert!(holder.holds.iter().any(|h| h.how == "cwd"), "{holder:#?}");
+        assert_eq!(holder.verdict, Verdict::Untagged, "{holder:#?}");
+        assert!(
+            !report.path.to_string_lossy().starts_with(r"\\?\"),
+            "{:?}",
+            report.path
+        );
+    }
+
+    #[test]
+    fn paths_compare_without_case() {
+        assert!(is_under(
+            Path::new(r"C:\Work\App\x.dll"),
+            Path::new(r"c:\work\app")
+        ));
+        assert!(!is_under(Path::new(r"C:\Workshop"), Path::new(r"C:\Work")));
+    }
 }

@@ -1,4 +1,5 @@
-//! Reading another process's environment and command line from its PEB.
+//! Reading another process's environment, command line and working
+//! directory from its PEB.
 //!
 //! Windows has no `/proc/<pid>/environ`. What it has is each process's
 //! Process Environment Block, whose `ProcessParameters`
@@ -45,13 +46,15 @@ pub const PEB_READ: u32 = PROCESS_QUERY_INFORMATION | PROCESS_VM_READ | PROCESS_
 /// pass is 32 767 characters per variable, with no total limit; real blocks
 /// are a few KiB).
 const MAX_ENVIRONMENT_BYTES: usize = 16 << 20;
-/// Largest command line (Windows' limit is 32 767 UTF-16 units).
-const MAX_COMMAND_LINE_BYTES: usize = 32_767 * 2;
+/// Largest string read (a command line: Windows' limit is 32 767 UTF-16 units).
+const MAX_STRING_BYTES: usize = 32_767 * 2;
 
 // Offsets in the 64-bit structures (winternl.h and psutil's ntextapi.h).
 #[cfg(target_pointer_width = "64")]
 mod offsets {
     pub const PEB_PROCESS_PARAMETERS: usize = 0x20;
+    /// `CurrentDirectory.DosPath` (a `CURDIR` starts with its path).
+    pub const PARAMS_CURRENT_DIRECTORY: usize = 0x38;
     pub const PARAMS_COMMAND_LINE: usize = 0x70;
     pub const PARAMS_ENVIRONMENT: usize = 0x80;
     pub const PARAMS_ENVIRONMENT_SIZE: usize = 0x3F0;
@@ -61,6 +64,7 @@ mod offsets {
 #[cfg(target_pointer_width = "32")]
 mod offsets {
     pub const PEB_PROCESS_PARAMETERS: usize = 0x10;
+    pub const PARAMS_CURRENT_DIRECTORY: usize = 0x24;
     pub const PARAMS_COMMAND_LINE: usize = 0x40;
     pub const PARAMS_ENVIRONMENT: usize = 0x48;
     pub const PARAMS_ENVIRONMENT_SIZE: usize = 0x290;
@@ -90,20 +94,41 @@ pub fn environment(process: BorrowedHandle<'_>) -> io::Result<Environment> {
 
 /// The command line of `process`, as its creator passed it.
 pub fn command_line(process: BorrowedHandle<'_>) -> io::Result<OsString> {
-    use std::os::windows::ffi::OsStringExt;
     let params = process_parameters(process)?;
-    let string = params + offsets::PARAMS_COMMAND_LINE;
+    unicode_string(
+        process,
+        params + offsets::PARAMS_COMMAND_LINE,
+        "command line",
+    )
+}
+
+/// The working directory of `process` now, as Windows spells it (a DOS
+/// path ending in `\`). Read from the live parameters, so it follows
+/// `SetCurrentDirectoryW`; the target can also write anything there, so
+/// it is a claim, not proof.
+pub fn current_directory(process: BorrowedHandle<'_>) -> io::Result<OsString> {
+    let params = process_parameters(process)?;
+    unicode_string(
+        process,
+        params + offsets::PARAMS_CURRENT_DIRECTORY,
+        "working directory",
+    )
+}
+
+/// The `UNICODE_STRING` at `string` in the target, bounded and checked.
+fn unicode_string(process: BorrowedHandle<'_>, string: usize, what: &str) -> io::Result<OsString> {
+    use std::os::windows::ffi::OsStringExt;
     let length = read(process, string, 2)?;
     let length = usize::from(u16::from_ne_bytes([length[0], length[1]]));
-    if length > MAX_COMMAND_LINE_BYTES || length % 2 != 0 {
-        return Err(corrupt("the command line length is invalid"));
+    if length > MAX_STRING_BYTES || length % 2 != 0 {
+        return Err(corrupt(&format!("the {what} length is invalid")));
     }
     let buffer = read_usize(process, string + offsets::UNICODE_STRING_BUFFER)?;
     if length == 0 {
         return Ok(OsString::new());
     }
     if buffer == 0 {
-        return Err(corrupt("the command line pointer is NULL"));
+        return Err(corrupt(&format!("the {what} pointer is NULL")));
     }
     let bytes = read(process, buffer, length)?;
     Ok(OsString::from_wide(&to_u16(&bytes)))
@@ -225,5 +250,13 @@ mod tests {
             "{line:?} does not name {stem}"
         );
         assert!(env.get(OsStr::new("NO_SUCH_VARIABLE_HERE")).is_none());
+        let cwd = current_directory(me.as_handle()).unwrap();
+        let here = std::env::current_dir().unwrap();
+        let cwd = std::path::PathBuf::from(cwd);
+        assert_eq!(
+            cwd.components().collect::<Vec<_>>(),
+            here.components().collect::<Vec<_>>(),
+            "the PEB's working directory is not this process's"
+        );
     }
 }

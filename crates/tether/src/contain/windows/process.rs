@@ -147,7 +147,6 @@ pub fn terminate(process: BorrowedHandle<'_>, exit_code: u32) -> io::Result<()> 
 }
 
 /// The full path of the process's executable.
-#[cfg_attr(not(test), allow(dead_code))]
 pub fn image_path(process: BorrowedHandle<'_>) -> io::Result<OsString> {
     let mut buf = vec![0u16; 1024];
     loop {
