@@ -258,3 +258,110 @@ fn tether_ps_shows_a_running_tree_and_reap_kills_proven_orphans() {
     assert_dies(&child, "orphaned child after reap");
     assert_dies(&grandchild, "orphaned grandchild after reap");
 }
+
+#[test]
+fn tether_run_pty_runs_on_a_pseudoconsole_with_its_exit_codes() {
+    let tree = win_tree();
+    let tree = tree.to_str().unwrap();
+    // stdin is not a console here (nor under CI): the pass-through copies
+    // the pseudoconsole's output until its end of file, which follows the
+    // job's end and the console's close.
+    let code = |args: &[&str]| {
+        tether_exe()
+            .args(["run", "--pty"])
+            .args(args)
+            .stdin(Stdio::null())
+            .status()
+            .unwrap()
+            .code()
+            .unwrap()
+    };
+    assert_eq!(code(&["--", tree, "exit", "3"]), 3);
+    assert_eq!(code(&["--shell", "exit /b 4"]), 4);
+    assert_eq!(
+        code(&["--timeout", "300ms", "--grace", "100ms", "--", tree, "sleep", "30"]),
+        124
+    );
+    let out = tether_exe()
+        .args(["run", "--pty", "--shell", "echo pty-out"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    match wine_version() {
+        Some(v) => eprintln!(
+            "output not checked under Wine {v}: a pseudoconsole child's std handles are never \
+             connected to it, so nothing reaches the pipe"
+        ),
+        None => assert!(
+            String::from_utf8_lossy(&out.stdout).contains("pty-out"),
+            "{out:?}"
+        ),
+    }
+}
+
+#[test]
+fn tether_mcp_runs_a_pty_session_in_a_job() {
+    let mut server = tether_exe()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tether mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut answer = |id: u64| loop {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read answer");
+        let value: serde_json::Value = serde_json::from_str(&line).expect("JSON answer");
+        if value["id"].as_u64() == Some(id) {
+            return value;
+        }
+    };
+    let tree = win_tree().to_string_lossy().replace('\\', "\\\\");
+    let requests = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo on-a-pty& exit /b 6","pty":true,"rows":24,"cols":80}}}"#.to_owned(),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"run","arguments":{{"argv":["{tree}","tree","60"],"pty":true,"yield_s":1}}}}}}"#
+        ),
+    ];
+    for request in &requests[..3] {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    assert_eq!(answer(1)["result"]["serverInfo"]["name"], "tether");
+    let result = answer(2);
+    let body = &result["result"]["structuredContent"];
+    assert_eq!(body["status"], "exited", "{result}");
+    assert_eq!(body["exit_code"], 6, "{result}");
+    if wine_version().is_none() {
+        assert!(result.to_string().contains("on-a-pty"), "{result}");
+    }
+    writeln!(stdin, "{}", requests[3]).unwrap();
+    let result = answer(3);
+    let body = &result["result"]["structuredContent"];
+    assert_eq!(body["status"], "running", "{result}");
+    // The session's processes, by their spawn tag.
+    let session = body["id"].as_str().unwrap().to_owned();
+    let members: Vec<Pinned> = sys::scan_tagged()
+        .tagged
+        .iter()
+        .filter(|t| t.tag.session == session && t.tag.owner_pid == server.id())
+        .map(|t| pin(t.info.pid))
+        .collect();
+    assert!(!members.is_empty(), "no process carries session {session}'s tag");
+    // EOF on stdin: the server kills every session, verifies it empty,
+    // and exits.
+    drop(stdin);
+    let status = server.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    for p in &members {
+        assert_dies(p, "a PTY session's process after tether mcp exited");
+    }
+}
+
+/// `Some(version)` under Wine (its ntdll exports `wine_get_version`).
+fn wine_version() -> Option<String> {
+    tether::windows::wine_version()
+}

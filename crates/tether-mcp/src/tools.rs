@@ -156,6 +156,27 @@ macro_rules! platform_shell {
     };
 }
 
+/// What `write`'s `eof` sends a PTY session: the platform's end of input
+/// for a terminal read (Unix: the `VEOF` character; a Windows console:
+/// Ctrl-Z, then Enter).
+#[cfg(unix)]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! platform_pty_eof {
+    () => {
+        "Ctrl-D"
+    };
+}
+/// What `write`'s `eof` sends a PTY session.
+#[cfg(windows)]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! platform_pty_eof {
+    () => {
+        "Ctrl-Z and Enter"
+    };
+}
+
 /// `run`'s arguments.
 pub const RUN: &[Param] = &[
     Param {
@@ -379,8 +400,12 @@ pub const WRITE: &[Param] = &[
         name: "eof",
         kind: Kind::Bool { default: false },
         required: false,
-        doc: "End the input afterwards: a pipe is closed; a PTY gets its end-of-file \
-              character (Ctrl-D), which ends a read at the start of a line.",
+        doc: concat!(
+            "End the input afterwards: a pipe is closed; a PTY gets its end-of-file \
+              character (",
+            platform_pty_eof!(),
+            "), which ends a read at the start of a line."
+        ),
     },
     yield_param(
         5.0,
@@ -530,7 +555,9 @@ for quiet_s (a REPL's answer and its next prompt are in), matches `until`, or th
 exits, and at most after `yield_s`. Returns {status, exit_code, output, id, ...}. \
 `data` is text; on a PTY session `keys` presses named keys after it (Enter, Ctrl-C, Up, Esc, \
 F5, ...). Set `submit` to press Enter and `eof` to end the input afterwards (a pipe is closed; \
-a PTY gets Ctrl-D). Input the command has not read yet is written in the background, in order. ",
+a PTY gets ",
+                platform_pty_eof!(),
+                "). Input the command has not read yet is written in the background, in order. ",
                 "Most clients stop waiting for a call after 60 s unless they reset the timeout \
 on progress (reported every second when the call carries a progressToken)."
             ),

@@ -14,11 +14,13 @@
 //!   or `spawned <pid>`;
 //! - `cat`: copies stdin to stdout;
 //! - `spew BYTES`: writes BYTES bytes of a known pattern to stdout, exits;
-//! - `owner SECS contained|uncontained [marker]`: starts `tree SECS`
-//!   through tether (in a job, or uncontained by explicit policy; the
-//!   marker only names the process for the test), prints `<own pid> <child pid> <grandchild
-//!   pid>`, sleeps an hour;
+//! - `owner SECS contained|uncontained|pty [marker]`: starts `tree SECS`
+//!   through tether (in a job, uncontained by explicit policy, or in a job
+//!   on a pseudoconsole; the marker only names the process for the test),
+//!   prints `<own pid> <child pid> <grandchild pid>`, sleeps an hour;
 //! - `ctrl-break`: exits 7 on CTRL_BREAK (prints `ready` first);
+//! - `console-events`: exits 10 + the console control event's code
+//!   (Ctrl-C 10, Ctrl-Break 11, console close 12; prints `ready` first);
 //! - `self-attach refused|on-request [launcher job handle]`: attaches itself
 //!   to a kill-on-close job, starts a child (`sleep 60`) and, with
 //!   `on-request`, one more with `CREATE_BREAKAWAY_FROM_JOB`; prints
@@ -83,22 +85,49 @@ fn main() {
             if arg(3) == "uncontained" {
                 cmd.containment(tether::ContainmentPolicy::Uncontained);
             }
+            if arg(3) == "pty" {
+                cmd.pty(tether::terminal::PtySize::default());
+            }
             let mut child = cmd.spawn().expect("tether spawn");
-            let mut line = String::new();
-            BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            println!("{} {}", std::process::id(), line.trim());
+            let line = match child.stdout.take() {
+                Some(stdout) => {
+                    let mut line = String::new();
+                    BufReader::new(stdout).read_line(&mut line).unwrap();
+                    line.trim().to_owned()
+                }
+                // On a pseudoconsole the child's line goes to the screen
+                // (and nowhere under Wine 8): its job names the grandchild.
+                None => format!("{} {}", child.id(), grandchild_of(&child)),
+            };
+            println!("{} {line}", std::process::id());
             out.flush().unwrap();
             std::thread::sleep(Duration::from_secs(3600));
             drop(child);
         }
         "ctrl-break" => ctrl_break(),
+        "console-events" => console_events(),
         "self-attach" => self_attach(&me, &arg(2), &arg(3)),
         other => {
             eprintln!("win_tree: unknown mode {other:?}");
             std::process::exit(2);
         }
+    }
+}
+
+/// The first descendant of `child` to appear in its job. No event tells
+/// the owner of a new job member (the job monitor sees it, privately), so
+/// look every 10 ms, for 10 s at most: `tree` starts it at once.
+fn grandchild_of(child: &tether::Child) -> u32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(d) = child.descendants().first() {
+            return d.pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "win_tree: no grandchild appeared"
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -185,5 +214,28 @@ fn ctrl_break() {
 
 #[cfg(not(windows))]
 fn ctrl_break() {
+    std::process::exit(2)
+}
+
+#[cfg(windows)]
+fn console_events() {
+    unsafe extern "system" fn handler(event: u32) -> i32 {
+        std::process::exit(10 + event as i32)
+    }
+    unsafe extern "system" {
+        fn SetConsoleCtrlHandler(
+            handler: Option<unsafe extern "system" fn(u32) -> i32>,
+            add: i32,
+        ) -> i32;
+    }
+    // SAFETY: `handler` is a valid routine for the life of the process.
+    unsafe { SetConsoleCtrlHandler(Some(handler), 1) };
+    println!("ready");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[cfg(not(windows))]
+fn console_events() {
     std::process::exit(2)
 }

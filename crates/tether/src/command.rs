@@ -220,7 +220,12 @@ impl Command {
     /// otherwise. `foreground` does not apply. The environment is the
     /// owner's: set `TERM` if the owner has none.
     ///
-    /// Unix; elsewhere spawning fails with [`Error::Unsupported`](crate::Error::Unsupported).
+    /// Windows: a pseudoconsole (ConPTY) of `size`, attached in the same
+    /// `CreateProcessW` that creates the command inside its job; the
+    /// command is not a console process group of its own (so the Ctrl-C
+    /// typed into its console reaches it), and kills begin by closing the
+    /// pseudoconsole (`CTRL_CLOSE_EVENT` to its processes), then
+    /// `TerminateJobObject` after the grace.
     pub fn pty(&mut self, size: PtySize) -> &mut Command {
         self.pty = Some(size);
         if self.ladder == Ladder::Standard {

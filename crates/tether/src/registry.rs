@@ -397,7 +397,7 @@ impl Registry {
         // A terminal is not closed (see `close_stdin`): its EOF character
         // follows the bytes instead.
         let close = if close && session.is_terminal() {
-            bytes.push(session.eof_char().ok_or_else(|| session.stdin_error())?);
+            bytes.extend(session.eof_input().ok_or_else(|| session.stdin_error())?);
             false
         } else {
             close
@@ -414,21 +414,23 @@ impl Registry {
     /// there this queues the terminal's end-of-file character (`VEOF`,
     /// normally Ctrl-D) after the writes already queued: a program reading
     /// the terminal in canonical mode at the start of a line reads end of
-    /// file, as at a closed pipe; stdin stays open for later writes.
+    /// file, as at a closed pipe; stdin stays open for later writes. On
+    /// Windows it is Ctrl-Z and Enter, which end a console read the same
+    /// way.
     ///
     /// # Errors
     /// As [`write`](Registry::write) when stdin is not open.
     pub fn close_stdin(&self, id: &str) -> Result<()> {
         let session = self.inner.find(id)?;
         if session.is_terminal() {
-            let Some(eof) = session.eof_char() else {
+            let Some(eof) = session.eof_input() else {
                 return Err(session.stdin_error());
             };
             // Accepted now; written in order. The queue's own answer is
             // not awaited: a failure shows as a closed stdin on next use.
             drop(session.stdin_queue.push(
                 &session,
-                vec![eof],
+                eof,
                 false,
                 self.inner.config.stdin_queue_limit,
             )?);

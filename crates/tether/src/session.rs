@@ -321,9 +321,11 @@ impl Session {
         encode_keys(keys, application)
     }
 
-    /// The PTY's end-of-file character, while the terminal is held.
-    pub(crate) fn eof_char(&self) -> Option<u8> {
-        lock(&self.terminal).as_ref().map(Pty::eof_char)
+    /// What a program reading the PTY sees as end of file (Unix: its
+    /// `VEOF` character; Windows: Ctrl-Z and Enter), while the terminal is
+    /// held.
+    pub(crate) fn eof_input(&self) -> Option<Vec<u8>> {
+        lock(&self.terminal).as_ref().map(Pty::eof_input)
     }
 
     /// Closes our end of stdin (a real EOF for the command once no write is

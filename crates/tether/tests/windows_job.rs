@@ -260,3 +260,137 @@ fn ctrl_break_is_the_graceful_step() {
         "the command's own CTRL_BREAK handler ran"
     );
 }
+
+// ConPTY sessions: the pseudoconsole attribute and the job in the same
+// CreateProcessW; the output reaches EOF after the job's end and the
+// pseudoconsole's close. Wine 8 runs the containment and the ending order;
+// what a console program shows or reads needs real Windows (cross-platform.md).
+
+const PTY_BOUND: Duration = Duration::from_secs(20);
+
+#[test]
+fn a_pty_child_and_its_grandchild_are_in_the_job_and_a_kill_is_verified() {
+    let mut child = tree_command(&["tree", "60"])
+        .pty(pty_size())
+        // The graceful rung (the console's close) does not end them under
+        // Wine 8; keep its wait short.
+        .grace(Duration::from_millis(300))
+        .spawn()
+        .unwrap();
+    assert_eq!(child.containment(), Containment::Job);
+    assert!(child.stdout.is_none(), "a PTY child's streams are its console");
+    let pty = child.pty.take().expect("a PTY child has a Pty");
+    assert_eq!(pty.size().unwrap(), pty_size());
+    let main = pin(child.id());
+    let grandchild = pin(first_descendant(&child));
+    child.kill().expect("a verified kill");
+    assert_dies(&main, "main process on a pseudoconsole");
+    assert_dies(&grandchild, "grandchild of a PTY child");
+    assert!(child.descendants().is_empty());
+    // The job is empty, so the pseudoconsole is closed and the output ends.
+    read_to_eof(pty, PTY_BOUND);
+}
+
+#[test]
+fn a_pty_childs_output_reaches_eof_after_it_exits() {
+    let mut child = tether::Command::shell("echo hello-pty& exit /b 3")
+        .pty(pty_size())
+        .spawn()
+        .unwrap();
+    let pty = child.pty.take().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(3));
+    let out = String::from_utf8_lossy(&read_to_eof(pty, PTY_BOUND)).into_owned();
+    match wine() {
+        Some(v) => eprintln!(
+            "output not checked under Wine {v}: a pseudoconsole child's std handles are never \
+             connected to it, so cmd.exe's echo does not reach the pipe ({out:?})"
+        ),
+        None => assert!(out.contains("hello-pty"), "{out:?}"),
+    }
+}
+
+#[test]
+fn a_pty_childs_timeout_kills_its_tree() {
+    let mut child = tree_command(&["tree", "60"])
+        .pty(pty_size())
+        .timeout(Duration::from_secs(2))
+        .grace(Duration::from_millis(200))
+        .spawn()
+        .unwrap();
+    let pty = child.pty.take().unwrap();
+    let grandchild = pin(first_descendant(&child));
+    let status = child.wait().unwrap();
+    assert!(status.timed_out());
+    assert_eq!(status.descendants_killed(), 1);
+    assert_dies(&grandchild, "grandchild of a timed-out PTY child");
+    read_to_eof(pty, PTY_BOUND);
+}
+
+#[test]
+fn dropping_a_pty_childs_pty_hangs_its_console_up() {
+    if let Some(v) = wine() {
+        eprintln!(
+            "skipped under Wine {v}: its headless conhost ends neither the console nor its \
+             clients when the input pipe closes (the child was still running 5 s later), and \
+             the child's \"ready\" never reaches the pipe"
+        );
+        return;
+    }
+    let mut child = tree_command(&["console-events"])
+        .pty(pty_size())
+        .spawn()
+        .unwrap();
+    let (_, pty) = read_until(child.pty.take().unwrap(), "ready", PTY_BOUND);
+    // Our input pipe's last end goes: conhost's read of it breaks, and it
+    // ends the console as a Unix master's close hangs the terminal up.
+    drop(pty);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(12), "CTRL_CLOSE_EVENT reached the command");
+}
+
+#[test]
+fn the_graceful_rung_of_a_pty_kill_is_the_consoles_close() {
+    if let Some(v) = wine() {
+        eprintln!(
+            "skipped under Wine {v}: closing a pseudoconsole does not end its clients there \
+             (the kill waits out the grace, then TerminateJobObject ends them, exit code 1), \
+             and the child's \"ready\" never reaches the pipe"
+        );
+        return;
+    }
+    let mut child = tree_command(&["console-events"])
+        .pty(pty_size())
+        .spawn()
+        .unwrap();
+    let (_, pty) = read_until(child.pty.take().unwrap(), "ready", PTY_BOUND);
+    let reader = std::thread::spawn(move || read_to_eof(pty, PTY_BOUND));
+    // A long grace: the command's own handler must end it, not the
+    // TerminateJobObject that would follow.
+    child.kill_with_grace(Duration::from_secs(30)).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(12), "CTRL_CLOSE_EVENT, not exit code 1");
+    reader.join().unwrap();
+}
+
+#[test]
+fn ctrl_c_typed_into_a_pty_reaches_the_command() {
+    if let Some(v) = wine() {
+        eprintln!(
+            "skipped under Wine {v}: typed input never reaches a pseudoconsole child there"
+        );
+        return;
+    }
+    let mut child = tree_command(&["console-events"])
+        .pty(pty_size())
+        .spawn()
+        .unwrap();
+    let (_, mut pty) = read_until(child.pty.take().unwrap(), "ready", PTY_BOUND);
+    // Not a process group of its own (which would ignore Ctrl-C): conhost
+    // turns the typed ^C into the command's CTRL_C_EVENT.
+    std::io::Write::write_all(&mut pty, b"\x03").unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(10), "CTRL_C_EVENT reached the command");
+    read_to_eof(pty, PTY_BOUND);
+}
+

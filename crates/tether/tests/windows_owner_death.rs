@@ -1,6 +1,8 @@
 //! Windows: when the owner dies — `TerminateProcess`, or `kill -9` of its
 //! Wine process — the kernel closes its job handles and every process of
-//! every session dies. And tether inside another job still works.
+//! every session dies, a PTY session's included (and its conhost, which
+//! the owner's death leaves without its pipes). And tether inside another
+//! job still works.
 #![cfg(windows)]
 
 mod windows_support;
@@ -91,4 +93,24 @@ fn tether_inside_another_job_nests_and_either_kill_works() {
     assert_dies(&owner, "owner in the outer job");
     assert_dies(&child, "child in the nested job");
     assert_dies(&grandchild, "grandchild in the nested job");
+}
+
+#[test]
+fn owner_terminated_kills_a_pty_sessions_tree_and_its_conhost() {
+    let (mut proc_, [owner, child, grandchild]) = owner("pty", &unique("pty"));
+    // The pseudoconsole's host is the owner's child, outside the job (it
+    // must outlive the job to paint the last frame): it must go too.
+    let hosts: Vec<tether::sys::Pinned> = tether::sys::children(owner.identity().pid)
+        .into_iter()
+        .filter(|&pid| tether::sys::describe(pid).to_ascii_lowercase().contains("conhost"))
+        .map(pin)
+        .collect();
+    assert_eq!(hosts.len(), 1, "the owner's one conhost (for its one session)");
+    assert!(owner.kill().unwrap(), "TerminateProcess of the owner");
+    assert_dies(&child, "child on a pseudoconsole");
+    assert_dies(&grandchild, "grandchild of a PTY child");
+    for host in &hosts {
+        assert_dies(host, "the owner's conhost");
+    }
+    let _ = proc_.wait();
 }

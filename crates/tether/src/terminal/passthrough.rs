@@ -8,7 +8,10 @@ use crate::error::Result;
 /// Connects this process's terminal to a command's [`Pty`]: keys go to the
 /// command raw (Ctrl-C, Ctrl-Z and the rest are the command's terminal's to
 /// act on), its output comes back unchanged, and window-size changes are
-/// passed on as resizes.
+/// passed on as resizes. On Windows the console is put in VT mode
+/// (`ENABLE_VIRTUAL_TERMINAL_INPUT` on stdin, `ENABLE_VIRTUAL_TERMINAL_PROCESSING`
+/// and `DISABLE_NEWLINE_AUTO_RETURN` on stdout) and its modes are restored
+/// the same way.
 ///
 /// ```no_run
 /// # fn main() -> tether::Result<()> {
@@ -30,7 +33,8 @@ pub struct Passthrough {
 
 impl Passthrough {
     /// Starts watching this process's window-size changes (Unix: blocks
-    /// `SIGWINCH` and takes it on a thread of its own). Call it before any
+    /// `SIGWINCH` and takes it on a thread of its own; Windows: nothing to
+    /// do, the changes come with the console's input). Call it before any
     /// other thread exists — they inherit the signal mask — and after
     /// [`SignalForwarder::install`](crate::SignalForwarder::install).
     ///

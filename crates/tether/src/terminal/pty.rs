@@ -13,12 +13,20 @@ use crate::error::Result;
 /// the command and every descendant that kept it are gone. Dropping the
 /// `Pty` closes the master; the kernel then hangs the terminal up
 /// (`SIGHUP` to its foreground group).
+///
+/// Windows: the owner's ends of a pseudoconsole (ConPTY). A read returns
+/// `Ok(0)` once the job is empty and the pseudoconsole closed (tether
+/// closes it then; conhost paints its last frame first). Dropping every
+/// copy closes the input pipe, and conhost ends the console: its
+/// processes get `CTRL_CLOSE_EVENT`. The size is the one last set
+/// (Windows cannot read it back).
 #[derive(Debug)]
 pub struct Pty(pub(crate) crate::contain::Pty);
 
 impl Pty {
     /// Sets the window size. The command's foreground process group gets
-    /// `SIGWINCH` when it changes.
+    /// `SIGWINCH` when it changes (Windows: `ResizePseudoConsole`; console
+    /// programs see a buffer-size event).
     ///
     /// # Errors
     /// [`Error::Io`](crate::Error::Io) if the terminal cannot be resized.
@@ -37,6 +45,8 @@ impl Pty {
     /// The terminal's end-of-file character (`VEOF`, normally Ctrl-D).
     /// Written at the start of a line, it ends a canonical-mode read with
     /// 0 bytes — the program sees end of file, as at a closed pipe.
+    /// Windows: Ctrl-Z (0x1A), which ends a console read only when it
+    /// starts the line and Enter follows (`\x1a\r`).
     pub fn eof_char(&self) -> u8 {
         self.0.eof_char()
     }

@@ -108,3 +108,70 @@ pub fn unique(name: &str) -> String {
         .as_nanos();
     format!("{name}-{}-{nanos}", std::process::id())
 }
+
+/// Everything a PTY child shows, read to the end of file on a thread: the
+/// end must come within `bound` (it follows the job's end and the
+/// pseudoconsole's close), or the test fails instead of hanging.
+pub fn read_to_eof(mut pty: tether::terminal::Pty, bound: Duration) -> Vec<u8> {
+    use std::io::Read;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let read = pty.read_to_end(&mut bytes).map(|_| bytes);
+        let _ = tx.send(read);
+    });
+    rx.recv_timeout(bound)
+        .expect("the PTY's output never reached end of file")
+        .expect("reading the PTY")
+}
+
+/// Reads the PTY child's output (on a thread) until it contains `text`;
+/// fails the test after `bound`. What came, and the `Pty` back.
+pub fn read_until(
+    mut pty: tether::terminal::Pty,
+    text: &str,
+    bound: Duration,
+) -> (String, tether::terminal::Pty) {
+    use std::io::Read;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let wanted = text.to_owned();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match pty.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+            if String::from_utf8_lossy(&seen).contains(&wanted) {
+                let _ = tx.send((String::from_utf8_lossy(&seen).into_owned(), pty));
+                return;
+            }
+        }
+        drop(tx);
+    });
+    rx.recv_timeout(bound)
+        .unwrap_or_else(|e| panic!("{text:?} never came on the PTY ({e})"))
+}
+
+/// The default terminal size.
+pub fn pty_size() -> tether::terminal::PtySize {
+    tether::terminal::PtySize::default()
+}
+
+/// Waits (bounded, 10 s) until `child`'s job has a descendant; its pid.
+/// No event tells the owner of a new job member, so this looks every
+/// 10 ms: the helper's `tree` starts its grandchild at once.
+pub fn first_descendant(child: &tether::Child) -> u32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(d) = child.descendants().first() {
+            return d.pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no descendant appeared in the job"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -107,6 +107,12 @@ impl Pty {
         }
     }
 
+    /// What to write so that a canonical-mode read at the start of a line
+    /// sees end of file: the `VEOF` character alone.
+    pub(crate) fn eof_input(&self) -> Vec<u8> {
+        vec![self.eof_char()]
+    }
+
     pub(crate) fn try_clone(&self) -> io::Result<Pty> {
         Ok(Pty {
             master: self.master.try_clone()?,

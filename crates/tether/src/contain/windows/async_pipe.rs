@@ -43,7 +43,7 @@ use super::stdio::{PIPE_CAPACITY, PipeEnd};
 use super::win_error::{WinError, code_of};
 
 /// A pipe error that means "the writer is gone": end of stream.
-fn is_eof(err: &io::Error) -> bool {
+pub(super) fn is_eof(err: &io::Error) -> bool {
     matches!(
         code_of(err),
         Some(ERROR_BROKEN_PIPE | ERROR_PIPE_NOT_CONNECTED | ERROR_NO_DATA)
@@ -51,7 +51,7 @@ fn is_eof(err: &io::Error) -> bool {
 }
 
 /// A manual-reset event.
-fn event() -> io::Result<OwnedHandle> {
+pub(super) fn event() -> io::Result<OwnedHandle> {
     // SAFETY: NULL attributes and name; the new handle is ours alone.
     unsafe {
         owned(
@@ -64,7 +64,7 @@ fn event() -> io::Result<OwnedHandle> {
 /// One overlapped read of up to `len` bytes into `buf` (NULL with 0 for a
 /// zero-byte read), waiting for it, or for `stop` (then cancelled).
 /// `Ok(None)`: stopped.
-fn read_overlapped(
+pub(super) fn read_overlapped(
     pipe: HANDLE,
     buf: *mut u8,
     len: u32,

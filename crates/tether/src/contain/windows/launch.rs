@@ -17,6 +17,7 @@ use windows_sys::Win32::Foundation::{
 use super::environment::Environment;
 use super::job::{Breakaway, Job};
 use super::monitor::{Watch, monitor};
+use super::pty::Pty;
 use super::spawn::{Console, MembershipPolicy, Spawn};
 use super::stdio::{Which, open};
 use super::tree::Tree;
@@ -27,18 +28,11 @@ use crate::containment::{Containment, ContainmentPolicy};
 use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
 
-/// Starts `plan` with stdio `[stdin, stdout, stderr]`, contained in a job
-/// of its own from its first instruction (unless the caller asked for
-/// [`ContainmentPolicy::Uncontained`]).
+/// Starts `plan` with stdio `[stdin, stdout, stderr]` — or, when the plan
+/// asks for a PTY, attached to a new pseudoconsole (the stdio is then not
+/// used) — contained in a job of its own from its first instruction (unless
+/// the caller asked for [`ContainmentPolicy::Uncontained`]).
 pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
-    // PTY sessions wait for the ConPTY backend (see pty.rs): refused, never
-    // run on pipes in their place.
-    if plan.pty.is_some() {
-        return Err(Error::Unsupported {
-            what: "PTY sessions (ConPTY)",
-            os: "Windows",
-        });
-    }
     let contained = match plan.containment {
         ContainmentPolicy::Standard | ContainmentPolicy::Auto => true,
         ContainmentPolicy::Uncontained => false,
@@ -78,27 +72,52 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         None
     };
 
-    let (stdin_h, stdin) = open(stdio[0], Which::Stdin)?;
-    let (stdout_h, stdout) = open(stdio[1], Which::Stdout)?;
-    let (stderr_h, stderr) = open(stdio[2], Which::Stderr)?;
+    // A PTY session: the pseudoconsole before the process, attached in the
+    // same CreateProcessW that puts it into its job. No console process
+    // group of its own: a new group ignores Ctrl-C, and a PTY command must
+    // get the Ctrl-C typed into its console (its conhost's CTRL_C_EVENT).
+    // The owner's CTRL_BREAK_EVENT could not reach it anyway: it is on
+    // another console; its graceful kill is the pseudoconsole's close.
+    let pty = plan
+        .pty
+        .map(Pty::open)
+        .transpose()
+        .map_err(|source| Error::Spawn {
+            program: program.clone(),
+            stage: "pseudoconsole",
+            source,
+        })?;
+    let new_group = pty.is_none();
+    let (stdin_h, stdin) = open_unless(pty.is_some(), stdio[0], Which::Stdin)?;
+    let (stdout_h, stdout) = open_unless(pty.is_some(), stdio[1], Which::Stdout)?;
+    let (stderr_h, stderr) = open_unless(pty.is_some(), stdio[2], Which::Stderr)?;
+    let console = match &pty {
+        Some((_, console)) => Console::Pseudo(
+            console
+                .handle()
+                .expect("a pseudoconsole nobody else holds is open"),
+        ),
+        None => Console::Std {
+            stdin: stdin_h.as_ref().map(|h| h.as_handle()),
+            stdout: stdout_h.as_ref().map(|h| h.as_handle()),
+            stderr: stderr_h.as_ref().map(|h| h.as_handle()),
+        },
+    };
     let spawned = create::spawn(Spawn {
         application: &application,
         command_line,
         environment: &block,
         cwd: plan.cwd.as_deref().map(Path::as_os_str),
-        console: Console::Std {
-            stdin: stdin_h.as_ref().map(|h| h.as_handle()),
-            stdout: stdout_h.as_ref().map(|h| h.as_handle()),
-            stderr: stderr_h.as_ref().map(|h| h.as_handle()),
-        },
+        console,
         job: job.as_deref(),
-        new_process_group: true,
+        new_process_group: new_group,
         membership: MembershipPolicy::Atomic,
         extra_flags: 0,
     })
     .map_err(|e| spawn_error(&plan, &application, e))?;
     // The child has its copies; ours must go, or a pipe would never see EOF.
     drop((stdin_h, stdout_h, stderr_h));
+    let (pty, console) = pty.unzip();
 
     let start = super::process::creation_time(spawned.process.as_handle())?;
     let identity = ProcessIdentity {
@@ -114,7 +133,8 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         spawned.process,
         spawned.pid,
         job.clone(),
-        true,
+        new_group,
+        console,
         &plan,
         events,
         Arc::clone(&notify),
@@ -142,8 +162,19 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         stdin,
         stdout,
         stderr,
-        pty: None,
+        pty,
     })
+}
+
+/// The child's handle for `io` and the owner's end of a new pipe, as
+/// `stdio::open` makes them — or nothing for a PTY session, whose streams
+/// are its console.
+fn open_unless(
+    pty: bool,
+    io: &ChildIo,
+    which: Which,
+) -> std::io::Result<(Option<std::os::windows::io::OwnedHandle>, Option<std::fs::File>)> {
+    if pty { Ok((None, None)) } else { open(io, which) }
 }
 
 /// The executable to start and its command line:

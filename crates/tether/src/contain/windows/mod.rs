@@ -27,12 +27,9 @@
 mod async_pipe;
 mod attribute_list;
 mod completion_port;
-mod pty;
-// The ConPTY primitive waits for the PTY session API (issue 10); its
-// behaviour is tested under Wine where Wine allows (see its module docs).
-#[allow(dead_code)]
 mod conpty;
 mod console;
+mod ctrl_event;
 mod environment;
 pub(crate) mod file_id;
 mod forward;
@@ -45,6 +42,7 @@ mod monitor;
 mod peb;
 mod pipe;
 mod process;
+mod pty;
 mod quote;
 pub(crate) mod self_attach;
 mod spawn;
@@ -62,7 +60,8 @@ pub(crate) use async_pipe::{AsyncReader, AsyncWriter};
 pub(crate) use forward::Forwarder;
 pub(crate) use job::Breakaway;
 pub(crate) use launch::spawn;
-pub(crate) use pty::{Console, Pty, WinchWatcher};
+pub(crate) use console::{Console, WinchWatcher};
+pub(crate) use pty::Pty;
 pub(crate) use stdio::{OwnedIo, PipeEnd, output_pipe, read_both};
 pub(crate) use tree::{Tree, TreeHandle, TreeWatcher};
 

@@ -35,9 +35,10 @@ use windows_sys::Win32::System::Threading::{
 };
 
 use super::completion_port::{CompletionPort, Packet};
+use super::conpty::PseudoConsole;
 use super::job::Job;
 use super::win_error::WinError;
-use super::{console, process};
+use super::{ctrl_event, process};
 use crate::contain::{Ladder, Termination, TreeEvent};
 use crate::containment::Leftovers;
 use crate::error::Survivor;
@@ -252,6 +253,9 @@ pub(super) struct Watch {
     pub job: Option<Arc<Job>>,
     /// The main process leads a console process group of its own.
     pub new_group: bool,
+    /// A PTY session's pseudoconsole: closed when the job is empty (then
+    /// its output reaches EOF), or earlier as the graceful rung of a kill.
+    pub console: Option<Arc<PseudoConsole>>,
     pub ladder: Ladder,
     pub leftovers: Leftovers,
     pub grace: Duration,
@@ -267,6 +271,8 @@ pub(super) struct Watch {
     killed: HashSet<u32>,
     settled: bool,
     dropped: bool,
+    /// Events were sent since the listener was last woken.
+    unannounced: bool,
 }
 
 impl Watch {
@@ -277,6 +283,7 @@ impl Watch {
         main_pid: u32,
         job: Option<Arc<Job>>,
         new_group: bool,
+        console: Option<Arc<PseudoConsole>>,
         plan: &crate::contain::SpawnPlan,
         events: Sender<TreeEvent>,
         notify: Arc<Notify>,
@@ -288,6 +295,7 @@ impl Watch {
             main_pid,
             job,
             new_group,
+            console,
             ladder: plan.ladder.clone(),
             leftovers: plan.leftovers,
             grace: plan.grace,
@@ -301,6 +309,7 @@ impl Watch {
             killed: HashSet::new(),
             settled: false,
             dropped: false,
+            unannounced: false,
         }
     }
 
@@ -322,8 +331,19 @@ impl Watch {
             .min()
     }
 
-    /// Looks at the tree now and moves it on.
+    /// Looks at the tree now and moves it on, then wakes the listener
+    /// once for everything it sent: a main exit and the empty job found
+    /// in one look arrive together, so the session driver sees the tree
+    /// settled when it sees the exit (and waits for the output's EOF —
+    /// with ConPTY, conhost's last frame comes after the exit).
     fn step(&mut self, now: Instant) {
+        self.advance(now);
+        if std::mem::take(&mut self.unannounced) {
+            self.notify.notify_one();
+        }
+    }
+
+    fn advance(&mut self, now: Instant) {
         if self.settled {
             return;
         }
@@ -379,6 +399,11 @@ impl Watch {
         if !self.main_running && self.is_empty() {
             self.settled = true;
             self.kill = Kill::Idle;
+            // Step 2 of conpty.rs's order: the job is empty, so conhost
+            // paints its last frame, exits, and the output reaches EOF.
+            if let Some(console) = &self.console {
+                console.close_in_background();
+            }
             let killed = self.killed.len() as u32;
             self.send(TreeEvent::Settled { killed });
         }
@@ -413,16 +438,22 @@ impl Watch {
         }
     }
 
-    /// `CTRL_BREAK_EVENT` to the main process's console group; `false` when
-    /// there is no such step here (no group of its own, a custom Unix
-    /// ladder, no shared console — then the kill is forced at once rather
-    /// than waiting a grace that nothing asked to use).
+    /// A PTY session's: closing its pseudoconsole (its processes get
+    /// `CTRL_CLOSE_EVENT`, and conhost ends those that stay — a hang-up).
+    /// Any other session's: `CTRL_BREAK_EVENT` to the main process's
+    /// console group. `false` when there is no such step here (closed
+    /// already, no group of its own, a custom Unix ladder, no shared
+    /// console — then the kill is forced at once rather than waiting a
+    /// grace that nothing asked to use).
     fn graceful_step(&self) -> bool {
+        if let Some(console) = &self.console {
+            return console.close_in_background();
+        }
         // Safe to aim at the group id even after the main process exited:
         // we hold its handle, so its pid (the group id) cannot be reused.
         self.new_group
             && self.ladder == Ladder::Standard
-            && console::send_ctrl_break(self.main_pid).is_ok()
+            && ctrl_event::send_ctrl_break(self.main_pid).is_ok()
     }
 
     fn terminate(&mut self, now: Instant) {
@@ -495,9 +526,10 @@ impl Watch {
         super::sys::session_members(&self.session, self.main_pid)
     }
 
-    fn send(&self, event: TreeEvent) {
+    /// Queues `event`; the listener is woken at the end of the step.
+    fn send(&mut self, event: TreeEvent) {
         // The tree may have been dropped: nobody listens then.
         let _ = self.events.send(event);
-        self.notify.notify_one();
+        self.unannounced = true;
     }
 }

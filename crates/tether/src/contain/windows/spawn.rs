@@ -86,7 +86,6 @@ pub enum Console<'a> {
     /// a child of an owner whose own stdio is redirected writes to the
     /// owner's handles instead of the pseudoconsole (microsoft/terminal
     /// #11276, and seen under Wine).
-    #[allow(dead_code)] // until PTY sessions (issue 10) use ConPTY
     Pseudo(HPCON),
 }
 
