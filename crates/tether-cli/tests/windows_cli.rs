@@ -279,7 +279,16 @@ fn tether_run_pty_runs_on_a_pseudoconsole_with_its_exit_codes() {
     assert_eq!(code(&["--", tree, "exit", "3"]), 3);
     assert_eq!(code(&["--shell", "exit /b 4"]), 4);
     assert_eq!(
-        code(&["--timeout", "300ms", "--grace", "100ms", "--", tree, "sleep", "30"]),
+        code(&[
+            "--timeout",
+            "300ms",
+            "--grace",
+            "100ms",
+            "--",
+            tree,
+            "sleep",
+            "30"
+        ]),
         124
     );
     let out = tether_exe()
@@ -350,7 +359,10 @@ fn tether_mcp_runs_a_pty_session_in_a_job() {
         .filter(|t| t.tag.session == session && t.tag.owner_pid == server.id())
         .map(|t| pin(t.info.pid))
         .collect();
-    assert!(!members.is_empty(), "no process carries session {session}'s tag");
+    assert!(
+        !members.is_empty(),
+        "no process carries session {session}'s tag"
+    );
     // EOF on stdin: the server kills every session, verifies it empty,
     // and exits.
     drop(stdin);

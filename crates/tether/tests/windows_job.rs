@@ -278,7 +278,10 @@ fn a_pty_child_and_its_grandchild_are_in_the_job_and_a_kill_is_verified() {
         .spawn()
         .unwrap();
     assert_eq!(child.containment(), Containment::Job);
-    assert!(child.stdout.is_none(), "a PTY child's streams are its console");
+    assert!(
+        child.stdout.is_none(),
+        "a PTY child's streams are its console"
+    );
     let pty = child.pty.take().expect("a PTY child has a Pty");
     assert_eq!(pty.size().unwrap(), pty_size());
     let main = pin(child.id());
@@ -346,7 +349,11 @@ fn dropping_a_pty_childs_pty_hangs_its_console_up() {
     // ends the console as a Unix master's close hangs the terminal up.
     drop(pty);
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(12), "CTRL_CLOSE_EVENT reached the command");
+    assert_eq!(
+        status.code(),
+        Some(12),
+        "CTRL_CLOSE_EVENT reached the command"
+    );
 }
 
 #[test]
@@ -376,9 +383,7 @@ fn the_graceful_rung_of_a_pty_kill_is_the_consoles_close() {
 #[test]
 fn ctrl_c_typed_into_a_pty_reaches_the_command() {
     if let Some(v) = wine() {
-        eprintln!(
-            "skipped under Wine {v}: typed input never reaches a pseudoconsole child there"
-        );
+        eprintln!("skipped under Wine {v}: typed input never reaches a pseudoconsole child there");
         return;
     }
     let mut child = tree_command(&["console-events"])
@@ -393,4 +398,3 @@ fn ctrl_c_typed_into_a_pty_reaches_the_command() {
     assert_eq!(status.code(), Some(10), "CTRL_C_EVENT reached the command");
     read_to_eof(pty, PTY_BOUND);
 }
-

@@ -102,10 +102,18 @@ fn owner_terminated_kills_a_pty_sessions_tree_and_its_conhost() {
     // must outlive the job to paint the last frame): it must go too.
     let hosts: Vec<tether::sys::Pinned> = tether::sys::children(owner.identity().pid)
         .into_iter()
-        .filter(|&pid| tether::sys::describe(pid).to_ascii_lowercase().contains("conhost"))
+        .filter(|&pid| {
+            tether::sys::describe(pid)
+                .to_ascii_lowercase()
+                .contains("conhost")
+        })
         .map(pin)
         .collect();
-    assert_eq!(hosts.len(), 1, "the owner's one conhost (for its one session)");
+    assert_eq!(
+        hosts.len(),
+        1,
+        "the owner's one conhost (for its one session)"
+    );
     assert!(owner.kill().unwrap(), "TerminateProcess of the owner");
     assert_dies(&child, "child on a pseudoconsole");
     assert_dies(&grandchild, "grandchild of a PTY child");

@@ -268,10 +268,7 @@ async fn close_stdin_on_a_pty_is_ctrl_z_enter_an_end_of_file() {
         .run(RunSpec::argv([helper().into_os_string(), "cat".into()]).pty(pty_size()))
         .await
         .unwrap();
-    registry
-        .write(id.as_str(), b"line-one\r")
-        .await
-        .unwrap();
+    registry.write(id.as_str(), b"line-one\r").await.unwrap();
     until(&registry, id.as_str(), 0, "line-one").await;
     registry.close_stdin(id.as_str()).unwrap();
     let info = settled(&registry, id.as_str()).await;
@@ -285,8 +282,8 @@ async fn resize_reaches_the_console_and_the_screen() {
     if let Some(v) = wine() {
         // cmd /k ends at once there (NULL stdin): hold the console open
         // with a sleeper instead.
-        let spec = RunSpec::argv([helper().into_os_string(), "sleep".into(), "60".into()])
-            .pty(pty_size());
+        let spec =
+            RunSpec::argv([helper().into_os_string(), "sleep".into(), "60".into()]).pty(pty_size());
         let id = registry.run(spec).await.unwrap();
         match registry.resize(id.as_str(), bigger) {
             Err(e) => {

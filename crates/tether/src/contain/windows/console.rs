@@ -211,12 +211,7 @@ fn copy_console_in(stdin: HANDLE, done: HANDLE, pty: &Pty) -> io::Result<()> {
         let mut got = 0u32;
         // SAFETY: valid console input handle, buffer of `records.len()`.
         let ok = unsafe {
-            ReadConsoleInputW(
-                stdin,
-                records.as_mut_ptr(),
-                records.len() as u32,
-                &mut got,
-            )
+            ReadConsoleInputW(stdin, records.as_mut_ptr(), records.len() as u32, &mut got)
         };
         if ok == 0 {
             return Err(WinError::last("ReadConsoleInputW"));

@@ -173,8 +173,15 @@ fn open_unless(
     pty: bool,
     io: &ChildIo,
     which: Which,
-) -> std::io::Result<(Option<std::os::windows::io::OwnedHandle>, Option<std::fs::File>)> {
-    if pty { Ok((None, None)) } else { open(io, which) }
+) -> std::io::Result<(
+    Option<std::os::windows::io::OwnedHandle>,
+    Option<std::fs::File>,
+)> {
+    if pty {
+        Ok((None, None))
+    } else {
+        open(io, which)
+    }
 }
 
 /// The executable to start and its command line:

@@ -57,10 +57,10 @@ mod win_error;
 pub(crate) mod wine;
 
 pub(crate) use async_pipe::{AsyncReader, AsyncWriter};
+pub(crate) use console::{Console, WinchWatcher};
 pub(crate) use forward::Forwarder;
 pub(crate) use job::Breakaway;
 pub(crate) use launch::spawn;
-pub(crate) use console::{Console, WinchWatcher};
 pub(crate) use pty::Pty;
 pub(crate) use stdio::{OwnedIo, PipeEnd, output_pipe, read_both};
 pub(crate) use tree::{Tree, TreeHandle, TreeWatcher};
