@@ -125,8 +125,12 @@ test('an aborted run (notifications/cancelled) leaves no process', async () => {
     controller.abort('the user pressed stop');
     await assert.rejects(running);
     assert.deepEqual(await waitAllDead(sessionTag), []);
+    // The processes are dead; the session's completion is published a
+    // moment later (after its output is drained): `wait` returns with it.
     const listed = await call(client, 'list', {});
-    assert.deepEqual(listed.sessions.map((s) => s.status), ['killed']);
+    assert.equal(listed.sessions.length, 1, JSON.stringify(listed));
+    const ended = await call(client, 'wait', { id: listed.sessions[0].id, timeout_s: 10 });
+    assert.equal(ended.status, 'killed', JSON.stringify(ended));
   } finally {
     await client.close();
   }
