@@ -221,3 +221,42 @@ pub fn wait_for_stable(tag: &str, bound: Duration) -> Vec<u32> {
         last = now;
     }
 }
+
+/// Waits until a live process carrying `tag` runs `program` (its argv[0],
+/// so it has exec'd) and leads its terminal's foreground process group —
+/// the moment a key typed into the terminal reaches it rather than the
+/// shell that forked it — for at most `bound`; its pid. A job-control
+/// shell hands the terminal over between its fork and the exec, and
+/// neither raises an event outside the tree, so this polls every 5 ms.
+pub fn wait_for_foreground(tag: &str, program: &str, bound: Duration) -> Option<u32> {
+    let deadline = Instant::now() + bound;
+    loop {
+        let found = tagged_pids(tag).into_iter().find(|&pid| {
+            let argv0_matches = fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).next() == Some(program.as_bytes()));
+            argv0_matches && leads_foreground(pid)
+        });
+        if found.is_some() || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether `pid`'s process group is its terminal's foreground group
+/// (`/proc/<pid>/stat`: field 5 is the group, field 8 the terminal's
+/// foreground group).
+fn leads_foreground(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    // After the command name: state, ppid, pgrp, session, tty_nr, tpgid.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    matches!(
+        (fields.get(2).and_then(|f| f.parse::<i32>().ok()), fields.get(5).and_then(|f| f.parse::<i32>().ok())),
+        (Some(pgrp), Some(tpgid)) if pgrp > 0 && pgrp == tpgid
+    )
+}

@@ -12,7 +12,8 @@ use tether::registry::{
 };
 use tether::terminal::PtySize;
 use tether_testkit::{
-    TAG_VAR, TagGuard, Tree, fd_count, tagged_pids, wait_all_dead, wait_for_count, zombie_children,
+    TAG_VAR, TagGuard, Tree, fd_count, tagged_pids, wait_all_dead, wait_for_count,
+    wait_for_foreground, zombie_children,
 };
 
 /// `sh -c script` on a PTY of the default size, tagged.
@@ -155,10 +156,11 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_keeps_serving() {
         .write(id.as_str(), b"sleep 100; echo after-$?\r")
         .await
         .unwrap();
-    // The sleep runs (tagged, in the terminal's foreground group).
+    // The sleep runs in the terminal's foreground group: a Ctrl-C typed
+    // before the shell hands the terminal over would reach the shell.
     assert!(
-        wait_for_count(guard.tag(), 2, BOUND) >= 2,
-        "sleep never started"
+        wait_for_foreground(guard.tag(), "sleep", BOUND).is_some(),
+        "sleep never became the terminal's foreground job"
     );
     let ctrl_c = registry.keys(id.as_str(), &["Ctrl-C"]).unwrap();
     assert_eq!(ctrl_c, [3]);
