@@ -51,6 +51,31 @@ fn assert_dies(p: &Pinned, what: &str) {
     assert!(p.has_exited(), "{what} (pid {}) survived", p.identity().pid);
 }
 
+/// Runs `cmd` to its end, with stdout captured; fails the test (after
+/// killing it) if it has not ended within `bound` — a hang is a failure
+/// here, never a stuck CI run.
+fn output_within(mut cmd: Command, bound: Duration) -> std::process::Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(bound) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            let _ = Command::new("taskkill")
+                .args(["/F", "/T", "/PID", &pid.to_string()])
+                .status();
+            panic!("{cmd:?} did not end within {bound:?}");
+        }
+    }
+}
+
 fn run_code(args: &[&str]) -> i32 {
     tether_exe()
         .arg("run")
@@ -266,16 +291,13 @@ fn tether_run_pty_runs_on_a_pseudoconsole_with_its_exit_codes() {
     // stdin is not a console here (nor under CI): the pass-through copies
     // the pseudoconsole's output until its end of file, which follows the
     // job's end and the console's close.
-    let code = |args: &[&str]| {
-        tether_exe()
-            .args(["run", "--pty"])
-            .args(args)
-            .stdin(Stdio::null())
-            .status()
-            .unwrap()
-            .code()
-            .unwrap()
+    let bound = Duration::from_secs(60);
+    let run = |args: &[&str]| {
+        let mut cmd = tether_exe();
+        cmd.args(["run", "--pty"]).args(args).stdin(Stdio::null());
+        output_within(cmd, bound)
     };
+    let code = |args: &[&str]| run(args).status.code().unwrap();
     assert_eq!(code(&["--", tree, "exit", "3"]), 3);
     assert_eq!(code(&["--shell", "exit /b 4"]), 4);
     assert_eq!(
@@ -291,11 +313,7 @@ fn tether_run_pty_runs_on_a_pseudoconsole_with_its_exit_codes() {
         ]),
         124
     );
-    let out = tether_exe()
-        .args(["run", "--pty", "--shell", "echo pty-out"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run(&["--shell", "echo pty-out"]);
     assert!(out.status.success(), "{out:?}");
     match wine_version() {
         Some(v) => eprintln!(
