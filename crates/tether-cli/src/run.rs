@@ -209,15 +209,17 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     forwarder.forward_to(&child)?;
 
     if let Some(passthrough) = &passthrough {
-        {
-            let pty = child.pty.take().expect("a PTY child has a master");
-            // Until nobody holds the terminal: the program and whatever it
-            // left are gone (exited, timed out, killed by a forwarded
-            // signal). The terminal's mode is restored before this
-            // returns, either way; the master closes with this scope.
-            passthrough.attach(&pty)?;
-        }
+        let pty = child.pty.take().expect("a PTY child has a master");
+        // Until nobody holds the terminal: the program and whatever it
+        // left are gone (exited, timed out, killed by a forwarded signal)
+        // or have closed it. The terminal's mode is restored before this
+        // returns, either way.
+        passthrough.attach(&pty)?;
+        // The master stays open until the program has exited: closing it
+        // hangs the terminal up, and a program that closed its terminal
+        // just before exiting (GNU tools do) would die of that SIGHUP.
         let status = child.wait()?;
+        drop(pty);
         record_end(recorder, &child, &status);
         return Ok(exit_code(&status));
     }

@@ -133,7 +133,12 @@ async fn python_repl_answers_one_plus_one() {
         .await
         .unwrap();
     let info = settled(&registry, cat.as_str()).await;
-    assert_eq!(info.exit.unwrap().code(), Some(0));
+    assert_eq!(
+        info.exit.unwrap().code(),
+        Some(0),
+        "{info:?}; output {:?}",
+        text(&registry, cat.as_str())
+    );
     assert_eq!(text(&registry, cat.as_str()), "typed\r\ntyped\r\n");
     // ...and Ctrl-D at the prompt (close_stdin) ends the REPL.
     registry.close_stdin(id.as_str()).unwrap();
@@ -185,6 +190,29 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_keeps_serving() {
     registry.write(id.as_str(), b"exit 3\r").await.unwrap();
     let info = settled(&registry, id.as_str()).await;
     assert_eq!(info.exit.unwrap().code(), Some(3));
+}
+
+/// A program that closes its terminal and only then exits: the master
+/// reads EOF at the close, and closing the master then would hang the
+/// terminal up. Before the fix the program died of that SIGHUP (GNU `cat`
+/// closes its streams before exiting; it did 2 times in 25 under load);
+/// the half second here makes the window certain, not the test's timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_closes_its_terminal_before_exiting_is_not_hung_up_on() {
+    let guard = TagGuard::new("registry-pty-close-first");
+    let registry = registry();
+    let id = registry
+        .run(pty_shell(
+            guard.tag(),
+            "echo closing; exec 0<&- 1>&- 2>&-; sleep 0.5; exit 7",
+        ))
+        .await
+        .unwrap();
+    let info = settled(&registry, id.as_str()).await;
+    assert_eq!(info.exit.unwrap().code(), Some(7), "{info:?}");
+    assert!(info.output_eof);
+    assert_eq!(text(&registry, id.as_str()), "closing\r\n");
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
 
 /// A program that asks the terminal something and blocks for the answer.
