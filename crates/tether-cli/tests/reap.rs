@@ -236,31 +236,7 @@ const PIDNS_SCENARIO: &str = "TETHER_REAP_TEST_PIDNS_SCENARIO";
 /// Runs `scenario` (a test of this file) as pid 1 of a private pid
 /// namespace; skips with a message when not root or without `unshare`.
 fn in_private_pid_namespace(scenario: &str) {
-    if !tether_testkit::require_root("forcing pid reuse") {
-        return;
-    }
-    let unshare = Command::new("unshare").arg("--version").output();
-    if !tether_testkit::require(
-        unshare.is_ok_and(|o| o.status.success()),
-        "no unshare(1) (util-linux)",
-    ) {
-        return;
-    }
-    let out = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc"])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", scenario, "--nocapture", "--test-threads=1"])
-        .env(PIDNS_SCENARIO, "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "scenario failed:\n{text}");
-    assert!(text.contains("1 passed"), "scenario did not run:\n{text}");
+    tether_testkit::run_in_private_pid_namespace(scenario, PIDNS_SCENARIO);
 }
 
 /// Whether this process is the scenario inside the namespace.

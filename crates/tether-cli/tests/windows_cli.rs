@@ -148,33 +148,72 @@ fn killing_tether_run_kills_the_tree() {
     let _ = run.wait();
 }
 
+/// `tether mcp` on pipes, driven by raw JSON-RPC lines.
+struct Mcp {
+    server: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+    /// Answers read while looking for another id: calls run concurrently,
+    /// so answers come in any order.
+    early: std::collections::HashMap<u64, serde_json::Value>,
+}
+
+/// The `initialize` request and its notification, ids 1 and none.
+const INITIALIZE: [&str; 2] = [
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+];
+
+impl Mcp {
+    fn start() -> Mcp {
+        let mut server = tether_exe()
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start tether mcp");
+        Mcp {
+            stdin: server.stdin.take(),
+            stdout: BufReader::new(server.stdout.take().unwrap()),
+            server,
+            early: std::collections::HashMap::new(),
+        }
+    }
+
+    fn send(&mut self, request: &str) {
+        writeln!(self.stdin.as_mut().unwrap(), "{request}").unwrap();
+    }
+
+    /// The answer to request `id`.
+    fn answer(&mut self, id: u64) -> serde_json::Value {
+        loop {
+            if let Some(a) = self.early.remove(&id) {
+                return a;
+            }
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).expect("read answer");
+            let value: serde_json::Value = serde_json::from_str(&line).expect("JSON answer");
+            if let Some(got) = value["id"].as_u64() {
+                self.early.insert(got, value);
+            }
+        }
+    }
+
+    /// EOF on stdin: the server kills every session, verifies it empty,
+    /// and exits; its exit code.
+    fn close(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        self.server.wait().unwrap().code()
+    }
+}
+
 #[test]
 fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
-    let mut server = tether_exe()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start tether mcp");
-    let mut stdin = server.stdin.take().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    // Calls run concurrently: answers come in any order, matched by id.
-    let mut answers = std::collections::HashMap::new();
-    let mut answer = |id: u64| loop {
-        if let Some(a) = answers.remove(&id) {
-            return a;
-        }
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("read answer");
-        let value: serde_json::Value = serde_json::from_str(&line).expect("JSON answer");
-        if let Some(got) = value["id"].as_u64() {
-            answers.insert(got, value);
-        }
-    };
+    let mut mcp = Mcp::start();
     let tree = win_tree().to_string_lossy().replace('\\', "\\\\");
     let requests = [
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        INITIALIZE[0].to_owned(),
+        INITIALIZE[1].to_owned(),
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.to_owned(),
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo hello & exit /b 3"}}}"#.to_owned(),
         format!(
@@ -182,10 +221,10 @@ fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
         ),
     ];
     for request in &requests {
-        writeln!(stdin, "{request}").unwrap();
+        mcp.send(request);
     }
-    assert_eq!(answer(1)["result"]["serverInfo"]["name"], "tether");
-    let tools = answer(2);
+    assert_eq!(mcp.answer(1)["result"]["serverInfo"]["name"], "tether");
+    let tools = mcp.answer(2);
     let run_tool = tools["result"]["tools"]
         .as_array()
         .unwrap()
@@ -200,7 +239,7 @@ fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
             .contains("cmd.exe"),
         "{run_tool}"
     );
-    let result = answer(3);
+    let result = mcp.answer(3);
     let body = &result["result"]["structuredContent"];
     assert_eq!(body["status"], "exited", "{result}");
     assert_eq!(body["exit_code"], 3, "{result}");
@@ -208,7 +247,7 @@ fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
         body["output"].as_str().unwrap().replace("\r\n", "\n"),
         "hello \n"
     );
-    let result = answer(4);
+    let result = mcp.answer(4);
     let body = &result["result"]["structuredContent"];
     assert_eq!(body["status"], "exited", "{result}");
     let pids: Vec<u32> = body["output"]
@@ -217,9 +256,7 @@ fn tether_mcp_runs_cmd_exe_commands_in_a_job_and_leaves_nothing_on_eof() {
         .split_whitespace()
         .map(|p| p.parse().unwrap())
         .collect();
-    drop(stdin);
-    let status = server.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(mcp.close(), Some(0));
     // The leftover of `tree-exit` stays contained while the server runs and
     // was killed before the server exited.
     for pid in pids {
@@ -329,44 +366,29 @@ fn tether_run_pty_runs_on_a_pseudoconsole_with_its_exit_codes() {
 
 #[test]
 fn tether_mcp_runs_a_pty_session_in_a_job() {
-    let mut server = tether_exe()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start tether mcp");
-    let mut stdin = server.stdin.take().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut answer = |id: u64| loop {
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("read answer");
-        let value: serde_json::Value = serde_json::from_str(&line).expect("JSON answer");
-        if value["id"].as_u64() == Some(id) {
-            return value;
-        }
-    };
+    let mut mcp = Mcp::start();
     let tree = win_tree().to_string_lossy().replace('\\', "\\\\");
     let requests = [
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        INITIALIZE[0].to_owned(),
+        INITIALIZE[1].to_owned(),
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo on-a-pty& exit /b 6","pty":true,"rows":24,"cols":80}}}"#.to_owned(),
         format!(
             r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"run","arguments":{{"argv":["{tree}","tree","60"],"pty":true,"yield_s":1}}}}}}"#
         ),
     ];
     for request in &requests[..3] {
-        writeln!(stdin, "{request}").unwrap();
+        mcp.send(request);
     }
-    assert_eq!(answer(1)["result"]["serverInfo"]["name"], "tether");
-    let result = answer(2);
+    assert_eq!(mcp.answer(1)["result"]["serverInfo"]["name"], "tether");
+    let result = mcp.answer(2);
     let body = &result["result"]["structuredContent"];
     assert_eq!(body["status"], "exited", "{result}");
     assert_eq!(body["exit_code"], 6, "{result}");
     if wine_version().is_none() {
         assert!(result.to_string().contains("on-a-pty"), "{result}");
     }
-    writeln!(stdin, "{}", requests[3]).unwrap();
-    let result = answer(3);
+    mcp.send(&requests[3]);
+    let result = mcp.answer(3);
     let body = &result["result"]["structuredContent"];
     assert_eq!(body["status"], "running", "{result}");
     // The session's processes, by their spawn tag.
@@ -374,18 +396,14 @@ fn tether_mcp_runs_a_pty_session_in_a_job() {
     let members: Vec<Pinned> = sys::scan_tagged()
         .tagged
         .iter()
-        .filter(|t| t.tag.session == session && t.tag.owner_pid == server.id())
+        .filter(|t| t.tag.session == session && t.tag.owner_pid == mcp.server.id())
         .map(|t| pin(t.info.pid))
         .collect();
     assert!(
         !members.is_empty(),
         "no process carries session {session}'s tag"
     );
-    // EOF on stdin: the server kills every session, verifies it empty,
-    // and exits.
-    drop(stdin);
-    let status = server.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(mcp.close(), Some(0));
     for p in &members {
         assert_dies(p, "a PTY session's process after tether mcp exited");
     }

@@ -215,41 +215,54 @@ pub fn fit_suffix(raw: &[u8], budget: usize) -> (String, usize) {
     (render(&raw[good..]), good)
 }
 
+/// An output stream held in memory, for the tests of this crate's
+/// readers: `gone` bytes at its start were dropped, and a read serves at
+/// most `chunk` bytes, like a ring split in parts.
+#[cfg(test)]
+pub(crate) struct Memory {
+    pub bytes: Vec<u8>,
+    pub gone: u64,
+    pub eof: bool,
+    pub chunk: usize,
+}
+
+#[cfg(test)]
+impl Memory {
+    /// `bytes`, nothing dropped, 1000 bytes a read.
+    pub fn new(bytes: Vec<u8>, eof: bool) -> Memory {
+        Memory {
+            bytes,
+            gone: 0,
+            eof,
+            chunk: 1000,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Source for Memory {
+    fn read(&self, offset: u64, max: usize) -> Result<ReadResult, tether::Error> {
+        let end = self.gone + self.bytes.len() as u64;
+        let from = offset.max(self.gone).min(end);
+        let to = (from + max.min(self.chunk) as u64).min(end);
+        let data = self.bytes[(from - self.gone) as usize..(to - self.gone) as usize].to_vec();
+        Ok(ReadResult {
+            data,
+            offset: from,
+            next_offset: to,
+            dropped: from.saturating_sub(offset),
+            end_offset: end,
+            eof: self.eof && to == end,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A stream held in memory; `gone` bytes at its start were dropped.
-    struct Stream {
-        bytes: Vec<u8>,
-        gone: u64,
-        eof: bool,
-    }
-
-    impl Source for Stream {
-        fn read(&self, offset: u64, max: usize) -> Result<ReadResult, tether::Error> {
-            let end = self.gone + self.bytes.len() as u64;
-            let from = offset.max(self.gone).min(end);
-            // Serve at most 1000 bytes a call, like a ring split in parts.
-            let to = (from + max.min(1000) as u64).min(end);
-            let data = self.bytes[(from - self.gone) as usize..(to - self.gone) as usize].to_vec();
-            Ok(ReadResult {
-                data,
-                offset: from,
-                next_offset: to,
-                dropped: from.saturating_sub(offset),
-                end_offset: end,
-                eof: self.eof && to == end,
-            })
-        }
-    }
-
-    fn stream(bytes: &[u8], eof: bool) -> Stream {
-        Stream {
-            bytes: bytes.to_vec(),
-            gone: 0,
-            eof,
-        }
+    fn stream(bytes: &[u8], eof: bool) -> Memory {
+        Memory::new(bytes.to_vec(), eof)
     }
 
     #[test]
@@ -349,10 +362,9 @@ mod tests {
 
     #[test]
     fn dropped_bytes_are_counted() {
-        let s = Stream {
-            bytes: b"tail\n".to_vec(),
+        let s = Memory {
             gone: 100,
-            eof: true,
+            ..Memory::new(b"tail\n".to_vec(), true)
         };
         let e = excerpt(&s, "abcd", None, 0, 100).unwrap();
         assert_eq!(

@@ -206,32 +206,18 @@ impl Search<'_> {
 
 #[cfg(test)]
 mod tests {
-    use tether::registry::ReadResult;
-
     use super::*;
+    use crate::excerpt::Memory;
 
-    struct Stream(Vec<u8>);
-
-    impl Source for Stream {
-        fn read(&self, offset: u64, max: usize) -> Result<ReadResult, tether::Error> {
-            let end = self.0.len() as u64;
-            let from = offset.min(end);
-            let to = (from + max.min(1000) as u64).min(end);
-            Ok(ReadResult {
-                data: self.0[from as usize..to as usize].to_vec(),
-                offset: from,
-                next_offset: to,
-                dropped: 0,
-                end_offset: end,
-                eof: to == end,
-            })
-        }
+    /// `bytes`, whole, served 1000 bytes a read.
+    fn stream(bytes: Vec<u8>) -> Memory {
+        Memory::new(bytes, true)
     }
 
     #[test]
     fn matches_come_with_context_numbers_and_offsets() {
         let text: String = (1..=100).map(|i| format!("line {i}\n")).collect();
-        let s = Stream(text.into_bytes());
+        let s = stream(text.into_bytes());
         let re = Regex::new("^line (50|52|90)$").unwrap();
         let found = grep(&s, &re, 0, 1, 10, 10_000).unwrap();
         assert_eq!(found.count, 3);
@@ -252,7 +238,7 @@ mod tests {
     #[test]
     fn the_budget_cuts_the_text_but_not_the_count() {
         let text: String = (1..=10_000).map(|i| format!("{i}\n")).collect();
-        let s = Stream(text.into_bytes());
+        let s = stream(text.into_bytes());
         let re = Regex::new("7").unwrap();
         let found = grep(&s, &re, 0, 0, 5, 200).unwrap();
         assert_eq!(found.count, 3439);

@@ -233,34 +233,24 @@ fn base64(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use tether::registry::ReadResult;
+    use crate::excerpt::Memory;
 
     use super::*;
 
-    struct Stream(Vec<u8>, bool);
-
-    impl Source for Stream {
-        fn read(&self, offset: u64, max: usize) -> Result<ReadResult, tether::Error> {
-            let end = self.0.len() as u64;
-            let from = offset.min(end);
-            let to = (from + max.min(700) as u64).min(end);
-            Ok(ReadResult {
-                data: self.0[from as usize..to as usize].to_vec(),
-                offset: from,
-                next_offset: to,
-                dropped: 0,
-                end_offset: end,
-                eof: self.1 && to == end,
-            })
+    /// `bytes`, served 700 bytes a read; `eof`: the stream has ended.
+    fn memory(bytes: Vec<u8>, eof: bool) -> Memory {
+        Memory {
+            chunk: 700,
+            ..Memory::new(bytes, eof)
         }
     }
 
-    fn numbers(n: usize) -> Stream {
+    fn numbers(n: usize) -> Memory {
         let mut bytes = Vec::new();
         for i in 1..=n {
             bytes.extend_from_slice(format!("{i}\n").as_bytes());
         }
-        Stream(bytes, true)
+        memory(bytes, true)
     }
 
     #[test]
@@ -279,7 +269,7 @@ mod tests {
         assert!(p.output.len() <= 1000);
         assert_eq!(p.next_offset, p.output.len() as u64);
         assert!(p.note.unwrap().contains("output budget"));
-        let raw = page(&Stream(vec![0xff, 0xfe, b'a'], true), 0, 100, 1000, true).unwrap();
+        let raw = page(&memory(vec![0xff, 0xfe, b'a'], true), 0, 100, 1000, true).unwrap();
         assert_eq!(
             (raw.output.as_str(), raw.encoding),
             ("//5h", Some("base64"))
@@ -303,9 +293,9 @@ mod tests {
         let t = tail(&s, 5000, 100).unwrap();
         assert!(t.output.starts_with(|c: char| c.is_ascii_digit()));
         assert!(t.output.len() <= 100 && t.note.is_some());
-        let t = tail(&Stream(b"a\nb".to_vec(), true), 1, 100).unwrap();
+        let t = tail(&memory(b"a\nb".to_vec(), true), 1, 100).unwrap();
         assert_eq!(t.output, "b");
-        let t = tail(&Stream(b"a\nb\n".to_vec(), true), 5, 100).unwrap();
+        let t = tail(&memory(b"a\nb\n".to_vec(), true), 5, 100).unwrap();
         assert_eq!((t.output.as_str(), t.lines), ("a\nb\n", Some(2)));
     }
 }

@@ -260,3 +260,38 @@ fn leads_foreground(pid: u32) -> bool {
         (Some(pgrp), Some(tpgid)) if pgrp > 0 && pgrp == tpgid
     )
 }
+
+/// Runs `scenario` (a test of the calling test binary) again, as pid 1 of
+/// a private pid namespace (`unshare --pid --fork --mount-proc`) with `var`
+/// set so the scenario knows it is inside, and fails unless it ran and
+/// passed. Skips with a message (see [`require_root`](crate::require_root))
+/// when not root or without `unshare`.
+pub fn run_in_private_pid_namespace(scenario: &str, var: &str) {
+    if !crate::require_root("a private pid namespace (forcing pid reuse)") {
+        return;
+    }
+    let unshare = std::process::Command::new("unshare")
+        .arg("--version")
+        .output();
+    if !crate::require(
+        unshare.is_ok_and(|o| o.status.success()),
+        "no unshare(1) (util-linux)",
+    ) {
+        return;
+    }
+    let out = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", scenario, "--nocapture", "--test-threads=1"])
+        .env(var, "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "scenario failed:\n{text}");
+    assert!(text.contains("1 passed"), "scenario did not run:\n{text}");
+}

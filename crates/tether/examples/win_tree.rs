@@ -194,11 +194,10 @@ fn self_attach(_me: &std::path::Path, _breakaway: &str, _launcher: &str) {
     std::process::exit(2)
 }
 
+/// Installs `handler` (which exits) for console control events, prints
+/// `ready`, then waits for one.
 #[cfg(windows)]
-fn ctrl_break() {
-    unsafe extern "system" fn handler(_event: u32) -> i32 {
-        std::process::exit(7)
-    }
+fn exit_on_console_event(handler: unsafe extern "system" fn(u32) -> i32) {
     unsafe extern "system" {
         fn SetConsoleCtrlHandler(
             handler: Option<unsafe extern "system" fn(u32) -> i32>,
@@ -210,6 +209,14 @@ fn ctrl_break() {
     println!("ready");
     std::io::stdout().flush().unwrap();
     std::thread::sleep(Duration::from_secs(60));
+}
+
+#[cfg(windows)]
+fn ctrl_break() {
+    unsafe extern "system" fn handler(_event: u32) -> i32 {
+        std::process::exit(7)
+    }
+    exit_on_console_event(handler);
 }
 
 #[cfg(not(windows))]
@@ -222,17 +229,7 @@ fn console_events() {
     unsafe extern "system" fn handler(event: u32) -> i32 {
         std::process::exit(10 + event as i32)
     }
-    unsafe extern "system" {
-        fn SetConsoleCtrlHandler(
-            handler: Option<unsafe extern "system" fn(u32) -> i32>,
-            add: i32,
-        ) -> i32;
-    }
-    // SAFETY: `handler` is a valid routine for the life of the process.
-    unsafe { SetConsoleCtrlHandler(Some(handler), 1) };
-    println!("ready");
-    std::io::stdout().flush().unwrap();
-    std::thread::sleep(Duration::from_secs(60));
+    exit_on_console_event(handler);
 }
 
 #[cfg(not(windows))]

@@ -389,29 +389,7 @@ fn owner_pid_reuse_neither_fools_nor_triggers_the_watchdog() {
     if std::env::var_os(PIDNS_VAR).is_some() {
         return;
     }
-    if !tether_testkit::require_root("forcing pid reuse") {
-        return;
-    }
-    let out = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "pid_reuse_inside",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(PIDNS_VAR, "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "scenario failed:\n{text}");
-    assert!(text.contains("1 passed"), "scenario did not run:\n{text}");
+    tether_testkit::run_in_private_pid_namespace("pid_reuse_inside", PIDNS_VAR);
 }
 
 /// Spawns `cmd` at pid `pid` (free, in this namespace) by setting
