@@ -2,7 +2,7 @@
 //! double-fork orphans, nested shells) dead, timed on pidfds. Also against
 //! a fork storm (two loops spawning setsid children during the kill).
 //!
-//! `cargo bench -p tether-cli --bench owner_death` prints a markdown table.
+//! `cargo bench -p process-tether-cli --bench owner_death` prints a markdown table.
 //!
 //! The benchmark itself is in `owner_death/linux.rs`: it drives real Linux process
 //! trees, so elsewhere this target only says so.

@@ -14,7 +14,7 @@
 //! the rest, and every member blocks reading a pipe from this process, so
 //! they all exit when it closes — even if this process dies.
 //!
-//! Run: `cargo bench -p tether-cli --bench ps_reap`. The figures print first.
+//! Run: `cargo bench -p process-tether-cli --bench ps_reap`. The figures print first.
 //!
 //! The benchmark itself is in `ps_reap/linux.rs`: it drives real Linux process
 //! trees, so elsewhere this target only says so.

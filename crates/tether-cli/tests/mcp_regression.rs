@@ -1,7 +1,7 @@
 //! Regression tests of `tether mcp`, one per bug, named by what went wrong,
 //! driving the real binary over stdio the way an MCP client does. Each
 //! names the issue item it came from and failed on the code before its fix
-//! (`TETHER_TEST_BIN=<old tether> cargo test -p tether-cli --test
+//! (`TETHER_TEST_BIN=<old tether> cargo test -p process-tether-cli --test
 //! mcp_regression` shows it).
 
 // Real Linux process trees (/proc, pidfds, signals, shell fixtures): the

@@ -29,7 +29,7 @@ fn win_tree() -> PathBuf {
         .join(r"examples\win_tree.exe");
     assert!(
         path.is_file(),
-        "{} is missing: `cargo build -p tether --example win_tree`",
+        "{} is missing: `cargo build -p process-tether --example win_tree`",
         path.display()
     );
     path

@@ -1,4 +1,4 @@
-//! `cargo bench -p tether-mcp --bench mcp_turns`: the latency of the agent
+//! `cargo bench -p process-tether-mcp --bench mcp_turns`: the latency of the agent
 //! workflows of issue 12 and the memory of issue 8's pipelined burst, for
 //! this build and for the server's previous release, in one run.
 //!
@@ -20,7 +20,7 @@ fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this too:
     // only measure when asked to.
     if !std::env::args().any(|a| a == "--bench") {
-        eprintln!("mcp_turns: run with `cargo bench -p tether-mcp --bench mcp_turns`");
+        eprintln!("mcp_turns: run with `cargo bench -p process-tether-mcp --bench mcp_turns`");
         return;
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -1,7 +1,7 @@
 //! PTY sessions against their baselines, measured in the same run (this
 //! machine is shared and noisy, so only ratios mean anything).
 //!
-//! `cargo bench -p tether --bench pty` prints markdown tables:
+//! `cargo bench -p process-tether --bench pty` prints markdown tables:
 //! 1. a registry session of `/bin/true` from `run` to settled, on a PTY and
 //!    on pipes, interleaved: p50, p90, the PTY/pipe ratio;
 //! 2. capture throughput: 64 MiB written to the terminal (raw mode) into a

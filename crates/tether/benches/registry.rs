@@ -8,7 +8,7 @@
 //! * time to start 1,000 concurrent sessions;
 //! * (divan) one short command through the registry vs `std::process`.
 //!
-//! Run: `cargo bench -p tether --bench registry`. The figures print first.
+//! Run: `cargo bench -p process-tether --bench registry`. The figures print first.
 //!
 //! The benchmark itself is in `registry/linux.rs`: it drives real Linux process
 //! trees, so elsewhere this target only says so.

@@ -1,7 +1,7 @@
 //! Spawn cost: `tether::Command` against `std::process::Command` in the same
 //! run (this machine is shared and noisy, so only ratios mean anything).
 //!
-//! `cargo bench -p tether --bench spawn` prints markdown tables:
+//! `cargo bench -p process-tether --bench spawn` prints markdown tables:
 //! 1. spawn + wait of `/bin/true`: std, tether with a cold keeper, tether
 //!    with warm keepers; p50, p90 and the p50 ratio to std.
 //! 2. the same at owner RSS 0, 1 GiB and 4 GiB resident: tether never forks

@@ -1,6 +1,6 @@
 //! Owner `SIGKILL` → helper gone: `tether::watchdog` against the seed
 //! system's `getppid()` poll (every 2 s, plus a 5 s grace when a request is
-//! in flight). Run: `cargo bench -p tether --bench watchdog`.
+//! in flight). Run: `cargo bench -p process-tether --bench watchdog`.
 //!
 //! The benchmark itself is in `watchdog/linux.rs`: it drives real Linux
 //! processes (pidfds, `/proc`), so elsewhere this target only says so.

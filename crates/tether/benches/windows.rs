@@ -2,8 +2,8 @@
 //! only the ratios, measured in the same run, mean anything).
 //!
 //! ```text
-//! cargo build --release --target x86_64-pc-windows-gnu -p tether --example win_tree
-//! cargo bench --target x86_64-pc-windows-gnu -p tether --bench windows
+//! cargo build --release --target x86_64-pc-windows-gnu -p process-tether --example win_tree
+//! cargo bench --target x86_64-pc-windows-gnu -p process-tether --bench windows
 //! ```
 //!
 //! Prints markdown tables:

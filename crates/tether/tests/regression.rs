@@ -378,3 +378,39 @@ fn a_dead_warm_keeper_does_not_fail_the_next_spawn() {
 // under Ubuntu's userns restrictions — must fail the spawn rather than run
 // the command in half-made namespaces) has no test: this kernel writes the
 // maps, and nothing unprivileged can make it refuse them.
+
+/// Issue 16 item 13: `descendants_killed` counted the processes each
+/// signal delivery happened to list, so a group member that the group
+/// signal had already killed was often missed (three identical trees gave
+/// 1, 4 and 3; a PTY test saw 2 of its 3 under load). It is now every tree
+/// member other than the main process alive when the kill began.
+#[test]
+fn descendants_killed_counts_every_member_alive_when_the_kill_began() {
+    for round in 0..10 {
+        let guard = TagGuard::new("regression-killed-count");
+        // Three in the main process's group (the group signal reaches
+        // them first), two in sessions of their own (the sweep's).
+        let mut child = tether::Command::new("/bin/sh")
+            .args([
+                "-c",
+                "sleep 1000 & sleep 1000 & sleep 1000 & \
+                 setsid sleep 1000 & setsid sleep 1000 & echo ready; wait",
+            ])
+            .env(TAG_VAR, guard.tag())
+            .stdout(tether::Stdio::Piped)
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        assert_eq!(
+            tether_testkit::wait_for_count(guard.tag(), 6, Duration::from_secs(30)),
+            6
+        );
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.descendants_killed(), 5, "round {round}: {status:?}");
+        assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+    }
+}

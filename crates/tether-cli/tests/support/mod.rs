@@ -12,7 +12,7 @@ use tether_testkit::TAG_VAR;
 /// The `tether` binary under test: this build's, or the one
 /// `TETHER_TEST_BIN` names — for showing that a regression test fails
 /// against an older build (`TETHER_TEST_BIN=/old/target/debug/tether
-/// cargo test -p tether-cli --test regression`).
+/// cargo test -p process-tether-cli --test regression`).
 pub fn tether() -> Command {
     Command::new(tether_path())
 }

@@ -19,7 +19,7 @@ export function newTag(name) {
 /** A connected client to a fresh server whose environment carries `tag`. */
 export async function connect(tag, { args = [], env = {} } = {}) {
   const command = process.env.TETHER_MCP_CMD;
-  assert.ok(command, 'TETHER_MCP_CMD is not set (run through cargo test -p tether-mcp)');
+  assert.ok(command, 'TETHER_MCP_CMD is not set (run through cargo test -p process-tether-mcp)');
   const serverEnv = {
     [TAG_VAR]: tag,
     PATH: process.env.PATH ?? '/usr/bin:/bin',

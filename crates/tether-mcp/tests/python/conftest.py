@@ -36,7 +36,7 @@ BOUND = 30.0
 def server_command() -> list[str]:
     cmd = os.environ.get("TETHER_MCP_CMD")
     if not cmd:
-        pytest.fail("TETHER_MCP_CMD is not set (run these tests through `cargo test -p tether-mcp`)")
+        pytest.fail("TETHER_MCP_CMD is not set (run these tests through `cargo test -p process-tether-mcp`)")
     return shlex.split(cmd)
 
 

@@ -7,7 +7,7 @@
 //! The owner is killed at a random point of the 2 s poll period (as a real
 //! death would come), the same way for both designs.
 //!
-//! `cargo bench -p tether --bench watchdog` prints a markdown table. The
+//! `cargo bench -p process-tether --bench watchdog` prints a markdown table. The
 //! helper is this bench binary re-run with `--helper <design>`, started by
 //! an owner `sh` that passes it a spawn tag naming itself.
 

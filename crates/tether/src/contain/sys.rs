@@ -167,6 +167,13 @@ pub enum TagRead {
     Exited,
     /// The process is gone.
     Gone,
+    /// The process is still starting and its environment is not in place
+    /// yet (Windows: its loader has not run — under Wine a new process
+    /// builds its parameters itself, after its creator's `CreateProcessW`
+    /// returned). Neither tagged nor untagged: ask again. Never on Linux,
+    /// where `execve` installs the environment before the first
+    /// instruction.
+    Starting,
 }
 
 /// Like [`spawn_tag`], saying why there is none.

@@ -197,7 +197,7 @@ fn examine(proc_dir: &std::fs::File, pid: u32, uid: u32, scratch: &mut Scratch) 
             }
             _ => Found::Nothing,
         },
-        TagRead::Untagged | TagRead::Gone => Found::Nothing,
+        TagRead::Untagged | TagRead::Gone | TagRead::Starting => Found::Nothing,
     }
 }
 

@@ -52,6 +52,8 @@ const MAX_STRING_BYTES: usize = 32_767 * 2;
 // Offsets in the 64-bit structures (winternl.h and psutil's ntextapi.h).
 #[cfg(target_pointer_width = "64")]
 mod offsets {
+    /// `PEB.Ldr`: set by the new process's own loader.
+    pub const PEB_LDR: usize = 0x18;
     pub const PEB_PROCESS_PARAMETERS: usize = 0x20;
     /// `CurrentDirectory.DosPath` (a `CURDIR` starts with its path).
     pub const PARAMS_CURRENT_DIRECTORY: usize = 0x38;
@@ -63,6 +65,7 @@ mod offsets {
 }
 #[cfg(target_pointer_width = "32")]
 mod offsets {
+    pub const PEB_LDR: usize = 0x0C;
     pub const PEB_PROCESS_PARAMETERS: usize = 0x10;
     pub const PARAMS_CURRENT_DIRECTORY: usize = 0x24;
     pub const PARAMS_COMMAND_LINE: usize = 0x40;
@@ -90,6 +93,17 @@ pub fn environment(process: BorrowedHandle<'_>) -> io::Result<Environment> {
     .min(MAX_ENVIRONMENT_BYTES);
     let bytes = read(process, block, size & !1)?;
     Ok(Environment::parse(&to_u16(&bytes)))
+}
+
+/// Whether `process` has finished starting: its loader has run
+/// (`PEB.Ldr` is set by the new process's first thread, before any of its
+/// own code). Until then its parameters may not be in place — under Wine
+/// a new process builds them itself after `CreateProcessW` returned in its
+/// creator, and an environment read then came back without the spawn tag
+/// (seen in CI) — so what they hold says nothing yet.
+pub fn has_started(process: BorrowedHandle<'_>) -> io::Result<bool> {
+    let peb = peb_address(process)?;
+    Ok(read_usize(process, peb + offsets::PEB_LDR)? != 0)
 }
 
 /// The command line of `process`, as its creator passed it.
@@ -136,6 +150,16 @@ fn unicode_string(process: BorrowedHandle<'_>, string: usize, what: &str) -> io:
 
 /// Address of the target's `RTL_USER_PROCESS_PARAMETERS`.
 fn process_parameters(process: BorrowedHandle<'_>) -> io::Result<usize> {
+    let peb = peb_address(process)?;
+    let params = read_usize(process, peb + offsets::PEB_PROCESS_PARAMETERS)?;
+    if params == 0 {
+        return Err(corrupt("the PEB has no process parameters"));
+    }
+    Ok(params)
+}
+
+/// Address of the target's PEB.
+fn peb_address(process: BorrowedHandle<'_>) -> io::Result<usize> {
     let mut info = PROCESS_BASIC_INFORMATION::default();
     // SAFETY: valid handle; `info` is the structure this class fills.
     let status = unsafe {
@@ -158,11 +182,7 @@ fn process_parameters(process: BorrowedHandle<'_>) -> io::Result<usize> {
         // A process still being created, or a pico/minimal process.
         return Err(corrupt("the process has no PEB"));
     }
-    let params = read_usize(process, peb + offsets::PEB_PROCESS_PARAMETERS)?;
-    if params == 0 {
-        return Err(corrupt("the PEB has no process parameters"));
-    }
-    Ok(params)
+    Ok(peb)
 }
 
 /// Bytes from `address` to the end of its committed memory region.
@@ -250,6 +270,7 @@ mod tests {
             "{line:?} does not name {stem}"
         );
         assert!(env.get(OsStr::new("NO_SUCH_VARIABLE_HERE")).is_none());
+        assert!(has_started(me.as_handle()).unwrap());
         let cwd = current_directory(me.as_handle()).unwrap();
         let here = std::env::current_dir().unwrap();
         let cwd = std::path::PathBuf::from(cwd);

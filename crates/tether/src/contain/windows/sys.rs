@@ -134,11 +134,35 @@ pub(crate) fn short_name(pid: u32) -> String {
         .unwrap_or_default()
 }
 
-/// The tag in the environment of the process `handle` names.
+/// How long a tag read waits for a starting process to finish starting
+/// (its loader runs in well under a millisecond; a process created
+/// suspended waits for its creator, so this is a bound, not a wait).
+const STARTING_BOUND: Duration = Duration::from_millis(200);
+
+/// The tag in the environment of the process `handle` names. A process
+/// still starting is waited for (bounded: no event says "the loader has
+/// run", so this looks every millisecond), then reported as
+/// [`TagRead::Starting`] — never as untagged on the strength of
+/// parameters not yet in place.
 fn tag_of(handle: &OwnedHandle) -> TagRead {
-    if process::wait(handle.as_handle(), Some(Duration::ZERO)).unwrap_or(true) {
-        return TagRead::Gone;
+    let deadline = std::time::Instant::now() + STARTING_BOUND;
+    loop {
+        if process::wait(handle.as_handle(), Some(Duration::ZERO)).unwrap_or(true) {
+            return TagRead::Gone;
+        }
+        match peb::has_started(handle.as_handle()) {
+            Ok(true) => return started_tag_of(handle),
+            Ok(false) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(false) => return TagRead::Starting,
+            Err(_) => return TagRead::Unreadable,
+        }
     }
+}
+
+/// The tag of a process whose loader has run.
+fn started_tag_of(handle: &OwnedHandle) -> TagRead {
     match peb::environment(handle.as_handle()) {
         Ok(env) => match env.get(SPAWN_TAG_VAR.as_ref()) {
             Some(value) => match value.to_str().and_then(|v| v.parse::<SpawnTag>().ok()) {
@@ -233,7 +257,8 @@ pub(crate) fn scan_tagged(uid: u32) -> TagScan {
             .unwrap_or(TagRead::Unreadable);
         match read {
             TagRead::Tag(tag) => scan.tagged.push(TaggedProcess { info, uid, tag }),
-            TagRead::Unreadable => scan.unreadable.push(info),
+            // Listed, never signalled: what it will carry is not known yet.
+            TagRead::Unreadable | TagRead::Starting => scan.unreadable.push(info),
             TagRead::Untagged | TagRead::Gone | TagRead::Exited => {}
         }
     }
