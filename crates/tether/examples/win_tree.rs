@@ -10,6 +10,8 @@
 //! - `tree SECS`: starts a grandchild (`sleep SECS`) at once, prints
 //!   `<own pid> <grandchild pid>`, sleeps SECS;
 //! - `tree-exit`: starts a grandchild (`sleep 60`), prints both pids, exits;
+//! - `suspended`: starts a grandchild (`sleep 60`) created suspended — a
+//!   process that has not started yet — prints both pids, sleeps 60 s;
 //! - `breakaway`: tries to start a child outside its job, prints `error <code>`
 //!   or `spawned <pid>`;
 //! - `cat`: copies stdin to stdout;
@@ -62,6 +64,12 @@ fn main() {
                 .spawn()
                 .expect("grandchild");
             println!("{} {}", std::process::id(), gc.id());
+        }
+        "suspended" => {
+            let gc = suspended(&me);
+            println!("{} {}", std::process::id(), gc.id());
+            out.flush().unwrap();
+            std::thread::sleep(Duration::from_secs(60));
         }
         "breakaway" => println!("{}", breakaway(&me)),
         "cat" => {
@@ -129,6 +137,25 @@ fn grandchild_of(child: &tether::Child) -> u32 {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+#[cfg(windows)]
+fn suspended(me: &std::path::Path) -> std::process::Child {
+    use std::os::windows::process::CommandExt;
+    const CREATE_SUSPENDED: u32 = 0x0000_0004;
+    Command::new(me)
+        .args(["sleep", "60"])
+        .creation_flags(CREATE_SUSPENDED)
+        .spawn()
+        .expect("suspended grandchild")
+}
+
+#[cfg(not(windows))]
+fn suspended(me: &std::path::Path) -> std::process::Child {
+    Command::new(me)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("grandchild")
 }
 
 #[cfg(windows)]

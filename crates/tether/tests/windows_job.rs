@@ -170,6 +170,30 @@ fn every_process_carries_the_spawn_tag() {
     child.kill().unwrap();
 }
 
+/// Issue 16 item 13: a tag read of a process that has not finished
+/// starting said `Untagged` (under Wine a new process builds its own
+/// parameters after its creator's `CreateProcessW` returned; `ps` would
+/// have called a fresh session's process untagged). A process created
+/// suspended has not started at all: its read must say so.
+#[test]
+fn a_process_that_has_not_started_is_starting_never_untagged() {
+    let mut child = tree_command(&["suspended"])
+        .stdout(Stdio::Piped)
+        .spawn()
+        .unwrap();
+    let ids = pids(&first_line(&mut child));
+    assert_eq!(
+        tether::sys::read_spawn_tag(ids[1]),
+        tether::sys::TagRead::Starting
+    );
+    // Its running parent, started the same way, is tagged.
+    assert!(matches!(
+        tether::sys::read_spawn_tag(ids[0]),
+        tether::sys::TagRead::Tag(_)
+    ));
+    child.kill().unwrap();
+}
+
 #[test]
 fn uncontained_only_by_explicit_policy_and_reported_as_none() {
     let mut child = tree_command(&["sleep", "60"])

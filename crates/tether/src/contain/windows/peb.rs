@@ -74,10 +74,39 @@ mod offsets {
     pub const UNICODE_STRING_BUFFER: usize = 4;
 }
 
+/// How many times a read that raced the target's own update of its
+/// parameters is tried again.
+const RACED_READS: usize = 3;
+
 /// The environment block of `process`, parsed.
+///
+/// A starting process moves its parameters and environment once (Wine's
+/// loader copies both into heap blocks of their own and swaps the
+/// pointers; `SetEnvironmentVariableW` can reallocate the block later), so
+/// a block read in the middle of a swap can be a stale or half-written
+/// copy. The pointers are read again after the block: if either moved, the
+/// read raced and is repeated, and a block that keeps moving is an error,
+/// never a guess.
 pub fn environment(process: BorrowedHandle<'_>) -> io::Result<Environment> {
-    let params = process_parameters(process)?;
-    let block = read_usize(process, params + offsets::PARAMS_ENVIRONMENT)?;
+    for _ in 0..RACED_READS {
+        let params = process_parameters(process)?;
+        let block = read_usize(process, params + offsets::PARAMS_ENVIRONMENT)?;
+        let environment = environment_at(process, params, block)?;
+        let params_now = process_parameters(process)?;
+        let block_now = read_usize(process, params_now + offsets::PARAMS_ENVIRONMENT)?;
+        if (params, block) == (params_now, block_now) {
+            return Ok(environment);
+        }
+    }
+    Err(corrupt("the environment kept moving while it was read"))
+}
+
+/// The environment block at `block`, whose parameters are at `params`.
+fn environment_at(
+    process: BorrowedHandle<'_>,
+    params: usize,
+    block: usize,
+) -> io::Result<Environment> {
     if block == 0 {
         return Err(corrupt("the environment pointer is NULL"));
     }
