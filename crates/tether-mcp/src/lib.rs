@@ -151,6 +151,8 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
             ..tether::registry::RegistryConfig::default()
         },
         shell: options.shell,
+        names: tools::Names::new(options.tool_prefix),
+        grep_time: Duration::from_secs_f64(options.grep_time_s),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

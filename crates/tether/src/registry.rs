@@ -143,6 +143,11 @@ pub struct ReadResult {
     /// The stream is finished (every writer gone) and this read reached
     /// its end: nothing more will ever come.
     pub eof: bool,
+    /// The stream's bytes that are gone, as of this read, whether or not
+    /// this read reached them: where, their newline count, and why (the
+    /// spill cap, or the error that stopped the spill file — e.g. a full
+    /// disk). `None` while every byte is readable.
+    pub gap: Option<crate::output::Gap>,
 }
 
 /// What [`Registry::run_and_wait`] found.
@@ -355,6 +360,7 @@ impl Registry {
             next_offset: chunk.next_offset,
             dropped: chunk.dropped,
             end_offset,
+            gap: chunk.gap,
         })
     }
 

@@ -52,7 +52,7 @@ test('readiness: run until, and wait until after a yield', async () => {
   const tag = tagFor('ready');
   const client = await connect(tag);
   try {
-    let body = await call(client, 'run', { command: 'exec python3 -u -m http.server 0', until: READY_LINE, yield_s: 60 });
+    let body = await call(client, 'run', { command: 'exec python3 -u -m http.server 0', until: READY_LINE, yield_s: 50 });
     assert.equal(body.status, 'running');
     assert.equal(body.matched, true);
     body = await call(client, 'run', { command: 'exec python3 -u -m http.server 0', yield_s: 0.5 });
@@ -115,7 +115,7 @@ test('an aborted run (notifications/cancelled) leaves no process', async () => {
         arguments: {
           command: 'setsid sleep 1000 & nohup sleep 1000 >/dev/null 2>&1 & exec sleep 1000',
           env: { TETHER_TEST_TAG: sessionTag },
-          yield_s: 120,
+          yield_s: 50,
         },
       },
       undefined,
