@@ -489,7 +489,19 @@ impl Terminal {
                     None
                 }
             };
-            grep(&source, &query, &stop)
+            let found = grep(&source, &query, &stop);
+            if let Ok(Found {
+                stopped: Some(stopped),
+                ..
+            }) = &found
+            {
+                tracing::info!(
+                    "grep of {id} stopped at offset {} ({:?})",
+                    stopped.at,
+                    stopped.why
+                );
+            }
+            found
         });
         tokio::select! {
             scanned = scan => match scanned {

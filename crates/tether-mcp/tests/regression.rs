@@ -1,8 +1,10 @@
 //! Regression tests of `tether mcp`, one per bug, named by what went wrong,
 //! driving the real server over stdio the way an MCP client does. Each
 //! names the issue item it came from and failed on the code before its
-//! fix. (Most of the server's client-level tests are the Python and
-//! TypeScript suites; these need root or a spill directory of their own.)
+//! fix (`TETHER_MCP_BIN=<old tether-mcp> cargo test -p process-tether-mcp
+//! --test regression` shows it). Most of the server's client-level tests
+//! are the Python and TypeScript suites; these need root or a spill
+//! directory of their own.
 
 // Real Linux process trees and file systems (tmpfs): the suite runs on
 // Linux; macOS is type-checked, Windows has its own tests.
@@ -35,7 +37,9 @@ struct Server {
 impl Server {
     /// Starts the server with `env` set and completes the handshake.
     fn start(tag: &str, env: &[(&str, &Path)]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether-mcp"));
+        let program = std::env::var_os("TETHER_MCP_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_tether-mcp").into());
+        let mut cmd = Command::new(program);
         cmd.env(TAG_VAR, tag)
             .env_remove(tether::SPAWN_TAG_VAR)
             .stdin(Stdio::piped())
