@@ -19,11 +19,14 @@
 
 use std::collections::VecDeque;
 
+use std::time::Duration;
+
 use regex::bytes::Regex;
 use tether::output::Gap;
 
-use crate::excerpt::Source;
-use crate::reply::GrepMatch;
+use crate::excerpt::{ReadCall, Source};
+use crate::exit::seconds;
+use crate::reply::{GapReport, GrepMatch, ReadReport};
 use crate::screen::render;
 
 /// Bytes read from the stream at a time (the session's buffer is locked
@@ -328,6 +331,84 @@ impl Search<'_, '_> {
         self.found.text.push_str(&text);
         self.last_shown = Some(line.offset + line.bytes.len() as u64);
     }
+}
+
+/// Fills `report` with a grep's result: what was found, the bytes
+/// it could not search, and — when it stopped early — where, and the
+/// exact call that goes on.
+pub fn report(
+    report: &mut ReadReport,
+    found: &Found,
+    query: &Query<'_>,
+    call: &ReadCall<'_>,
+    pattern: &str,
+    limit: Duration,
+) {
+    report.match_count = Some(found.count);
+    report.matches = Some(found.matches.clone());
+    let mut notes = Vec::new();
+    if let Some(gap) = &found.gap {
+        let gap = GapReport::from(gap);
+        report.dropped = gap.bytes;
+        notes.push(format!(
+            "{}; they were not searched{}",
+            gap.sentence(),
+            match (found.numbers_lost_at, gap.lines) {
+                (Some(at), _) => format!(
+                    "; their lines are not known, so lines from offset {at} on have no \
+                     number (line: null; offsets are exact)"
+                ),
+                (None, Some(_)) if query.from == 0 || query.first_line.is_some() => {
+                    "; line numbers after them count their lines".to_owned()
+                }
+                _ => String::new(),
+            }
+        ));
+        report.gap = Some(gap);
+    }
+    let listed = found.matches.len() as u64;
+    if found.cut || listed < found.count {
+        notes.push(format!(
+            "{} matching line(s); {} listed{} (narrow the pattern, or pass max_matches and \
+             offset)",
+            found.count,
+            listed,
+            if found.cut {
+                ", and the text is cut at the output budget"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(stopped) = found.stopped {
+        report.partial = true;
+        let why = match stopped.why {
+            Stop::TimeUp => format!("the search stopped after {} s", seconds(limit)),
+            Stop::Cancelled => "the search was cancelled".to_owned(),
+        };
+        notes.push(format!(
+            "partial: {why}, at offset {} of {}; the counts cover offsets {}..{} only",
+            stopped.at, found.stream_end, found.offset, stopped.at
+        ));
+        let mut args = format!(
+            "\"grep\": {}, \"offset\": {}",
+            serde_json::Value::from(pattern),
+            stopped.at
+        );
+        if let Some(line) = stopped.line {
+            args.push_str(&format!(", \"first_line\": {line}"));
+        }
+        args.push_str(&format!(
+            ", \"context\": {}, \"max_matches\": {}",
+            query.context, query.max_matches
+        ));
+        report.hint = Some(format!(
+            "to search the rest, call {} (each call searches for at most {} s)",
+            call.with(&args),
+            seconds(limit)
+        ));
+    }
+    report.note = (!notes.is_empty()).then(|| notes.join(". "));
 }
 
 #[cfg(test)]

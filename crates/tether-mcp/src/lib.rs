@@ -69,6 +69,7 @@ mod excerpt;
 mod exit;
 mod grep;
 mod lifecycle;
+mod names;
 mod options;
 mod params;
 mod prompt;
@@ -151,7 +152,7 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
             ..tether::registry::RegistryConfig::default()
         },
         shell: options.shell,
-        names: tools::Names::new(options.tool_prefix),
+        names: names::Names::new(options.tool_prefix),
         grep_time: Duration::from_secs_f64(options.grep_time_s),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

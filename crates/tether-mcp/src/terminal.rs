@@ -35,13 +35,14 @@ use crate::arguments::{
 use crate::excerpt::{ReadCall, Source, excerpt};
 use crate::exit::{ending, seconds};
 use crate::grep::{Found, Query, Stop, grep};
+use crate::names::Names;
 use crate::prompt::{editor_refused, waiting_prompt};
 use crate::read::{Shown, head, page, tail};
 use crate::reply::{
     Alive, GapReport, ListReport, Listed, ReadReport, Reply, ScreenReport, SessionReport, Span,
 };
 use crate::screen::render;
-use crate::tools::{MAX_WAIT_S, Names};
+use crate::tools::MAX_WAIT_S;
 
 /// Purpose written into the spawn tag of every process the server starts.
 pub const PURPOSE: &str = "mcp";
@@ -398,7 +399,14 @@ impl Terminal {
                     Ok(None) => return Reply::error("cancelled by the client"),
                     Err(e) => return self.session_error(&e, id.as_str()),
                 };
-                self.grep_report(&mut report, &found, &query, &call, pattern);
+                crate::grep::report(
+                    &mut report,
+                    &found,
+                    &query,
+                    &call,
+                    pattern,
+                    self.config.grep_time,
+                );
                 Ok(Shown {
                     output: found.text,
                     offset: found.offset,
@@ -512,87 +520,6 @@ impl Terminal {
             // The search sees the same token and stops at its next look.
             _ = context.cancel.cancelled() => Ok(None),
         }
-    }
-
-    /// The fields and notes of a grep's result: what was found, the bytes
-    /// it could not search, and — when it stopped early — where, and the
-    /// exact call that goes on.
-    fn grep_report(
-        &self,
-        report: &mut ReadReport,
-        found: &Found,
-        query: &Query<'_>,
-        call: &ReadCall<'_>,
-        pattern: &str,
-    ) {
-        report.match_count = Some(found.count);
-        report.matches = Some(found.matches.clone());
-        let mut notes = Vec::new();
-        if let Some(gap) = &found.gap {
-            let gap = GapReport::from(gap);
-            report.dropped = gap.bytes;
-            notes.push(format!(
-                "{}; they were not searched{}",
-                gap.sentence(),
-                match (found.numbers_lost_at, gap.lines) {
-                    (Some(at), _) => format!(
-                        "; their lines are not known, so lines from offset {at} on have no \
-                         number (line: null; offsets are exact)"
-                    ),
-                    (None, Some(_)) if query.from == 0 || query.first_line.is_some() => {
-                        "; line numbers after them count their lines".to_owned()
-                    }
-                    _ => String::new(),
-                }
-            ));
-            report.gap = Some(gap);
-        }
-        let listed = found.matches.len() as u64;
-        if found.cut || listed < found.count {
-            notes.push(format!(
-                "{} matching line(s); {} listed{} (narrow the pattern, or pass max_matches and \
-                 offset)",
-                found.count,
-                listed,
-                if found.cut {
-                    ", and the text is cut at the output budget"
-                } else {
-                    ""
-                }
-            ));
-        }
-        if let Some(stopped) = found.stopped {
-            report.partial = true;
-            let why = match stopped.why {
-                Stop::TimeUp => format!(
-                    "the search stopped after {} s",
-                    seconds(self.config.grep_time)
-                ),
-                Stop::Cancelled => "the search was cancelled".to_owned(),
-            };
-            notes.push(format!(
-                "partial: {why}, at offset {} of {}; the counts cover offsets {}..{} only",
-                stopped.at, found.stream_end, found.offset, stopped.at
-            ));
-            let mut args = format!(
-                "\"grep\": {}, \"offset\": {}",
-                serde_json::Value::from(pattern),
-                stopped.at
-            );
-            if let Some(line) = stopped.line {
-                args.push_str(&format!(", \"first_line\": {line}"));
-            }
-            args.push_str(&format!(
-                ", \"context\": {}, \"max_matches\": {}",
-                query.context, query.max_matches
-            ));
-            report.hint = Some(format!(
-                "to search the rest, call {} (each call searches for at most {} s)",
-                call.with(&args),
-                seconds(self.config.grep_time)
-            ));
-        }
-        report.note = (!notes.is_empty()).then(|| notes.join(". "));
     }
 
     async fn write(&self, a: WriteArgs, context: &CallContext) -> Reply {

@@ -91,7 +91,7 @@ pub async fn serve_stdio(terminal: Arc<Terminal>, closing: Closing, max_line: us
 /// The tool as rmcp declares it: named with the `--tool-prefix`, as every
 /// tool its texts name; a `--shell` other than the platform's is named
 /// wherever the texts name the shell, so the model writes for it.
-fn to_rmcp_tool(spec: ToolSpec, shell: &crate::shell::Shell, names: &tools::Names) -> Tool {
+fn to_rmcp_tool(spec: ToolSpec, shell: &crate::shell::Shell, names: &crate::names::Names) -> Tool {
     let (Value::Object(mut input), Value::Object(output)) =
         (spec.input_schema(), spec.output_schema)
     else {
@@ -126,7 +126,7 @@ fn to_rmcp_tool(spec: ToolSpec, shell: &crate::shell::Shell, names: &tools::Name
 }
 
 /// An input schema with the tool names in its argument docs rendered.
-fn render_docs(mut input: JsonObject, names: &tools::Names) -> JsonObject {
+fn render_docs(mut input: JsonObject, names: &crate::names::Names) -> JsonObject {
     if let Some(Value::Object(properties)) = input.get_mut("properties") {
         for property in properties.values_mut() {
             if let Some(Value::String(doc)) = property.get_mut("description") {

@@ -59,9 +59,10 @@ def test_a_long_grep_holds_up_no_other_call_and_says_where_it_stopped(tag):
     call (a `list` sent 0.5 s later was answered after 29–42 s), and a grep had no
     bound. Now the list is answered while the grep runs, and the grep returns
     after --grep-time-s with where it stopped and the exact call that goes on."""
-    server = grep_server(tag, "2")
+    # 5 s: the list must be answered while the grep runs; it takes ms.
+    server = grep_server(tag, "5")
     try:
-        # ~50 MB: far more than 2 s of searching with the slow engine.
+        # ~50 MB: far more than 5 s of searching with the slow engine.
         sid = slow_output(server, 1000)
         server.send({"jsonrpc": "2.0", "id": 500, "method": "tools/call",
                      "params": {"name": "read", "arguments": {"id": sid, "grep": SLOW_REGEX}}})
