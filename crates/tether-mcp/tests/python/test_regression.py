@@ -96,6 +96,30 @@ def test_a_long_grep_holds_up_no_other_call_and_says_where_it_stopped(tag):
         server.close()
 
 
+def test_a_long_wait_until_scan_holds_up_no_other_call(tag):
+    """Item 3, the same stall through `wait`: `until` with a slow-engine regex
+    from offset 0 searched all the output on the request loop (4 MB held a
+    `list` up 4.1 s on one worker) and past the wait's own timeout. The search
+    now runs on a blocking thread and ends at the timeout."""
+    # One tokio worker, as in grep_server (no grep here, so no --grep-time-s).
+    server = RawServer(tag, env={"TOKIO_WORKER_THREADS": "1"})
+    try:
+        server.initialize()
+        sid = slow_output(server, 1000)
+        # No 25-letter word: the search goes through everything it can.
+        server.send({"jsonrpc": "2.0", "id": 700, "method": "tools/call",
+                     "params": {"name": "wait", "arguments": {"id": sid, "until": r"\b\w{25}\b",
+                                                              "offset": 0, "timeout_s": 5}}})
+        server.send({"jsonrpc": "2.0", "id": 701, "method": "tools/call",
+                     "params": {"name": "list", "arguments": {}}})
+        first, second = server.recv(), server.recv()
+        assert (first["id"], second["id"]) == (701, 700), (first, second)
+        waited = second["result"]["structuredContent"]
+        assert waited["matched"] is False, waited
+    finally:
+        server.close()
+
+
 def test_a_cancelled_grep_stops_searching(tag):
     """Item 3: a grep the client cancels (notifications/cancelled) stops at once
     instead of searching on for its whole time."""
