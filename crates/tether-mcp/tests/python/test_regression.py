@@ -65,7 +65,8 @@ def test_a_long_grep_holds_up_no_other_call_and_says_where_it_stopped(tag):
         # ~50 MB: far more than 5 s of searching with the slow engine.
         sid = slow_output(server, 1000)
         server.send({"jsonrpc": "2.0", "id": 500, "method": "tools/call",
-                     "params": {"name": "read", "arguments": {"id": sid, "grep": SLOW_REGEX}}})
+                     "params": {"name": "read", "arguments": {"id": sid, "grep": SLOW_REGEX,
+                                                              "max_matches": 10000}}})
         server.send({"jsonrpc": "2.0", "id": 501, "method": "tools/call",
                      "params": {"name": "list", "arguments": {}}})
         first, second = server.recv(), server.recv()
@@ -78,13 +79,15 @@ def test_a_long_grep_holds_up_no_other_call_and_says_where_it_stopped(tag):
         stopped = found["next_offset"]
         assert 0 < stopped < found["end_offset"], found
         assert f"at offset {stopped} of {found['end_offset']}" in found["note"]
-        # The matches so far are every 1000th line, numbered.
+        # The matches so far are every 1000th line, numbered, all listed.
         lines = [m["line"] for m in found["matches"]]
         assert lines == [1000 * (i + 1) for i in range(len(lines))], lines
+        assert len(lines) == found["match_count"], found["match_count"]
         # The hint is the exact next call: make it.
         call_text = re.search(r"call read (\{.*\}) \(each call", found["hint"]).group(1)
         args = json.loads(call_text)
         assert args["offset"] == stopped and args["grep"] == SLOW_REGEX, args
+        assert args["max_matches"] == 10000, args
         assert args["first_line"] == line_at(stopped), (args, stopped)
         rest = server.tool("read", args)
         assert rest["offset"] == stopped and rest["next_offset"] > stopped, rest
