@@ -73,6 +73,8 @@ pub enum ReadMode {
         context: usize,
         /// Most matches listed.
         max_matches: usize,
+        /// Line number of the line at the offset searched from.
+        first_line: Option<u64>,
     },
 }
 
@@ -317,6 +319,13 @@ pub fn read(map: &Map<String, Value>) -> Result<ReadArgs, ArgError> {
             ),
         });
     }
+    if args.has("first_line") && !(args.has("grep") && args.has("offset")) {
+        return Err(ArgError::Invalid {
+            name: "first_line",
+            reason: "numbers the lines grep finds from `offset`: give it with grep and offset"
+                .into(),
+        });
+    }
     let raw = args.boolean("raw");
     if raw && !chosen.is_empty() {
         return Err(ArgError::Invalid {
@@ -337,6 +346,7 @@ pub fn read(map: &Map<String, Value>) -> Result<ReadArgs, ArgError> {
             pattern: pattern.to_owned(),
             context: count("context").unwrap_or(0),
             max_matches: count("max_matches").unwrap_or(1),
+            first_line: args.integer("first_line"),
         }
     } else {
         ReadMode::Page { raw }
@@ -524,9 +534,21 @@ mod tests {
             ReadMode::Grep {
                 pattern: "x".into(),
                 context: 2,
-                max_matches: 50
+                max_matches: 50,
+                first_line: None,
             }
         );
+        assert!(read(&map(json!({"id": "abcd", "grep": "x", "first_line": 5}))).is_err());
+        let r = read(&map(
+            json!({"id": "abcd", "grep": "x", "offset": 9, "first_line": 5}),
+        ));
+        assert!(matches!(
+            r.unwrap().mode,
+            ReadMode::Grep {
+                first_line: Some(5),
+                ..
+            }
+        ));
         assert_eq!(
             read(&map(json!({"id": "abcd", "tail_lines": 5})))
                 .unwrap()

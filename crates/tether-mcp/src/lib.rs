@@ -30,8 +30,11 @@
 //!   back after a burst, runs each call in its own task, catches panics,
 //!   sends progress notifications, and makes calls in flight return the
 //!   moment the server starts closing.
-//! - `tools.rs` holds the names, descriptions, output schemas and
-//!   annotations the model sees, and each tool's argument table;
+//! - `tools.rs` holds the names, descriptions, output schemas (which every
+//!   result, errors included, validates against) and annotations the model
+//!   sees, and each tool's argument table; `names.rs` puts
+//!   `--tool-prefix` before every tool's name, in the list and in every
+//!   text that names one;
 //!   `params.rs` turns a table into the JSON schema *and* the checks and
 //!   error messages (the SDK validates nothing), so every limit is written
 //!   once; `arguments.rs` adds the rules that span arguments.
@@ -40,14 +43,18 @@
 //!   far ends, where the last `until` match ended); the command line, the
 //!   timeout and the stdin queue are the registry's. A call that carries a
 //!   progress token reports every second while it waits; a cancelled `run`
-//!   kills its session.
+//!   kills its session. No call waits longer than 50 s (clients give up at
+//!   60 s); a `grep` runs on a blocking thread for at most `--grep-time-s`
+//!   and returns a partial result with the call that goes on.
 //! - `reply.rs` holds the typed results (`status`, `exit_code`, `output`
 //!   first) and their short text summaries.
 //! - `screen.rs` and `excerpt.rs` turn output bytes into what the model is
 //!   shown: no ANSI escapes, progress lines collapsed, invalid UTF-8
 //!   replaced, head and tail within a budget with the exact `read` call
-//!   for what was cut; `read.rs` and `grep.rs` are `read`'s pages, head and
-//!   tail lines, raw bytes and search. `exit.rs` explains endings (signal
+//!   for what was cut, and output that is gone (a gap: the spill cap, or a
+//!   spill file that could not be written) with its cause; `read.rs` and
+//!   `grep.rs` are `read`'s pages, head and tail lines, raw bytes and
+//!   search. `exit.rs` explains endings (signal
 //!   names, a SIGKILL nobody sent → maybe the OOM killer, timeouts);
 //!   `prompt.rs` notices a command that wants an editor or waits at a
 //!   prompt.
@@ -69,6 +76,7 @@ mod excerpt;
 mod exit;
 mod grep;
 mod lifecycle;
+mod names;
 mod options;
 mod params;
 mod prompt;
@@ -151,6 +159,8 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
             ..tether::registry::RegistryConfig::default()
         },
         shell: options.shell,
+        names: names::Names::new(options.tool_prefix),
+        grep_time: Duration::from_secs_f64(options.grep_time_s),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

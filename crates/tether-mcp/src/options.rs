@@ -14,7 +14,7 @@ pub const DEFAULT_MAX_REQUEST: usize = 64 * 1024 * 1024;
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
 Serves MCP over stdio: register `tether mcp` as a stdio server with your agent. Tools: run, \
-read, write, wait, kill, list. Every process a command starts stays contained in its session \
+read, write, wait, kill, list, screen (prefixed with --tool-prefix). Every process a command starts stays contained in its session \
 and is killed — verified — when the server exits (stdin EOF, SIGTERM/SIGINT/SIGHUP), or by \
 the keepers if the server is SIGKILLed. Logs go to stderr (TETHER_LOG=info|debug, default warn).
 
@@ -52,6 +52,51 @@ pub struct Options {
     /// Before serving, kill the proven orphans of dead owners of this install (as `tether reap`).
     #[arg(long)]
     pub reap_on_start: bool,
+    /// Put PREFIX before every tool's name (`--tool-prefix tether_`: tether_run, tether_read, …),
+    /// in the tool list and in every description and hint that names a tool; for agents with
+    /// other MCP servers whose tools are also called run or list.
+    #[arg(long, value_name = "PREFIX", default_value = "", value_parser = parse_prefix)]
+    pub tool_prefix: String,
+    /// Most seconds one `read` with `grep` searches before it returns what it found so far,
+    /// where it stopped, and the call that goes on from there.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_GREP_TIME_S, value_parser = grep_time)]
+    pub grep_time_s: f64,
+}
+
+/// Default `--grep-time-s`: 10 s per call — a few calls cover 250 MB of
+/// output that needs the regex crate's slow engine (29–42 s in one call
+/// before, issue 16), and each stays far under clients' 60 s timeout.
+pub const DEFAULT_GREP_TIME_S: f64 = 10.0;
+
+/// `--tool-prefix`: characters MCP allows in tool names (A–Z, a–z, 0–9,
+/// `_`, `-`, `.`), at most 64 of them (names are at most 128).
+pub fn parse_prefix(text: &str) -> Result<String, String> {
+    if text.len() > 64 {
+        return Err(format!("at most 64 characters, got {}", text.len()));
+    }
+    match text
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        Some(c) => Err(format!(
+            "{c:?} cannot be part of a tool name; use letters, digits, '_', '-' and '.'"
+        )),
+        None => Ok(text.to_owned()),
+    }
+}
+
+/// `--grep-time-s`: above 0, at most 50 (calls stay under clients' 60 s).
+fn grep_time(text: &str) -> Result<f64, String> {
+    let s: f64 = text
+        .parse()
+        .map_err(|_| format!("expected a number of seconds, got {text:?}"))?;
+    if !(s > 0.0 && s <= crate::tools::MAX_WAIT_S) {
+        return Err(format!(
+            "must be above 0 and at most {} seconds, got {text}",
+            crate::tools::MAX_WAIT_S
+        ));
+    }
+    Ok(s)
 }
 
 /// `--output-budget`: 1 KiB to 16 MiB.

@@ -414,3 +414,74 @@ fn descendants_killed_counts_every_member_alive_when_the_kill_began() {
         assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
     }
 }
+
+/// Issue 16 item 5: a spill file that could not be written (its file
+/// system full) was recorded inside the session and never shown: a read
+/// of the lost bytes said only how many were dropped, and the MCP server
+/// blamed "the spill cap". Every read now carries the gap — its offsets,
+/// its newlines and the write error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spill_file_on_a_full_disk_is_reported_with_its_error() {
+    if !tether_testkit::require_root("mounting a 1 MiB tmpfs as the spill directory") {
+        return;
+    }
+    let guard = TagGuard::new("regression-spill-enospc");
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1m,mode=0700",
+            "tether-spill-test",
+        ])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.path());
+    let registry = Registry::new(RegistryConfig {
+        spill_dir: Some(dir.path().to_owned()),
+        ..RegistryConfig::default()
+    });
+    let n = 1_000_000u64;
+    let id = registry
+        .run(RunSpec::shell(format!("seq 1 {n}")).env(TAG_VAR, guard.tag()))
+        .await
+        .unwrap();
+    let waited = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(Duration::from_secs(60)).settled(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(waited.outcome, WaitOutcome::Exited);
+    let text: Vec<u8> = (1..=n)
+        .flat_map(|i| format!("{i}\n").into_bytes())
+        .collect();
+    let total = text.len() as u64;
+    let read = registry.read(id.as_str(), 0, 100).unwrap();
+    let gap = read.gap.expect("bytes are gone");
+    assert!(gap.start > 0 && gap.start <= 1 << 20, "{gap:?}");
+    assert_eq!(gap.end, total - (1 << 20));
+    let newlines = text[gap.start as usize..gap.end as usize]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u64;
+    assert_eq!(gap.newlines, Some(newlines));
+    let tether::output::GapCause::SpillFailed { error } = &gap.cause else {
+        panic!("{:?}", gap.cause);
+    };
+    assert!(error.contains("No space left on device"), "{error}");
+    // A read inside the gap skips it and says so.
+    let inside = registry.read(id.as_str(), gap.start + 1, 10).unwrap();
+    assert_eq!((inside.offset, inside.dropped), (gap.end, gap.len() - 1));
+    assert_eq!(waited.info.spill_error.as_deref(), Some(error.as_str()));
+}
