@@ -95,6 +95,18 @@ pub use stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};
 /// keeper: [`run_if_requested`](keeper::run_if_requested) returns at once.)
 pub mod keeper {
     pub use crate::contain::keeper::{KEEPER_ARG, main, run_if_requested};
+
+    /// Uses `program` — a `tether` or `tether-keeper` executable of this
+    /// library's version — as the keeper from the next spawn on, ahead of
+    /// discovery (`$TETHER_KEEPER` still wins); `None` goes back to
+    /// discovery. For hosts that cannot be their own keeper and ship one
+    /// beside them: the Python package sets its bundled `tether` so. A
+    /// program that is not a file fails each spawn with
+    /// [`Error::KeeperNotFound`](crate::Error::KeeperNotFound). Does
+    /// nothing on Windows (no keeper).
+    pub fn set_program(program: Option<std::path::PathBuf>) {
+        crate::contain::set_keeper_program(program)
+    }
 }
 
 /// Keeps `n` keepers started ahead of need (0, the default, turns the pool
