@@ -20,7 +20,7 @@ use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 /// The owner's end of a keeper socket (or a copy of it): listed for the
 /// at-fork child handler while it is open.
@@ -163,5 +163,58 @@ unsafe fn dup_over(null: RawFd, fd: RawFd) {
     unsafe {
         libc::dup2(null, fd);
         libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+}
+
+/// A value of which each process has its own: a child forked without
+/// `exec` gets a fresh one on first use instead of the parent's, whose
+/// locks another thread of the parent may have held at the fork (that
+/// thread does not exist in the child: the lock would never be released)
+/// and whose threads and processes are not the child's. The parent's
+/// instance is left untouched, never dropped, in the child.
+pub(crate) struct PerProcess<T: 'static> {
+    current: AtomicPtr<Instance<T>>,
+}
+
+struct Instance<T> {
+    pid: u32,
+    value: T,
+}
+
+impl<T: 'static> PerProcess<T> {
+    pub(crate) const fn new() -> PerProcess<T> {
+        PerProcess {
+            current: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// This process's value, made with `init` on its first use here.
+    pub(crate) fn get(&self, init: impl FnOnce() -> T) -> &'static T {
+        let me = std::process::id();
+        let seen = self.current.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer here came from `Box::into_raw` below
+        // and is never freed once published.
+        if let Some(instance) = unsafe { seen.as_ref() }
+            && instance.pid == me
+        {
+            return &instance.value;
+        }
+        let fresh = Box::into_raw(Box::new(Instance {
+            pid: me,
+            value: init(),
+        }));
+        match self
+            .current
+            .compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire)
+        {
+            // SAFETY: published just now, never freed.
+            Ok(_) => unsafe { &(*fresh).value },
+            Err(_) => {
+                // Another thread of this process published first: use its.
+                // SAFETY: `fresh` was never published; it is ours to free.
+                drop(unsafe { Box::from_raw(fresh) });
+                self.get(|| unreachable!("published by another thread of this process"))
+            }
+        }
     }
 }

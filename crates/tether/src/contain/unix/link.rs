@@ -8,12 +8,12 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::channel::{recv_into, send_frame};
-use super::fork::{Lifeline, created_here};
+use super::fork::{Lifeline, PerProcess, created_here};
 use super::keeper_entry::KEEPER_ARG;
 use super::protocol::{Event, FrameBuffer, Request};
 use crate::error::{Error, Result};
@@ -348,36 +348,29 @@ struct Reaper {
 #[derive(Default)]
 struct ReaperState {
     pending: Vec<std::process::Child>,
-    /// A reaping thread is running in process `running` (a pid: a child
-    /// forked meanwhile has no such thread).
-    running: Option<u32>,
+    /// A reaping thread is running.
+    running: bool,
 }
 
 fn reaper() -> &'static Reaper {
-    static REAPER: OnceLock<Reaper> = OnceLock::new();
-    REAPER.get_or_init(|| Reaper {
+    static REAPER: PerProcess<Reaper> = PerProcess::new();
+    REAPER.get(|| Reaper {
         state: Mutex::new(ReaperState::default()),
     })
 }
 
 impl Reaper {
     fn send(&'static self, process: std::process::Child) {
-        let me = std::process::id();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.running.is_some_and(|pid| pid != me) {
-            // Inherited across a fork: those keepers are the parent's.
-            state.pending.clear();
-            state.running = None;
-        }
         state.pending.push(process);
-        if state.running.is_some() {
+        if state.running {
             return;
         }
         let started = std::thread::Builder::new()
             .name("tether-reaper".into())
             .spawn(move || self.drain());
         if started.is_ok() {
-            state.running = Some(me);
+            state.running = true;
         } else {
             // No thread to be had: reap here, blocking the dropper.
             let pending = std::mem::take(&mut state.pending);
@@ -392,7 +385,7 @@ impl Reaper {
                 let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 let next = state.pending.pop();
                 if next.is_none() {
-                    state.running = None;
+                    state.running = false;
                 }
                 next
             };
@@ -432,15 +425,14 @@ struct Guard {
 #[derive(Default)]
 struct GuardState {
     live: HashSet<u32>,
-    /// The running guard thread, its generation and the process it runs
-    /// in (a child forked meanwhile has no such thread).
-    thread: Option<(JoinHandle<()>, u64, u32)>,
+    /// The running guard thread and its generation.
+    thread: Option<(JoinHandle<()>, u64)>,
     generation: u64,
 }
 
 fn guard() -> &'static Guard {
-    static GUARD: OnceLock<Guard> = OnceLock::new();
-    GUARD.get_or_init(|| Guard {
+    static GUARD: PerProcess<Guard> = PerProcess::new();
+    GUARD.get(|| Guard {
         state: Mutex::new(GuardState::default()),
         wake: Condvar::new(),
     })
@@ -448,17 +440,7 @@ fn guard() -> &'static Guard {
 
 impl Guard {
     fn lock(&self) -> std::sync::MutexGuard<'_, GuardState> {
-        let me = std::process::id();
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.thread.as_ref().is_some_and(|(_, _, pid)| *pid != me) {
-            // Inherited across a fork: the thread and the keepers are the
-            // parent's. The handle names a thread this process never had.
-            if let Some((handle, _, _)) = state.thread.take() {
-                std::mem::forget(handle);
-            }
-            state.live.clear();
-        }
-        state
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn watch(&'static self, pid: u32) {
@@ -471,7 +453,7 @@ impl Guard {
                 .name("tether-guard".into())
                 .spawn(move || self.patrol(generation))
             {
-                state.thread = Some((handle, generation, std::process::id()));
+                state.thread = Some((handle, generation));
             }
         }
     }
@@ -519,7 +501,7 @@ impl Guard {
         state.generation += 1;
         drop(state);
         self.wake.notify_all();
-        if let Some((handle, _, _)) = thread {
+        if let Some((handle, _)) = thread {
             let _ = handle.join();
         }
     }

@@ -38,14 +38,12 @@ pub(crate) use watcher::{AsyncReader, AsyncWriter, TreeWatcher};
 /// without `exec` is an owner of its own (its commands are tagged with it,
 /// and die with it; see `fork.rs`).
 pub(crate) fn owner_identity() -> (u32, u64) {
-    static OWNER: std::sync::Mutex<(u32, u64)> = std::sync::Mutex::new((0, 0));
-    let pid = std::process::id();
-    let mut owner = OWNER.lock().unwrap_or_else(|e| e.into_inner());
-    if owner.0 != pid {
+    static OWNER: fork::PerProcess<(u32, u64)> = fork::PerProcess::new();
+    *OWNER.get(|| {
+        let pid = std::process::id();
         let start = crate::contain::sys::process(pid).map_or(0, |p| p.start_time);
-        *owner = (pid, start);
-    }
-    *owner
+        (pid, start)
+    })
 }
 
 /// A descriptor of this process as a child's stdio: duplicated now, so

@@ -8,7 +8,9 @@
 //! like any other.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Condvar, Mutex};
+
+use super::fork::PerProcess;
 
 use super::link::KeeperLink;
 use crate::error::Result;
@@ -26,9 +28,11 @@ struct State {
     refiller: bool,
 }
 
+/// Each process's own: a child forked without `exec` starts with an empty
+/// pool that is off (its parent's keepers are not its own; see `fork.rs`).
 fn pool() -> &'static Pool {
-    static POOL: OnceLock<Pool> = OnceLock::new();
-    POOL.get_or_init(|| Pool {
+    static POOL: PerProcess<Pool> = PerProcess::new();
+    POOL.get(|| Pool {
         state: Mutex::new(State::default()),
         wanted: Condvar::new(),
     })
