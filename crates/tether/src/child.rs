@@ -151,7 +151,7 @@ impl Child {
     /// # Errors
     /// [`Error::Keeper`] once the keeper is gone (the tree is empty).
     pub fn send_signal(&self, signal: i32) -> Result<()> {
-        self.tree.handle().signal_group(signal)
+        self.handle().send_signal(signal)
     }
 
     /// The status if the child has finished (see [`wait`](Child::wait)),
@@ -299,5 +299,21 @@ impl ChildHandle {
     /// the `Child` says which).
     pub fn start_kill(&self) -> Result<()> {
         self.tree.start_kill(self.grace)
+    }
+
+    /// [`start_kill`](Self::start_kill) with an explicit grace.
+    ///
+    /// # Errors
+    /// As `start_kill`.
+    pub fn start_kill_with_grace(&self, grace: Duration) -> Result<()> {
+        self.tree.start_kill(grace)
+    }
+
+    /// [`Child::send_signal`] from any thread.
+    ///
+    /// # Errors
+    /// As `Child::send_signal`.
+    pub fn send_signal(&self, signal: i32) -> Result<()> {
+        self.tree.signal_group(signal)
     }
 }

@@ -209,11 +209,15 @@ impl<T: 'static> PerProcess<T> {
         {
             // SAFETY: published just now, never freed.
             Ok(_) => unsafe { &(*fresh).value },
-            Err(_) => {
-                // Another thread of this process published first: use its.
+            Err(now) => {
+                // Another thread of this process published first (only
+                // this process's threads publish here): use its.
                 // SAFETY: `fresh` was never published; it is ours to free.
-                drop(unsafe { Box::from_raw(fresh) });
-                self.get(|| unreachable!("published by another thread of this process"))
+                // `now` was published by `Box::into_raw` and is never freed.
+                unsafe {
+                    drop(Box::from_raw(fresh));
+                    &(*now).value
+                }
             }
         }
     }
