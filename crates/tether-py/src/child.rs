@@ -58,13 +58,18 @@ impl Status {
 
 /// `subprocess`'s spelling: the code, or `-signal`.
 pub(crate) fn returncode(status: &tether::ExitStatus) -> i32 {
-    status.code().unwrap_or_else(|| -(status.shell_code() - 128))
+    status
+        .code()
+        .unwrap_or_else(|| -(status.shell_code() - 128))
 }
 
 /// Seconds from Python as a `Duration`.
 pub(crate) fn seconds(what: &str, value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value)
-        .map_err(|_| PyValueError::new_err(format!("{what} must be a number of seconds >= 0, not {value}")))
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what} must be a number of seconds >= 0, not {value}"
+        ))
+    })
 }
 
 /// A contained command: its tree dies when this is closed or collected,
@@ -107,7 +112,9 @@ impl OsArg {
 fn os_from_bytes(bytes: Vec<u8>) -> PyResult<OsString> {
     Python::attach(|py| {
         let fsdecode = py.import("os")?.getattr("fsdecode")?;
-        fsdecode.call1((pyo3::types::PyBytes::new(py, &bytes),))?.extract::<String>()
+        fsdecode
+            .call1((pyo3::types::PyBytes::new(py, &bytes),))?
+            .extract::<String>()
     })
     .map(OsString::from)
 }
@@ -348,11 +355,7 @@ impl Child {
     /// Lets go of the tree: the keeper kills whatever is left (with the
     /// grace) and exits. What a collected handle does too.
     fn close(&self, py: Python<'_>) {
-        let child = self
-            .child
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
         py.detach(|| drop(child));
     }
 }

@@ -211,7 +211,6 @@ impl Engine {
         }
     }
 
-
     /// Called by a caller whose operation just finished: if nothing is left
     /// to do, stops the runtime and joins its threads before returning.
     pub(crate) fn stop_if_idle(&self) {

@@ -64,7 +64,9 @@ pub(crate) fn to_py(py: Python<'_>, error: tether::Error) -> PyErr {
         E::KeeperNotFound { .. } | E::Keeper(_) | E::KeeperLost { .. } | E::Protocol(_) => {
             tether_error(py, "KeeperError", (message,))
         }
-        E::InheritedAcrossFork { owner } => tether_error(py, "InheritedHandleError", (message, owner)),
+        E::InheritedAcrossFork { owner } => {
+            tether_error(py, "InheritedHandleError", (message, owner))
+        }
         E::Unsupported { .. } => tether_error(py, "Unsupported", (message,)),
         E::Spawn { source, .. } | E::Io(source) => match source.raw_os_error() {
             Some(errno) => PyOSError::new_err((errno, message)),

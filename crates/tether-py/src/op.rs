@@ -113,7 +113,9 @@ impl Op {
             .map(|t| crate::child::seconds("timeout", t).map(|t| Instant::now() + t))
             .transpose()?;
         loop {
-            let slice = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
+            let slice = deadline.map_or(SLICE, |d| {
+                d.saturating_duration_since(Instant::now()).min(SLICE)
+            });
             let done = py.detach(|| {
                 let stage = self.lock();
                 let (stage, _) = self
@@ -147,8 +149,12 @@ impl Op {
         let outcome = {
             let mut stage = self.lock();
             match &mut stage.0 {
-                Stage::Pending => return Err(PyRuntimeError::new_err("the operation is still running")),
-                Stage::Cancelled => return Err(PyRuntimeError::new_err("the operation was cancelled")),
+                Stage::Pending => {
+                    return Err(PyRuntimeError::new_err("the operation is still running"));
+                }
+                Stage::Cancelled => {
+                    return Err(PyRuntimeError::new_err("the operation was cancelled"));
+                }
                 Stage::Done(outcome) => outcome
                     .take()
                     .ok_or_else(|| PyValueError::new_err("the result was already taken"))?,

@@ -66,7 +66,8 @@ pub(crate) struct Info {
 }
 
 fn epoch(at: SystemTime) -> f64 {
-    at.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl From<SessionInfo> for Info {
@@ -240,7 +241,11 @@ impl ScreenView {
 }
 
 fn stream(stderr: bool) -> Stream {
-    if stderr { Stream::Stderr } else { Stream::Output }
+    if stderr {
+        Stream::Stderr
+    } else {
+        Stream::Output
+    }
 }
 
 /// Starts a background session (see `tether.start`); the op's value is
@@ -265,9 +270,11 @@ pub(crate) fn start(
     purpose: String,
 ) -> PyResult<Op> {
     let mut spec = match (argv, script) {
-        (Some(argv), None) => {
-            RunSpec::argv(argv.into_iter().map(OsArg::into_os).collect::<PyResult<Vec<_>>>()?)
-        }
+        (Some(argv), None) => RunSpec::argv(
+            argv.into_iter()
+                .map(OsArg::into_os)
+                .collect::<PyResult<Vec<_>>>()?,
+        ),
         (None, Some(script)) => RunSpec::shell(script),
         _ => {
             return Err(pyo3::exceptions::PyValueError::new_err(

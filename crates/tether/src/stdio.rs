@@ -39,7 +39,9 @@ impl Stdio {
     /// # Errors
     /// `EBADF` if `fd` is not open; the duplication's own error.
     pub fn from_descriptor(fd: i32) -> io::Result<Stdio> {
-        Ok(Stdio::Os(OsStdio(crate::contain::duplicate_descriptor(fd)?)))
+        Ok(Stdio::Os(OsStdio(crate::contain::duplicate_descriptor(
+            fd,
+        )?)))
     }
 
     pub(crate) fn to_child_io(&self) -> io::Result<ChildIo> {

@@ -6,8 +6,8 @@
 mod channel;
 mod console;
 mod discovery;
-mod fork;
 mod foreground;
+mod fork;
 mod forward;
 pub(crate) mod init;
 pub(crate) mod keeper;
@@ -24,6 +24,7 @@ mod tree;
 mod watcher;
 
 pub(crate) use console::{Console, WinchWatcher};
+pub(crate) use discovery::set_keeper_program;
 pub(crate) use forward::Forwarder;
 pub(crate) use orphans::become_subreaper;
 pub(crate) use pool::set_warm_keepers;
@@ -31,7 +32,6 @@ pub(crate) use pty::Pty;
 pub(crate) use spawn::{resolve, spawn};
 pub(crate) use stdio::{OwnedIo, PipeEnd, output_pipe, read_both};
 pub(crate) use tree::{Tree, TreeHandle};
-pub(crate) use discovery::set_keeper_program;
 pub(crate) use watcher::{AsyncReader, AsyncWriter, TreeWatcher};
 
 /// The owner's pid and start time, read once per process: a child forked
