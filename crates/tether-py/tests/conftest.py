@@ -128,14 +128,13 @@ def threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def python_owner(script: str, tag: str, **kwargs: object) -> subprocess.Popen:
-    """A Python process running `script` (with `tether` installed), tagged:
-    an owner the test can SIGKILL."""
+def python_owner(script: str, tag: str, **env: str) -> subprocess.Popen:
+    """A Python process running `script` (with `tether` installed), tagged
+    (plus `env`): an owner the test can SIGKILL."""
     return subprocess.Popen(
         [sys.executable, "-c", script],
-        env=tagged_env(tag),
+        env={**tagged_env(tag), **env},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         text=True,
-        **kwargs,  # type: ignore[arg-type]
     )

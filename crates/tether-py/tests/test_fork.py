@@ -33,7 +33,7 @@ time.sleep(1000)
 def test_parent_trees_die_with_the_parent_while_a_forked_child_lives(tag: str) -> None:
     tree_tag = f"{tag}-tree"
     try:
-        owner = python_owner(OWNER, tag, env={**os.environ, "TETHER_TEST_TAG": tag, "TREE_TAG": tree_tag})
+        owner = python_owner(OWNER, tag, TREE_TAG=tree_tag)
         assert owner.stdout is not None
         lines = {owner.stdout.readline().split()[0] for _ in range(2)}
         assert lines == {"child", "ready"}

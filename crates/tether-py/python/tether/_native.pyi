@@ -2,6 +2,14 @@
 
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
+from typing_extensions import final
+
+__all__ = [
+    "Child", "Chunk", "Info", "Killed", "Op", "ScreenView", "Status", "Waited",
+    "__version__", "after_fork_in_child", "close_stdin", "info", "keys", "kill", "read",
+    "resize", "screen", "sessions", "set_keeper", "spawn", "start", "wait", "write",
+]
+
 __version__: str
 
 _OsArg = Union[str, bytes]
@@ -18,10 +26,11 @@ def spawn(
     stderr: Optional[int] = None,
     grace: float = 2.0,
     timeout: Optional[float] = None,
-    purpose: str = "run",
+    purpose: str = ...,
     keep_descendants: bool = False,
 ) -> Child: ...
 
+@final
 class Status:
     @property
     def returncode(self) -> int: ...
@@ -30,6 +39,7 @@ class Status:
     @property
     def descendants_killed(self) -> int: ...
 
+@final
 class Child:
     @property
     def pid(self) -> int: ...
@@ -47,6 +57,7 @@ class Child:
     def descendants(self) -> List[Tuple[int, str]]: ...
     def close(self) -> None: ...
 
+@final
 class Op:
     def wait(self, timeout: Optional[float] = None) -> bool: ...
     def done(self) -> bool: ...
@@ -54,6 +65,7 @@ class Op:
     def cancel(self) -> None: ...
     def add_done_callback(self, callback: Callable[[], object]) -> None: ...
 
+@final
 class Info:
     @property
     def id(self) -> str: ...
@@ -98,6 +110,7 @@ class Info:
     @property
     def spill_error(self) -> Optional[str]: ...
 
+@final
 class Chunk:
     @property
     def data(self) -> bytes: ...
@@ -112,6 +125,7 @@ class Chunk:
     @property
     def eof(self) -> bool: ...
 
+@final
 class Waited:
     @property
     def outcome(self) -> str: ...
@@ -120,6 +134,7 @@ class Waited:
     @property
     def info(self) -> Info: ...
 
+@final
 class Killed:
     @property
     def state(self) -> str: ...
@@ -128,6 +143,7 @@ class Killed:
     @property
     def descendants_killed(self) -> int: ...
 
+@final
 class ScreenView:
     @property
     def rows(self) -> int: ...
@@ -161,7 +177,7 @@ def start(
     grace: float = 2.0,
     max_memory: Optional[int] = None,
     spill_cap: Optional[int] = None,
-    purpose: str = "session",
+    purpose: str = ...,
 ) -> Op: ...
 def read(id: str, offset: int = 0, max_bytes: int = 65536, stderr: bool = False) -> Chunk: ...
 def write(id: str, data: bytes) -> Op: ...

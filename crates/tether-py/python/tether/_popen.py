@@ -119,7 +119,7 @@ def _environment(env: Optional[Mapping[Any, Any]]) -> Optional[List[Tuple[Any, A
         key, value = os.fspath(key), os.fspath(value)
         if not isinstance(key, (str, bytes)) or not isinstance(value, (str, bytes)):
             raise TypeError("environment keys and values must be str or bytes")
-        if (b"=" if isinstance(key, bytes) else "=") in key:
+        if (b"=" in key) if isinstance(key, bytes) else ("=" in key):
             raise ValueError(f"illegal environment variable name: {key!r}")
         pairs.append((key, value))
     return pairs
@@ -364,7 +364,7 @@ class Popen:
     def _check_input(self, input: Optional[Union[str, bytes]]) -> None:
         if self._communication_started or self.stdin is None:
             return
-        if input is not None and self._text and isinstance(input, str):
+        if isinstance(input, str):
             input = input.encode(self._encoding or "utf-8", self._errors)
         self._input = input if input else None
         self._input_offset = 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
@@ -238,8 +237,6 @@ class _Base:
         self, until: Optional[str], timeout: float, offset: Optional[int], settled: bool
     ) -> Tuple[Any, int]:
         self._check()
-        if until is not None:
-            re.compile(until)  # a bad pattern is the caller's ValueError, at once
         start = self._matched if offset is None else offset
         op = _native.wait(
             self.id,
