@@ -28,6 +28,14 @@ fn set_keeper(path: Option<std::path::PathBuf>) {
     tether::keeper::set_program(path);
 }
 
+/// Keeps `n` keepers started ahead of need (0, the default: none). Takes
+/// the keeper's exec off each spawn, at the price of `n` idle keeper
+/// processes (see `tether::set_warm_keepers`).
+#[pyfunction]
+fn set_warm_keepers(n: usize) {
+    tether::set_warm_keepers(n);
+}
+
 /// Drops the background-session state a forked child inherited (called
 /// from `os.register_at_fork`); the library already pointed the child's
 /// copies of the parent's keeper sockets at `/dev/null`.
@@ -41,6 +49,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(set_keeper, m)?)?;
     m.add_function(wrap_pyfunction!(after_fork_in_child, m)?)?;
+    m.add_function(wrap_pyfunction!(set_warm_keepers, m)?)?;
     m.add_function(wrap_pyfunction!(child::spawn, m)?)?;
     m.add_class::<child::Child>()?;
     m.add_class::<child::Status>()?;

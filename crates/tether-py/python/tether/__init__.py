@@ -48,6 +48,20 @@ from ._session import (
 
 __version__: str = _native.__version__
 
+
+def set_warm_keepers(n: int) -> None:
+    """Keeps ``n`` keepers started ahead of need (default 0: none), which
+    takes the keeper's own exec off every spawn: ``run(['/bin/true'])``
+    goes from ~3.5× ``subprocess.run`` to ~1.25× here. The price: ``n``
+    idle keeper processes (children of this one, dying with it), and a
+    short-lived thread that refills the pool when a spawn leaves it below
+    half (keepers of finished commands go back into it, so sequential runs
+    rarely need one). Off by default: a program that runs one command
+    should not keep keepers it never uses."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, not {n}")
+    _native.set_warm_keepers(n)
+
 __all__ = [
     "AsyncSession",
     "CalledProcessError",
@@ -74,6 +88,7 @@ __all__ = [
     "run",
     "session",
     "sessions",
+    "set_warm_keepers",
     "start",
     "start_async",
 ]

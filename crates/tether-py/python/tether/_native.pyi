@@ -7,7 +7,7 @@ from typing_extensions import final
 __all__ = [
     "Child", "Chunk", "Info", "Killed", "Op", "ScreenView", "Status", "Waited",
     "__version__", "after_fork_in_child", "close_stdin", "info", "keys", "kill", "read",
-    "resize", "screen", "sessions", "set_keeper", "spawn", "start", "wait", "write",
+    "resize", "screen", "sessions", "set_keeper", "set_warm_keepers", "spawn", "start", "wait", "write",
 ]
 
 __version__: str
@@ -16,6 +16,7 @@ _OsArg = Union[str, bytes]
 
 def set_keeper(path: Optional[str]) -> None: ...
 def after_fork_in_child() -> None: ...
+def set_warm_keepers(n: int) -> None: ...
 def spawn(
     argv: Sequence[_OsArg],
     *,

@@ -12,7 +12,6 @@ only while a session is live.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -133,6 +132,8 @@ def _sync(op: Any) -> Any:
 async def _async(op: Any) -> Any:
     """Awaits an engine operation; cancelling the awaiting task cancels it
     (what it waited for is left as it was: the session runs on)."""
+    import asyncio  # here, not at import: it costs more than all of tether
+
     loop = asyncio.get_running_loop()
     future = loop.create_future()
 
