@@ -72,6 +72,11 @@ pub(crate) fn seconds(what: &str, value: f64) -> PyResult<Duration> {
     })
 }
 
+/// The error of a call on a handle that was closed before its command ended.
+fn closed() -> PyErr {
+    PyValueError::new_err("the command's handle was closed (its tree was let go and killed)")
+}
+
 /// A contained command: its tree dies when this is closed or collected,
 /// when the owner dies, or at `kill()`.
 #[pyclass(module = "tether._native")]
@@ -222,7 +227,7 @@ impl Child {
         match waited.py_err(py)? {
             Some(Some(status)) => Ok(Some(self.finished(status))),
             Some(None) => Ok(None),
-            None => Ok(self.known()),
+            None => self.known().map(Some).ok_or_else(closed),
         }
     }
 }
