@@ -124,10 +124,7 @@ fn warm_tag(tag: &str) -> String {
 fn refill() {
     let pool = pool();
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let Some((path, tag)) = state.keeper.clone() else {
-            break;
-        };
+    while let Some((path, tag)) = state.keeper.clone() {
         if state.idle.len() >= state.target.div_ceil(2) {
             break;
         }
