@@ -44,14 +44,25 @@ def _log(message: str) -> None:
     print(f"tether_build: {message}", file=sys.stderr, flush=True)
 
 
+def _profile() -> str:
+    """`release` (the default), or `dev` with `TETHER_WHEEL_PROFILE=dev`:
+    CI builds its test wheel from the debug build `cargo test` already made
+    (minutes instead of a second, release, build of every crate)."""
+    profile = os.environ.get("TETHER_WHEEL_PROFILE", "release")
+    if profile not in ("release", "dev"):
+        raise RuntimeError(f"TETHER_WHEEL_PROFILE must be release or dev, not {profile!r}")
+    return profile
+
+
 def build_executable() -> Path:
     """Builds `tether` and puts it where the wheel takes it from."""
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     cargo = os.environ.get("CARGO", "cargo")
-    command = [cargo, "build", "--release", "-p", "process-tether-cli", "--bin", "tether"]
+    profile = _profile()
+    command = [cargo, "build", "--profile", profile, "-p", "process-tether-cli", "--bin", "tether"]
     _log(" ".join(command))
     subprocess.run(command, cwd=ROOT, check=True)
-    built = target / "release" / EXE
+    built = target / ("release" if profile == "release" else "debug") / EXE
     if not built.is_file():
         raise RuntimeError(f"cargo built no {built}")
     for directory in (PACKAGE_BIN, SCRIPTS):
@@ -95,6 +106,8 @@ def build_wheel(
     metadata_directory: Optional[str] = None,
 ) -> str:
     build_executable()
+    if _profile() == "dev" and "MATURIN_PEP517_ARGS" not in os.environ:
+        os.environ["MATURIN_PEP517_ARGS"] = "--profile dev"
     name = maturin.build_wheel(wheel_directory, config_settings, metadata_directory)
     check_wheel(Path(wheel_directory) / name)
     return name

@@ -5,6 +5,7 @@ dies."""
 from __future__ import annotations
 
 import signal
+import time
 
 from conftest import ESCAPING_TREE, python_owner, tagged_pids, wait_all_dead
 
@@ -14,8 +15,8 @@ p = tether.Popen({ESCAPING_TREE!r}, shell=True, stdout=tether.PIPE)
 assert p.stdout.readline() == b"ready\\n"
 s = tether.start(["sleep", "1000"])
 for name, wait in (("popen", p.wait), ("session", lambda: s.wait(timeout=1000))):
-    print("waiting", name, flush=True)
     try:
+        print("waiting", name, flush=True)
         wait()
         print("returned", name, flush=True)
     except KeyboardInterrupt:
@@ -25,11 +26,31 @@ time.sleep(1000)
 """
 
 
+def blocked_in(pid: int, syscalls: set, bound: float) -> bool:
+    """Whether `pid`'s main thread is (within `bound` seconds) sleeping in
+    one of `syscalls` (numbers, as /proc/PID/syscall shows them)."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/syscall") as f:
+                if f.read().split()[0] in syscalls:
+                    return True
+        except (OSError, IndexError):
+            pass
+        time.sleep(0.005)  # no event for "entered a syscall": poll /proc
+    return False
+
+
 def test_ctrl_c_interrupts_waits_and_the_tree_stays_contained(tag: str) -> None:
     owner = python_owner(OWNER, tag)
     assert owner.stdout is not None
     for name in ("popen", "session"):
         assert owner.stdout.readline().split() == ["waiting", name]
+        # Ctrl-C *during* the blocking call: once the owner's main thread
+        # sleeps in it (poll(2) on the keeper socket; a futex for a
+        # session's condition variable).
+        # (x86_64: poll 7, ppoll 271, futex 202; aarch64: ppoll 73, futex 98.)
+        assert blocked_in(owner.pid, {"7", "271", "202", "73", "98"}, 10), "the owner never blocked"
         owner.send_signal(signal.SIGINT)
         words = owner.stdout.readline().split()
         # Both waits would otherwise last 1000 s.
