@@ -48,9 +48,18 @@
 //!
 //! # Finding the keeper
 //!
-//! `$TETHER_KEEPER`, else this program if it called
-//! [`keeper::run_if_requested`], else `tether-keeper` beside this program or
-//! on `PATH`. The `tether` CLI is its own keeper.
+//! `$TETHER_KEEPER`, else the program set with [`keeper::set_program`] (the
+//! Python package sets the `tether` it bundles), else this program if it
+//! called [`keeper::run_if_requested`], else `tether-keeper` beside this
+//! program or on `PATH`. The `tether` CLI is its own keeper.
+//!
+//! # Fork
+//!
+//! An owner that forks without `exec` (Python's `multiprocessing`, a
+//! pre-fork server) is safe: a `pthread_atfork` handler points the child's
+//! copies of the keeper sockets at `/dev/null`, so the parent's trees still
+//! die with the parent; handles the child inherited fail with
+//! [`Error::InheritedAcrossFork`]; the child's own commands are its own.
 
 #![warn(missing_docs)]
 
