@@ -125,6 +125,35 @@ impl Child {
         }
     }
 
+    /// [`wait`](Child::wait) for at most `timeout`: `Ok(None)` if the child
+    /// has not finished by then — or when a signal interrupted the wait, so
+    /// a host can run its signal handlers (Python's Ctrl-C) and wait again.
+    /// Unlike `wait`, stdin stays open.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.finished() {
+                return Ok(Some(status));
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if self.next_event(Some(left))?.is_none() {
+                return Ok(self.finished());
+            }
+        }
+    }
+
+    /// Sends `signal` to the main process's process group (the command
+    /// and what it started without leaving its group — what a terminal's
+    /// Ctrl-C reaches), through the keeper. Unix; on Windows
+    /// [`Error::Unsupported`]. To end the whole tree use
+    /// [`kill`](Child::kill).
+    ///
+    /// # Errors
+    /// [`Error::Keeper`] once the keeper is gone (the tree is empty).
+    pub fn send_signal(&self, signal: i32) -> Result<()> {
+        self.handle().send_signal(signal)
+    }
+
     /// The status if the child has finished (see [`wait`](Child::wait)),
     /// without blocking.
     pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
@@ -270,5 +299,21 @@ impl ChildHandle {
     /// the `Child` says which).
     pub fn start_kill(&self) -> Result<()> {
         self.tree.start_kill(self.grace)
+    }
+
+    /// [`start_kill`](Self::start_kill) with an explicit grace.
+    ///
+    /// # Errors
+    /// As `start_kill`.
+    pub fn start_kill_with_grace(&self, grace: Duration) -> Result<()> {
+        self.tree.start_kill(grace)
+    }
+
+    /// [`Child::send_signal`] from any thread.
+    ///
+    /// # Errors
+    /// As `Child::send_signal`.
+    pub fn send_signal(&self, signal: i32) -> Result<()> {
+        self.tree.signal_group(signal)
     }
 }

@@ -181,6 +181,18 @@ pub enum Error {
         /// The operating system.
         os: &'static str,
     },
+    /// The handle was inherited across `fork()` (without `exec`): its tree
+    /// belongs to process `owner`, which still holds it (and whose death
+    /// still kills it). A forked child cannot wait for, signal or kill it;
+    /// it can start commands of its own.
+    #[error(
+        "this handle belongs to process {owner}: it was inherited across fork(), and only its \
+         owner can use it (start the child's own commands in the child)"
+    )]
+    InheritedAcrossFork {
+        /// The pid of the process that started the tree.
+        owner: u32,
+    },
     /// The registry has been shut down and starts nothing new.
     #[error("the session registry is shut down")]
     RegistryShutDown,

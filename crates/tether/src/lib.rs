@@ -48,9 +48,18 @@
 //!
 //! # Finding the keeper
 //!
-//! `$TETHER_KEEPER`, else this program if it called
-//! [`keeper::run_if_requested`], else `tether-keeper` beside this program or
-//! on `PATH`. The `tether` CLI is its own keeper.
+//! `$TETHER_KEEPER`, else the program set with [`keeper::set_program`] (the
+//! Python package sets the `tether` it bundles), else this program if it
+//! called [`keeper::run_if_requested`], else `tether-keeper` beside this
+//! program or on `PATH`. The `tether` CLI is its own keeper.
+//!
+//! # Fork
+//!
+//! An owner that forks without `exec` (Python's `multiprocessing`, a
+//! pre-fork server) is safe: a `pthread_atfork` handler points the child's
+//! copies of the keeper sockets at `/dev/null`, so the parent's trees still
+//! die with the parent; handles the child inherited fail with
+//! [`Error::InheritedAcrossFork`]; the child's own commands are its own.
 
 #![warn(missing_docs)]
 
@@ -95,6 +104,18 @@ pub use stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};
 /// keeper: [`run_if_requested`](keeper::run_if_requested) returns at once.)
 pub mod keeper {
     pub use crate::contain::keeper::{KEEPER_ARG, main, run_if_requested};
+
+    /// Uses `program` — a `tether` or `tether-keeper` executable of this
+    /// library's version — as the keeper from the next spawn on, ahead of
+    /// discovery (`$TETHER_KEEPER` still wins); `None` goes back to
+    /// discovery. For hosts that cannot be their own keeper and ship one
+    /// beside them: the Python package sets its bundled `tether` so. A
+    /// program that is not a file fails each spawn with
+    /// [`Error::KeeperNotFound`](crate::Error::KeeperNotFound). Does
+    /// nothing on Windows (no keeper).
+    pub fn set_program(program: Option<std::path::PathBuf>) {
+        crate::contain::set_keeper_program(program)
+    }
 }
 
 /// Keeps `n` keepers started ahead of need (0, the default, turns the pool

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tether::Install;
 use tether::registry::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
 use tether::unix::ExitStatusExt;
-use tether_testkit::{TAG_VAR, TagGuard, Tree, tagged_pids, wait_all_dead};
+use tether_testkit::{TAG_VAR, TagGuard, Tree, tagged_pids, wait_all_dead, wait_for_count};
 
 /// Set in the re-executed test binary that plays a registry owner.
 const HELPER_VAR: &str = "TETHER_REGRESSION_HELPER";
@@ -484,4 +484,79 @@ async fn a_spill_file_on_a_full_disk_is_reported_with_its_error() {
     let inside = registry.read(id.as_str(), gap.start + 1, 10).unwrap();
     assert_eq!((inside.offset, inside.dropped), (gap.end, gap.len() - 1));
     assert_eq!(waited.info.spill_error.as_deref(), Some(error.as_str()));
+}
+
+/// The owner the fork test SIGKILLs: a tree (tagged with the tag in
+/// `TREE_TAG`), then a child forked without exec that lives on — holding,
+/// before the fix, copies of the keeper's socket, so the keeper never saw
+/// its owner die. Prints `forked <pid>` and waits for the SIGKILL.
+fn forking_owner() {
+    let tree_tag = std::env::var("TREE_TAG").unwrap();
+    let mut child = tether::Command::new("sh")
+        .args(["-c", Tree::SetsidDoubleFork.script()])
+        .env(TAG_VAR, &tree_tag)
+        .stdout(tether::Stdio::Piped)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    // SAFETY: the child only calls async-signal-safe functions (pause,
+    // _exit) before it is killed.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        loop {
+            // SAFETY: pause(2) only waits for a signal.
+            unsafe { libc::pause() };
+        }
+    }
+    println!("forked {pid}");
+    loop {
+        std::thread::park();
+    }
+}
+
+// issue 18 item 3: an owner that forked without exec left its trees alive when SIGKILLed (the forked child held the lifeline).
+#[test]
+fn a_forked_child_does_not_keep_its_parents_trees_alive() {
+    if std::env::var_os(HELPER_VAR).is_some_and(|v| v == "fork") {
+        return forking_owner();
+    }
+    let owner_guard = TagGuard::new("regression-fork-owner");
+    let tree_guard = TagGuard::new("regression-fork-tree");
+    let mut owner = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_forked_child_does_not_keep_its_parents_trees_alive",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HELPER_VAR, "fork")
+        .env(TAG_VAR, owner_guard.tag())
+        .env("TREE_TAG", tree_guard.tag())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let forked: u32 = BufReader::new(owner.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| line.split_once("forked ")?.1.parse().ok())
+        .expect("the owner never forked");
+    let built = Tree::SetsidDoubleFork.min_processes();
+    // The escapes launch after `ready`: wait (bounded) until they all exist.
+    assert!(wait_for_count(tree_guard.tag(), built, Duration::from_secs(10)) >= built);
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    assert!(
+        tagged_pids(owner_guard.tag()).contains(&forked),
+        "the forked child should outlive its parent"
+    );
+    assert_eq!(
+        wait_all_dead(tree_guard.tag(), Duration::from_secs(10)),
+        Vec::<u32>::new(),
+        "the SIGKILLed owner's tree outlived it while its forked child lived"
+    );
 }

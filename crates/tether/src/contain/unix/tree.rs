@@ -83,7 +83,13 @@ impl Tree {
     /// The next event, waiting at most `timeout` (`None` = forever);
     /// `Ok(None)` when none came. A keeper that died without reporting the
     /// tree empty is [`Error::KeeperLost`], its orphans already killed.
+    ///
+    /// With a `timeout`, a signal that interrupts the wait ends it early
+    /// (`Ok(None)`), so the caller can run its handlers.
     pub(crate) fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<TreeEvent>> {
+        if let Some(owner) = self.link.inherited_from() {
+            return Err(Error::InheritedAcrossFork { owner });
+        }
         loop {
             let event = match self.link.recv(timeout) {
                 Ok(Some(event)) => event,
@@ -166,7 +172,7 @@ impl Tree {
     /// Readiness of this tree's events for an async event loop: wait on it,
     /// then call [`recv`](Self::recv) with a zero timeout until `Ok(None)`.
     pub(crate) fn watcher(&self) -> io::Result<TreeWatcher> {
-        TreeWatcher::new(self.link.event_fd().try_clone_to_owned()?)
+        TreeWatcher::new(self.link.event_lifeline()?)
     }
 
     /// The keeper died without reporting an empty tree. With a PID
@@ -219,7 +225,15 @@ impl TreeHandle {
         })
     }
 
+    /// Sends `signal` to the main process's process group now.
+    pub(crate) fn signal_group(&self, signal: i32) -> Result<()> {
+        self.signal(signal, Scope::Group)
+    }
+
     fn send(&self, request: &Request) -> Result<()> {
+        if let Some(owner) = self.sender.inherited_from() {
+            return Err(Error::InheritedAcrossFork { owner });
+        }
         self.sender.send(request, &[]).map_err(Error::Keeper)
     }
 }

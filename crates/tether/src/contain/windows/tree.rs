@@ -146,6 +146,14 @@ impl TreeHandle {
     pub(crate) fn start_kill(&self, grace: Duration) -> Result<()> {
         self.monitor.kill(self.key, grace).map_err(Error::Io)
     }
+
+    /// Windows has no signals to send a group.
+    pub(crate) fn signal_group(&self, _signal: i32) -> Result<()> {
+        Err(Error::Unsupported {
+            what: "sending a signal",
+            os: "windows",
+        })
+    }
 }
 
 impl std::fmt::Debug for Monitor {
