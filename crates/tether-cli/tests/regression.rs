@@ -986,3 +986,63 @@ fn reap_catches_a_pid_hopper_or_says_it_escaped() {
     assert_eq!(silent, 0, "reap exited 0 while a hopper lived");
     assert_eq!(all_escaped, 0, "a hopper escaped reap");
 }
+
+// issue 16 item 7: `tether exec` accepted TETHER_SPAWN naming a dead owner (or pid 0), registered the program as orphaned at once, and the next `tether reap` killed it.
+#[test]
+fn exec_refuses_a_spawn_tag_whose_owner_is_dead() {
+    let home = Home::new("regression-exec-dead-tag");
+    // The launcher idiom that goes wrong: the tag names the subshell that
+    // ran `tether spawn-tag`, which has exited by the time `tether exec`
+    // runs (`--owner $$` would name the shell; without it, the subshell).
+    let spawn_tag = home.tether(&["spawn-tag", "--purpose", "launcher"]);
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", "sh -c '\"$0\" \"$@\"' \"$@\"", "sh"])
+        .arg(spawn_tag.get_program())
+        .args(spawn_tag.get_args())
+        .envs(spawn_tag.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let dead_tag = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let tag: tether::SpawnTag = dead_tag.parse().unwrap();
+    assert!(
+        tether::sys::process(tag.owner_pid)
+            .map_or(true, |p| p.has_exited() || p.start_time != tag.owner_start),
+        "the subshell the tag names has exited"
+    );
+    let pid_zero = format!("v1:{}:launcher:0:1:deadowner", home.install().id());
+    for (what, value) in [("a dead owner", dead_tag.as_str()), ("pid 0", &pid_zero)] {
+        // `true` stands in for the server: before the fix it ran, exit 0.
+        let out = home
+            .tether(&["exec", "--purpose", "serve", "--", "true"])
+            .env(tether::SPAWN_TAG_VAR, value)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!("tether exec with {what}: {:?}: {stderr}", out.status.code());
+        assert_eq!(out.status.code(), Some(125), "{what}: {stderr}");
+        assert!(
+            stderr.contains("TETHER_SPAWN") && stderr.contains("--spawner"),
+            "{what}: the error says which variable and what to do: {stderr}"
+        );
+    }
+    let registrations = tether_ledger::Ledger::open(&home.install())
+        .and_then(|l| l.registrations())
+        .unwrap();
+    assert!(registrations.is_empty(), "{registrations:?}");
+    // A live owner's tag still works (the refusal is about death only).
+    let out = std::process::Command::new("/bin/sh")
+        .args([
+            "-c",
+            "TETHER_SPAWN=$(\"$0\" \"$@\" --owner $$) exec \"$0\" exec --purpose serve -- true",
+        ])
+        .arg(spawn_tag.get_program())
+        .args(spawn_tag.get_args())
+        .envs(spawn_tag.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
