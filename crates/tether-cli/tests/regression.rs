@@ -1046,3 +1046,114 @@ fn exec_refuses_a_spawn_tag_whose_owner_is_dead() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
 }
+
+// issue 16 item 8: host `tether ps` called a live `tether run` inside `unshare --pid --fork` dead ("pid reused by another process") and its session ORPHANED, while `tether reap` listed the same processes as unprovable.
+#[test]
+fn ps_classifies_a_live_owner_in_a_pid_namespace_as_reap_does() {
+    let home = Home::new("regression-owner-in-pidns");
+    let mut unshare = std::process::Command::new("unshare");
+    if !tether_testkit::is_root() {
+        unshare.args(["--user", "--map-root-user"]);
+    }
+    let run = home.tether(&["run", "--grace", "200ms"]);
+    unshare
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(run.get_program())
+        .args(run.get_args())
+        .args(["--", "/bin/sh", "-c", "echo ready; exec sleep 900"])
+        .envs(run.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env_remove(tether::SPAWN_TAG_VAR)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut unshare = unshare.spawn().unwrap();
+    let mut pending = Vec::new();
+    let line = support::read_line_bounded(
+        unshare.stdout.as_mut().unwrap(),
+        &mut pending,
+        Duration::from_secs(30),
+    );
+    assert_eq!(line.as_deref(), Some("ready"), "the run in the namespace");
+    // The session (the only one of this install): keeper and command,
+    // both tagged, inside the namespace.
+    let session = tether_ledger::Scan::take()
+        .of_install(home.install().id())
+        .find(|p| p.is_keeper())
+        .map(|p| p.tag.session.clone())
+        .expect("the keeper's tag");
+    let pids: Vec<u32> = session_alive(&home, &session)
+        .iter()
+        .map(|p| p.pid)
+        .collect();
+    assert!(pids.len() >= 2, "keeper and command: {pids:?}");
+    assert!(
+        pids.iter().all(|&p| !tether::sys::in_own_pid_namespace(p)),
+        "all in the nested namespace"
+    );
+
+    let (_, ps) = home.json(&["ps"]);
+    let (_, reap) = home.json(&["reap", "--dry-run"]);
+    let (_, text) = home.text(&["ps"]);
+    // The namespace's init is `tether run`: killing it ends the namespace.
+    for init in tether::sys::children(unshare.id()) {
+        if let Ok(id) = tether::ProcessIdentity::of_pid(init)
+            && let Ok(Some(pin)) = tether::sys::Pinned::pin(&id)
+        {
+            let _ = pin.kill();
+        }
+    }
+    unshare.wait().unwrap();
+
+    let owner = ps["owners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| {
+            o["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["id"] == session.as_str())
+        })
+        .unwrap_or_else(|| panic!("ps lists the session: {ps}"));
+    let listed = owner["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == session.as_str())
+        .unwrap();
+    eprintln!(
+        "ps: owner {} {}, session {}; reap: {} targets, skipped {}",
+        owner["pid"], owner["status"], listed["state"], reap["targets"], reap["skipped"]
+    );
+    // reap: unprovable, never a target.
+    let skipped: Vec<&serde_json::Value> = reap["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["session"] == session.as_str())
+        .collect();
+    assert!(
+        !skipped.is_empty()
+            && skipped
+                .iter()
+                .all(|s| s["reason"]["kind"] == "nested_pid_namespace"),
+        "{reap}"
+    );
+    assert!(
+        reap["targets"].as_array().unwrap().is_empty(),
+        "reap would kill a live owner's session: {reap}"
+    );
+    // ps: the same judgement — unknown, not dead; nothing orphaned.
+    assert_eq!(owner["status"]["status"], "unknown", "{owner}");
+    assert_eq!(listed["state"]["state"], "unknown", "{listed}");
+    assert!(
+        listed["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["orphaned"] == false),
+        "{listed}"
+    );
+    assert!(!text.contains("ORPHANED"), "{text}");
+    assert!(!text.contains("pid reused"), "{text}");
+}

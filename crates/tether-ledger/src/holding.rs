@@ -21,7 +21,7 @@ use serde::Serialize;
 use tether::SpawnTag;
 use tether::sys::{self, Held};
 
-use crate::proof::{OwnerKey, OwnerStatus, Prover};
+use crate::proof::{OwnerStatus, Prover};
 use crate::reaper::{LedgerView, ReapOptions, SkipReason, Target, execute, plan};
 
 /// At most this many held paths are listed per holder (the count says how
@@ -386,7 +386,7 @@ fn find(
                 _ => Verdict::Untagged,
             }
         };
-        let owner = tag.as_ref().map(|t| owner_entry(t, &mut prover));
+        let owner = tag.as_ref().map(|t| owner_entry(pid, t, &mut prover));
         let held_count = under.len();
         report.holders.push(Holder {
             pid,
@@ -424,11 +424,10 @@ fn find(
     (report, chosen)
 }
 
-fn owner_entry(tag: &SpawnTag, prover: &mut Prover) -> OwnerEntry {
-    let status = prover.owner_status(OwnerKey {
-        pid: tag.owner_pid,
-        start_time: tag.owner_start,
-    });
+/// The owner `tag` names, judged from the holder `pid` as `ps` and `reap`
+/// judge it ([`Prover::standing`]).
+fn owner_entry(pid: u32, tag: &SpawnTag, prover: &mut Prover) -> OwnerEntry {
+    let status = prover.standing(pid, tag).status();
     let command = if status == OwnerStatus::Alive {
         sys::describe(tag.owner_pid)
     } else {
