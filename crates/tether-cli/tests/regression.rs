@@ -1157,3 +1157,204 @@ fn ps_classifies_a_live_owner_in_a_pid_namespace_as_reap_does() {
     assert!(!text.contains("ORPHANED"), "{text}");
     assert!(!text.contains("pid reused"), "{text}");
 }
+
+/// Polls until `ready` holds for the process `pid` (an exec or a loader
+/// finishing raises no event outside the process), bounded.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// `ps --holding PATH --json`: (exit code, the holder with pid `pid`).
+fn holder(home: &Home, path: &Path, pid: u32) -> (i32, Option<serde_json::Value>) {
+    let (code, report) = home.json(&["ps", "--holding", path.to_str().unwrap()]);
+    let found = report["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["pid"] == pid)
+        .cloned();
+    eprintln!("ps --holding {path:?}: exit {code}, pid {pid}: {found:?}");
+    (code, found)
+}
+
+/// Kills and reaps a child however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// issue 16 item 6(a): a file only memory-mapped under a directory whose name contains a newline (`/proc/<pid>/maps` writes it `\012`) was not seen: `ps --holding` said "free", exit 0.
+#[test]
+fn holding_sees_a_file_mapped_under_a_directory_named_with_a_newline() {
+    let home = Home::new("regression-holding-newline");
+    let base = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(base.path()).unwrap().join("lib\ndir");
+    std::fs::create_dir(&dir).unwrap();
+    // This process's libc, copied there: `sleep` then maps that copy (the
+    // loader closes the descriptor), and holds nothing else under `dir`.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let libc_path = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libc.so.6"))
+        .expect("this test links libc.so.6");
+    std::fs::copy(libc_path, dir.join("libc.so.6")).unwrap();
+    let sleeper = Reaped(
+        std::process::Command::new("sleep")
+            .arg("1000")
+            .env("LD_LIBRARY_PATH", &dir)
+            .env(TAG_VAR, home.tag())
+            .env_remove(tether::SPAWN_TAG_VAR)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = sleeper.0.id();
+    wait_until("sleep maps the copy", || {
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains("lib\\012dir/libc.so.6"))
+    });
+    let fds: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .collect();
+    assert!(
+        fds.iter().all(|f| !f.starts_with(&dir)),
+        "only mapped, not open: {fds:?}"
+    );
+
+    let (code, found) = holder(&home, &dir, pid);
+    assert_eq!(code, 3, "the directory is held");
+    let found = found.expect("sleep is a holder");
+    let held = &found["holds"][0];
+    assert_eq!(held["how"], "mapped", "{found}");
+    assert_eq!(
+        held["path"].as_str(),
+        dir.join("libc.so.6").to_str(),
+        "the path as it is, newline and all: {found}"
+    );
+}
+
+/// A directory holding a copy of `sleep`, and an empty mount point.
+fn app_and_mount_point() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let base = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(base.path()).unwrap();
+    let (app, mnt) = (root.join("app"), root.join("mnt"));
+    std::fs::create_dir(&app).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let sleep = std::fs::canonicalize(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|d| d.join("sleep"))
+            .find(|p| p.exists())
+            .expect("sleep on PATH"),
+    )
+    .unwrap();
+    std::fs::copy(sleep, app.join("sleep")).unwrap();
+    (base, app, mnt)
+}
+
+/// Unmounts a bind mount however the test ends (lazily: a process may
+/// still run from it).
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+// issue 16 item 6(b): an executable run through a bind mount of the path was not seen (`ps --holding` said "free", and the updater's `cp` then failed with "Text file busy").
+#[test]
+fn holding_sees_a_program_run_through_a_bind_mount() {
+    if !tether_testkit::require_root("mount --bind in this mount namespace") {
+        return;
+    }
+    let home = Home::new("regression-holding-bind");
+    let (_base, app, mnt) = app_and_mount_point();
+    let mounted = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(&app)
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount --bind");
+    let _mounted = Mounted(mnt.clone());
+    let sleeper = Reaped(
+        std::process::Command::new(mnt.join("sleep"))
+            .arg("1000")
+            .env(TAG_VAR, home.tag())
+            .env_remove(tether::SPAWN_TAG_VAR)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = sleeper.0.id();
+    wait_until("sleep runs from the mount", || {
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == mnt.join("sleep"))
+    });
+    let (code, found) = holder(&home, &app, pid);
+    assert_eq!(code, 3, "the directory is held");
+    let found = found.expect("sleep is a holder");
+    let hows: Vec<&str> = found["holds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["how"].as_str().unwrap())
+        .collect();
+    assert!(hows.contains(&"exe"), "{found}");
+    // A symlinked spelling of the directory is the same directory.
+    let link = app.with_file_name("link-to-app");
+    std::os::unix::fs::symlink(&app, &link).unwrap();
+    let (code, found) = holder(&home, &link, pid);
+    assert_eq!(code, 3);
+    assert!(found.is_some(), "the symlinked spelling finds the holder");
+    // And the executable itself, named through the mount or not.
+    for file in [app.join("sleep"), mnt.join("sleep")] {
+        let (code, found) = holder(&home, &file, pid);
+        assert_eq!(code, 3, "{file:?}");
+        assert!(found.is_some(), "{file:?}");
+    }
+}
+
+// issue 16 item 6(b), in a container's shape: the program runs in another mount namespace, from a bind mount of the path made there.
+#[test]
+fn holding_sees_a_program_run_through_a_bind_mount_in_another_namespace() {
+    let home = Home::new("regression-holding-bind-ns");
+    let (_base, app, mnt) = app_and_mount_point();
+    let mut unshare = std::process::Command::new("unshare");
+    if !tether_testkit::is_root() {
+        unshare.args(["--user", "--map-root-user"]);
+    }
+    unshare
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$1\" \"$2\" && exec \"$2/sleep\" 1000")
+        .args(["sh".as_ref(), app.as_os_str(), mnt.as_os_str()])
+        .env(TAG_VAR, home.tag())
+        .env_remove(tether::SPAWN_TAG_VAR)
+        .current_dir("/")
+        .stdin(Stdio::null());
+    // `unshare` without --fork becomes `sh`, which becomes `sleep`.
+    let sleeper = Reaped(unshare.spawn().unwrap());
+    let pid = sleeper.0.id();
+    wait_until("sleep runs from the mount", || {
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == mnt.join("sleep"))
+    });
+    assert!(!mnt.join("sleep").exists(), "the mount is not visible here");
+    let (code, found) = holder(&home, &app, pid);
+    assert_eq!(code, 3, "the directory is held");
+    assert!(found.is_some(), "sleep is a holder");
+}
