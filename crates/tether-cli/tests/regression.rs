@@ -1358,3 +1358,183 @@ fn holding_sees_a_program_run_through_a_bind_mount_in_another_namespace() {
     assert_eq!(code, 3, "the directory is held");
     assert!(found.is_some(), "sleep is a holder");
 }
+
+/// A `tether mcp` server driven over stdio, minimally (the MCP client
+/// suites live with tether-mcp; this is enough to run one command).
+struct McpServer {
+    child: std::process::Child,
+    pending: Vec<u8>,
+    next_id: u64,
+}
+
+impl McpServer {
+    fn start(mut cmd: std::process::Command) -> McpServer {
+        let child = cmd
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start tether mcp");
+        let mut server = McpServer {
+            child,
+            pending: Vec::new(),
+            next_id: 1,
+        };
+        let init = server.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                               "clientInfo": {"name": "regression", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "tether", "{init}");
+        server.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, message: &serde_json::Value) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write to the server");
+    }
+
+    /// Sends a request and returns its response (bounded: 30 s).
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = support::read_line_bounded(
+                self.child.stdout.as_mut().unwrap(),
+                &mut self.pending,
+                Duration::from_secs(30),
+            )
+            .unwrap_or_else(|| panic!("no answer to {method}"));
+            let message: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Runs `command` through the `run` tool; its output.
+    fn run(&mut self, command: &str) -> String {
+        let answer = self.request(
+            "tools/call",
+            serde_json::json!({"name": "run", "arguments": {"command": command}}),
+        );
+        let result = &answer["result"]["structuredContent"];
+        assert_eq!(result["status"], "exited", "{answer}");
+        result["output"].as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Closes stdin and waits for the exit (bounded).
+    fn close(mut self) {
+        drop(self.child.stdin.take());
+        assert!(
+            support::wait_pid_exit(self.child.id(), Duration::from_secs(20)),
+            "the server exits on stdin EOF"
+        );
+        self.child.wait().unwrap();
+    }
+}
+
+/// How many times each of `needles` occurs in the writable memory of
+/// `pid` (`/proc/<pid>/mem`, mapping by mapping; as root).
+fn occurrences_in_memory(pid: u32, needles: &[&str]) -> Vec<usize> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut counts = vec![0; needles.len()];
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        // Copies made at run time are in writable memory (the stack the
+        // environment was put on, the heap); file-backed code is not.
+        if !perms.starts_with("rw") {
+            continue;
+        }
+        let (start, end) = range.split_once('-').unwrap();
+        let start = u64::from_str_radix(start, 16).unwrap();
+        let end = u64::from_str_radix(end, 16).unwrap();
+        let mut data = vec![0u8; (end - start) as usize];
+        // [vvar] and the like refuse to be read: nothing of ours is there.
+        if mem.seek(SeekFrom::Start(start)).is_err() || mem.read_exact(&mut data).is_err() {
+            continue;
+        }
+        for (needle, count) in needles.iter().zip(&mut counts) {
+            let needle = needle.as_bytes();
+            let mut at = 0;
+            // Candidates by their first byte (a plain `windows` scan takes
+            // seconds over a debug build's tens of MB).
+            while let Some(i) = data[at..].iter().position(|&b| b == needle[0]) {
+                at += i + 1;
+                if data[at - 1..].starts_with(needle) {
+                    *count += 1;
+                }
+            }
+        }
+    }
+    counts
+}
+
+// issue 16 item 1: `tether mcp` removed GITHUB_TOKEN, ANTHROPIC_API_KEY, AWS_SECRET_ACCESS_KEY and *_PASSWORD from commands' environments, but an unprivileged command read all four back from `/proc/<server>/environ` (the server's pid is field 4 of TETHER_SPAWN).
+#[test]
+fn a_command_cannot_read_withheld_credentials_from_the_server() {
+    if !tether_testkit::require_root("running tether mcp as a throwaway unprivileged user") {
+        return;
+    }
+    let guard = TagGuard::new("regression-withheld-credentials");
+    // A throwaway user: a uid no passwd entry names, with a home of its own.
+    let uid = uid_without_passwd_entry();
+    let home = tempfile::tempdir().unwrap();
+    chown(home.path(), uid);
+    let unique = guard.tag().replace(['-', '_'], "");
+    let secrets = [
+        ("GITHUB_TOKEN", format!("ghp{unique}gh")),
+        ("ANTHROPIC_API_KEY", format!("sk{unique}ant")),
+        ("AWS_SECRET_ACCESS_KEY", format!("aws{unique}key")),
+        ("MY_DB_PASSWORD", format!("pw{unique}db")),
+    ];
+    let mut cmd = support::tether();
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", home.path())
+        .env("TETHER_HOME", home.path().join("state"))
+        .env(TAG_VAR, guard.tag())
+        .envs(secrets.iter().map(|(k, v)| (k, v)))
+        .current_dir(home.path())
+        .uid(uid)
+        .gid(uid);
+    let mut server = McpServer::start(cmd);
+    let server_pid = server.child.id();
+    let output = server.run(
+        "owner=$(printf %s \"$TETHER_SPAWN\" | cut -d: -f4); echo \"uid $(id -u) owner $owner\"; \
+         tr '\\0' '\\n' < /proc/$owner/environ; echo END",
+    );
+    let memory = occurrences_in_memory(
+        server_pid,
+        &secrets.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>(),
+    );
+    server.close();
+    eprintln!("the command saw:\n{output}\nin the server's memory: {memory:?}");
+    // The command ran unprivileged and did read the server's environment.
+    assert!(
+        output.contains(&format!("uid {uid} owner {server_pid}")),
+        "{output}"
+    );
+    assert!(
+        output.contains("PATH=/usr/bin:/bin") && output.contains("END"),
+        "the read succeeded: {output}"
+    );
+    for (name, value) in &secrets {
+        assert!(
+            !output.contains(value.as_str()),
+            "{name} read back from the server's environment: {output}"
+        );
+    }
+    // Nor anywhere else in the server's memory (ptrace, /proc/<pid>/mem).
+    assert_eq!(memory, vec![0; secrets.len()], "{secrets:?}");
+}
