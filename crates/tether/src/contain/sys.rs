@@ -254,10 +254,10 @@ pub struct Held {
     /// The object was deleted or replaced since it was opened (an updater
     /// replaced a library the process still maps): it is still held.
     pub deleted: bool,
-    /// The object's identity, read from the process's own handle on it
-    /// (Linux: `stat` through `/proc/<pid>/{exe,cwd,root,fd/N}`, the device
-    /// and inode columns of `/proc/<pid>/maps`); `None` where the platform
-    /// does not say (macOS, Windows).
+    /// The object's identity where the kernel states it with the path
+    /// (Linux: the device and inode columns of `/proc/<pid>/maps`); `None`
+    /// otherwise — [`HeldUnder`] then looks the path up where the holder
+    /// sees it.
     pub id: Option<FileId>,
 }
 
@@ -286,8 +286,8 @@ pub fn held_paths(pid: u32) -> io::Result<Vec<Held>> {
 ///   component (on Windows without regard to case, as its file systems
 ///   compare), or
 /// - by identity ([`FileId`]): it *is* the path's object, or one of its
-///   ancestor directories — as the holder sees them — is. Linux resolves
-///   those ancestors through `/proc/<pid>/root`, so in the holder's own
+///   ancestor directories — as the holder sees them — is. Linux looks
+///   those paths up through `/proc/<pid>/root`, so in the holder's own
 ///   mount namespace.
 ///
 /// So a program run through a bind mount of the path, or in a container

@@ -7,14 +7,19 @@
 //! everything as root), `EACCES` otherwise. A process we cannot inspect is
 //! reported as such, never as holding nothing.
 //!
-//! Each object comes with its identity (device, inode), read from the
-//! process's own handle on it: `stat` through the magic links `exe`, `cwd`,
-//! `root` and `fd/N`, and the device and inode columns of `maps`. Path text
-//! is not enough: the kernel names an object by the mount it was reached
-//! through (a bind mount of a directory names none of the directory's
-//! paths), and `maps` escapes a newline in a name as `\012` — a file mapped
-//! from under such a directory, or a program run through a bind mount of
-//! it, was reported as holding nothing under it (issue 16).
+//! Path text is not enough to tell what lies under a directory: the kernel
+//! names an object by the mount it was reached through (a bind mount of a
+//! directory names none of the directory's paths), and `maps` escapes a
+//! newline in a name as `\012` — a file mapped from under such a
+//! directory, or a program run through a bind mount of it, was reported as
+//! holding nothing under it (issue 16). So `maps` entries carry their
+//! identity (its device and inode columns, free to read), and
+//! [`under_by_identity`] compares the identities of a held object and of
+//! its ancestor directories, looked up where the holder sees them, with
+//! the target's. (A `stat` through each `exe`, `cwd`, `root` and `fd/N`
+//! link instead cost +35% CPU for `ps --holding` over 10,000 processes;
+//! looking paths up once per mount namespace and root costs what is in
+//! `benches/ps_reap`.)
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::{OsStr, OsString};
@@ -41,10 +46,9 @@ pub(crate) fn held_paths(pid: u32) -> io::Result<Vec<Held>> {
         let link = format!("{base}/{name}");
         match fs::read_link(&link) {
             Ok(target) => {
-                if let Some(mut held) = held(how, target.as_os_str().as_bytes()) {
+                if let Some(held) = held(how, target.as_os_str().as_bytes()) {
                     // Everyone's root is `/`: only a chroot is worth listing.
                     if how != HeldAs::Root || held.path != Path::new("/") {
-                        held.id = stat_id(Path::new(&link));
                         out.insert(held);
                     }
                 }
@@ -58,9 +62,8 @@ pub(crate) fn held_paths(pid: u32) -> io::Result<Vec<Held>> {
     for entry in fds.flatten() {
         // A descriptor closed between the listing and the readlink is gone.
         if let Ok(target) = fs::read_link(entry.path())
-            && let Some(mut held) = held(HeldAs::OpenFile, target.as_os_str().as_bytes())
+            && let Some(held) = held(HeldAs::OpenFile, target.as_os_str().as_bytes())
         {
-            held.id = stat_id(&entry.path());
             out.insert(held);
         }
     }
@@ -142,51 +145,73 @@ pub(crate) fn file_id(path: &Path) -> io::Result<Option<FileId>> {
     Ok(Some(id_of(&fs::metadata(path)?)))
 }
 
-/// Ancestor directories already resolved, per mount namespace and root
-/// directory (processes that share both see the same files at the same
-/// paths): one `lstat` per directory per scan, not per process.
+/// Paths already looked up, per mount namespace and root directory
+/// (processes that share both see the same files at the same paths): each
+/// held path is judged once per scan, not once per process — a crowd of
+/// processes maps the same few libraries.
 #[derive(Debug, Default)]
 pub(crate) struct Resolver {
-    seen: HashMap<(FileId, FileId, PathBuf), Option<FileId>>,
+    views: HashMap<(FileId, FileId), View>,
+}
+
+/// What one view (mount namespace, root) has shown so far.
+#[derive(Debug, Default)]
+struct View {
+    /// Held path → whether it lies under the target.
+    under: HashMap<PathBuf, bool>,
+    /// Path → its identity (`lstat`), `None` if it cannot be looked up.
+    ids: HashMap<PathBuf, Option<FileId>>,
 }
 
 /// For each of `held` (objects `pid` holds that are not under the target by
 /// path text), whether it lies under the directory (or is the object)
-/// identified by `target`: it is that object, or one of its ancestor
-/// directories *as `pid` sees them* is. An ancestor is looked up with
-/// `lstat` through `/proc/<pid>/root` — the holder's root in its own mount
-/// namespace — so a symlink is never taken for the directory it points to.
+/// identified by `target`: its identity is the target's (a `maps` entry
+/// says), or its path or one of its ancestor directories *as `pid` sees
+/// them* names the target. Paths are looked up with `lstat` through
+/// `/proc/<pid>/root` — the holder's root in its own mount namespace — so
+/// a symlink is never taken for what it points to; each once per mount
+/// namespace and root directory.
 pub(crate) fn under_by_identity(
     pid: u32,
     held: &[Held],
     target: FileId,
     resolver: &mut Resolver,
 ) -> Vec<bool> {
-    let view = (
+    let key = (
         stat_id(Path::new(&format!("/proc/{pid}/ns/mnt"))),
         stat_id(Path::new(&format!("/proc/{pid}/root"))),
     );
+    // Gone or not inspectable meanwhile: nothing to look paths up in.
+    let (Some(ns), Some(root)) = key else {
+        return held.iter().map(|h| h.id == Some(target)).collect();
+    };
+    let view = resolver.views.entry((ns, root)).or_default();
     held.iter()
         .map(|h| {
             if h.id == Some(target) {
                 return true;
             }
-            // Gone or not inspectable meanwhile: nothing to resolve in.
-            let (Some(ns), Some(root)) = view else {
-                return false;
-            };
-            h.path.ancestors().skip(1).any(|dir| {
+            if let Some(&under) = view.under.get(h.path.as_path()) {
+                return under;
+            }
+            let under = h.path.ancestors().any(|dir| {
                 if dir == Path::new("/") || dir.as_os_str().is_empty() {
                     return false;
                 }
-                let key = (ns, root, dir.to_path_buf());
-                let id = *resolver.seen.entry(key).or_insert_with(|| {
-                    fs::symlink_metadata(in_root(pid, dir))
-                        .ok()
-                        .map(|m| id_of(&m))
-                });
+                let id = match view.ids.get(dir) {
+                    Some(&id) => id,
+                    None => {
+                        let id = fs::symlink_metadata(in_root(pid, dir))
+                            .ok()
+                            .map(|m| id_of(&m));
+                        view.ids.insert(dir.to_path_buf(), id);
+                        id
+                    }
+                };
                 id == Some(target)
-            })
+            });
+            view.under.insert(h.path.clone(), under);
+            under
         })
         .collect()
 }
