@@ -309,6 +309,9 @@ const TREE_WITH_ENV_I_CHILD: &str =
 #[test]
 fn a_lost_keepers_env_i_child_dies_and_the_count_is_honest() {
     let guard = TagGuard::new("regression-env-i-orphan");
+    // A ledger of its own: the user's may be one this build cannot use
+    // (a newer schema), and its warning would come first on stderr.
+    let home = tempfile::tempdir().unwrap();
     let mut owner = support::tether()
         .args([
             "run",
@@ -320,6 +323,7 @@ fn a_lost_keepers_env_i_child_dies_and_the_count_is_honest() {
             TREE_WITH_ENV_I_CHILD,
         ])
         .env(TAG_VAR, guard.tag())
+        .env("TETHER_HOME", home.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

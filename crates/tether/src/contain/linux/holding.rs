@@ -17,7 +17,7 @@
 //! [`under_by_identity`] compares the identities of a held object and of
 //! its ancestor directories, looked up where the holder sees them, with
 //! the target's. (A `stat` through each `exe`, `cwd`, `root` and `fd/N`
-//! link instead cost +35% CPU for `ps --holding` over 10,000 processes;
+//! link instead cost +27% CPU for `ps --holding` over 10,000 processes;
 //! looking paths up once per mount namespace and root costs what is in
 //! `benches/ps_reap`.)
 
