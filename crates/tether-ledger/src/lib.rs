@@ -62,7 +62,7 @@ mod store;
 pub use census::{Census, LedgerState, OwnerEntry, ProcessEntry, Role, SessionEntry, SessionState};
 pub use clock::Clock;
 pub use error::{Insecurity, LedgerError, Result};
-pub use proof::{DeathProof, OwnerKey, OwnerStatus};
+pub use proof::{DeathProof, OwnerKey, OwnerStatus, Standing};
 pub use reaper::{
     CHASE_BUDGET, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason, Skipped,
     StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,

@@ -44,7 +44,7 @@ use serde::Serialize;
 use tether::sys::{self, Pinned, Sighting};
 use tether::{ProcessIdentity, SpawnTag};
 
-use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover, is_interactive};
+use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover, Standing, is_interactive};
 use crate::records::{OwnerRow, SessionRow};
 use crate::registration::RegistrationRow;
 use crate::scan::{KEEPER_PURPOSE, Scan, TaggedProcess, UnreadableProcess, argv_of};
@@ -619,15 +619,15 @@ fn skip_reason(
     if ancestry.contains(&p.pid) {
         return Some(SkipReason::Reaper);
     }
-    // Before the owner's status: in a namespace whose pids are not ours,
-    // the tag's owner pid names nobody here, alive or dead.
-    if let Err(reason) = prover.tag_names_our_owner(p.pid, p.tag.owner_start) {
-        return Some(SkipReason::NestedPidNamespace { reason });
-    }
-    match prover.owner_status(p.owner()) {
-        OwnerStatus::Alive => Some(SkipReason::OwnerAlive),
-        OwnerStatus::Unknown { reason } => Some(SkipReason::OwnerUnknown { reason }),
-        OwnerStatus::Dead { .. } => {
+    // The classification `tether ps` shows too: in a namespace whose pids
+    // are not ours, the tag's owner pid names nobody here, alive or dead.
+    match prover.standing(p.pid, &p.tag) {
+        Standing::NestedPidNamespace { reason } => Some(SkipReason::NestedPidNamespace { reason }),
+        Standing::Owner(OwnerStatus::Alive) => Some(SkipReason::OwnerAlive),
+        Standing::Owner(OwnerStatus::Unknown { reason }) => {
+            Some(SkipReason::OwnerUnknown { reason })
+        }
+        Standing::Owner(OwnerStatus::Dead { .. }) => {
             // A registered process also answers to its registered purpose
             // and spawner (both must allow the reap).
             let reg_purpose = reg.map(|r| r.purpose.as_str());

@@ -118,6 +118,7 @@ const EXIT_START_FAILED: u8 = 125;
 /// a stderr logger (`TETHER_LOG`, default `warn`): call it from a
 /// program that is the server, after [`tether::keeper::run_if_requested`].
 pub fn serve(options: Options) -> ExitCode {
+    withhold_credentials(&options);
     init_logging();
     match serve_until_closed(options) {
         Ok(code) => code,
@@ -193,6 +194,21 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
         (true, Cause::Signal(sig)) => 128 + sig as u8,
         (true, _) => 0,
     }))
+}
+
+/// Withholds what the policy removes from commands' environments from the
+/// server's own too — first, while this is the only thread: otherwise a
+/// command reads them back from the server (`/proc/<pid>/environ`, the
+/// owner pid being field 4 of its `TETHER_SPAWN`; issue 16). A failure is
+/// reported, not fatal: the commands still never get them.
+fn withhold_credentials(options: &Options) {
+    let policy = EnvPolicy::new(options.env_allow.clone(), options.env_deny.clone());
+    if let Err(e) = tether::withhold_environment(|name| !policy.passes(name)) {
+        eprintln!(
+            "tether mcp: warning: credentials kept from commands stay readable in this \
+             server's own environment: {e}"
+        );
+    }
 }
 
 /// `--reap-on-start`: what `tether reap` does, reported on stderr.

@@ -294,3 +294,24 @@ pub enum WatchdogError {
     #[error("cannot watch the owner: {0}")]
     Io(#[source] io::Error),
 }
+
+/// Why [`withhold_environment`](crate::withhold_environment) changed
+/// nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum WithholdError {
+    /// Other threads run in this process: the environment cannot be
+    /// changed soundly while one of them may read it. Call it first thing
+    /// in `main`, before anything starts a thread (a tokio runtime, a
+    /// logger, a thread pool).
+    #[error(
+        "{threads} threads run in this process: withhold the environment before any other \
+         thread starts (nothing was changed)"
+    )]
+    OtherThreads {
+        /// How many threads run.
+        threads: u32,
+    },
+    /// Reading this process's own state failed (`/proc/self`, the PEB).
+    #[error("cannot read this process's environment: {0}")]
+    Io(#[source] io::Error),
+}

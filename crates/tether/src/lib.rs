@@ -84,6 +84,7 @@ mod spawn_tag;
 mod stdio;
 pub mod terminal;
 pub mod watchdog;
+mod withheld;
 
 pub use child::{Child, ChildHandle};
 pub use command::{Command, DEFAULT_GRACE};
@@ -91,7 +92,7 @@ pub use contain::Descendant;
 pub use contain::ext::*;
 pub use contain::sys;
 pub use containment::{Containment, ContainmentPolicy};
-pub use error::{Error, Result, Survivor, TagError};
+pub use error::{Error, Result, Survivor, TagError, WithholdError};
 pub use exit::{ExitStatus, Output};
 pub use forward::SignalForwarder;
 pub use identity::ProcessIdentity;
@@ -99,6 +100,7 @@ pub use install::Install;
 pub use session_id::SessionId;
 pub use spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};
+pub use withheld::{NEEDED as NEEDED_ENVIRONMENT, Withheld, withhold_environment};
 
 /// The keeper: run it, or let this program be one. (On Windows there is no
 /// keeper: [`run_if_requested`](keeper::run_if_requested) returns at once.)

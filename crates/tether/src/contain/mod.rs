@@ -86,6 +86,10 @@ pub(crate) struct Spawned {
     pub pty: Option<Pty>,
 }
 
+/// `tether::withhold_environment` (see `withheld.rs`): Unix overwrites
+/// through libc's `environ`, Windows through the PEB.
+pub(crate) use imp::environment::withhold as withhold_environment;
+
 /// How a program is searched for and checked before spawning.
 pub(crate) use imp::resolve;
 

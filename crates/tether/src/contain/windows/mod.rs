@@ -30,7 +30,7 @@ mod completion_port;
 mod conpty;
 mod console;
 mod ctrl_event;
-mod environment;
+pub(crate) mod environment;
 pub(crate) mod file_id;
 mod forward;
 mod handle;
