@@ -24,7 +24,13 @@ ANTHROPIC_*, HF_TOKEN, …) and anything named like one (*_TOKEN, *_SECRET*, *_P
 --env-allow lets one through; --env-deny removes more (--env-deny '*' with --env-allow makes an \
 allow-list). Unless set, commands get GIT_TERMINAL_PROMPT=0, an EDITOR/VISUAL/GIT_EDITOR that \
 fails at once saying to pass -m, DEBIAN_FRONTEND=noninteractive, PIP_NO_INPUT=1, PAGER=cat, \
-NO_COLOR=1, TERM=dumb: they have no terminal.")]
+NO_COLOR=1, TERM=dumb: they have no terminal.
+
+Examples:
+  tether mcp
+  tether mcp --cwd ~/project --reap-on-start
+  tether mcp --env-deny '*' --env-allow PATH --env-allow HOME
+  claude mcp add tether -- tether mcp          (Claude Code)")]
 pub struct Options {
     /// Default working directory of commands, and the base of relative `cwd`s (default: the
     /// current directory).
@@ -43,7 +49,7 @@ pub struct Options {
     #[arg(long, value_name = "N", default_value_t = tether::registry::DEFAULT_MAX_LIVE)]
     pub max_sessions: usize,
     /// Longest request line accepted; longer requests get an error.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_REQUEST)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REQUEST)]
     pub max_request_bytes: usize,
     /// The shell of `command` strings: `sh`/`cmd` (the platform's: /bin/sh -c, on Windows
     /// cmd.exe /d /s /c), `powershell`, `pwsh`, `bash`, or a program that takes -c.

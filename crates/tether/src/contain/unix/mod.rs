@@ -6,6 +6,7 @@
 mod channel;
 mod console;
 mod discovery;
+pub(crate) mod doctor;
 mod foreground;
 mod forward;
 pub(crate) mod init;
