@@ -2,6 +2,10 @@
 //! and carries the same examples; completions and man pages are generated
 //! from the same command line and know every subcommand.
 
+// The suite runs on Linux (real bash and groff read what is generated);
+// the help itself is platform-free.
+#![cfg(target_os = "linux")]
+
 mod support;
 
 use std::process::{Command, Output, Stdio};
