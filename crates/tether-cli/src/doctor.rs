@@ -19,8 +19,8 @@ what was found, and on the next line what that means for the guarantees (G1–G9
 README) or what they fall back to. The state directory is opened and checked as every \
 tether command does (created 0700 if missing).
 
-Exit status: 0 when tether can run commands here; 1 when it cannot (no keeper, no subreaper \
-or pidfds on Linux, no job on Windows); 125 on bad arguments.
+Exit status: 0 when tether can run commands here (the probe session ran); 1 when it cannot \
+(the keeper or job line says why); 125 on bad arguments.
 
 Examples:
   tether doctor
@@ -51,7 +51,7 @@ struct JsonFinding<'a> {
 pub fn main(args: DoctorArgs) -> ExitCode {
     let mut report = tether::doctor::probe();
     report.findings.push(state_directory());
-    let can_run = can_run(&report);
+    let can_run = report.can_run();
     if args.json {
         let json = JsonReport {
             version: env!("CARGO_PKG_VERSION"),
@@ -80,20 +80,6 @@ pub fn main(args: DoctorArgs) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
-}
-
-/// Whether sessions can start here: nothing tether cannot run without is
-/// missing.
-fn can_run(report: &Report) -> bool {
-    !report.findings.iter().any(|f| {
-        f.status == Status::Unavailable
-            && matches!(
-                f.topic,
-                Topic::Keeper | Topic::Subreaper | Topic::Pidfd | Topic::Job
-            )
-            && !(f.topic == Topic::Subreaper && std::env::consts::OS == "macos")
-            && !(f.topic == Topic::Pidfd && std::env::consts::OS == "macos")
-    })
 }
 
 /// Two lines per finding: `topic: status: what was found`, then what it

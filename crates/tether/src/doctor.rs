@@ -155,6 +155,16 @@ impl Report {
     pub fn get(&self, topic: Topic) -> Option<&Finding> {
         self.findings.iter().find(|f| f.topic == topic)
     }
+
+    /// Whether tether can run commands here: the probe session ran (the
+    /// [`Topic::Keeper`] finding on Unix, [`Topic::Job`] on Windows, is
+    /// available). Everything a session needs — on Linux the subreaper and
+    /// pidfds — is on that path, so a missing one shows here too.
+    pub fn can_run(&self) -> bool {
+        self.findings
+            .iter()
+            .any(|f| matches!(f.topic, Topic::Keeper | Topic::Job) && f.status == Status::Available)
+    }
 }
 
 /// Probes this machine. Starts a keeper (on Unix) and runs `exit 0` in a
