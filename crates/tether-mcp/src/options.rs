@@ -1,4 +1,4 @@
-//! The options of `tether mcp` (and of the `tether-mcp` program).
+//! The options of `tether mcp`.
 
 use std::path::PathBuf;
 
