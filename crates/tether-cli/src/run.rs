@@ -57,9 +57,11 @@ pub struct RunArgs {
     /// Run one command string with the platform's shell (/bin/sh -c; on Windows cmd.exe /d /s /c).
     #[arg(long)]
     shell: bool,
-    /// How to hold the tree: a subreaper keeper, a PID namespace (airtight even if the keeper is
-    /// SIGKILLed; needs root or user namespaces), or auto (pidns when possible).
-    #[arg(long, value_enum, default_value = "standard")]
+    /// How to hold the tree (`tether doctor` says what this machine offers).
+    ///
+    /// A subreaper keeper, a PID namespace (airtight even if the keeper is SIGKILLed; needs
+    /// root or user namespaces), or auto (pidns when possible).
+    #[arg(long, value_enum, value_name = "HOW", default_value = "standard")]
     containment: ContainmentArg,
     /// Capture stdout and stderr and print one JSON object with the result.
     #[arg(long)]
@@ -67,8 +69,10 @@ pub struct RunArgs {
     /// With --json: keep at most this many bytes of each stream (the last ones).
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     max_output: usize,
-    /// Run the program on a pseudo-terminal of its own, attached to this terminal (for
-    /// programs that need a terminal of their own: REPLs, TUIs, ssh).
+    /// Run the program on a pseudo-terminal of its own (REPLs, TUIs, ssh).
+    ///
+    /// The pseudo-terminal is attached to this terminal, for programs that need a terminal of
+    /// their own.
     #[arg(long, conflicts_with = "json")]
     pty: bool,
     /// Purpose written into the spawn tag of every process.

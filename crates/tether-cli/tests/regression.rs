@@ -1542,3 +1542,55 @@ fn a_command_cannot_read_withheld_credentials_from_the_server() {
     // Nor anywhere else in the server's memory (ptrace, /proc/<pid>/mem).
     assert_eq!(memory, vec![0; secrets.len()], "{secrets:?}");
 }
+
+// issue 17 item 6 (found by `tether doctor`): the keeper is non-dumpable, so its /proc/self
+// files are root's and an unprivileged keeper could not write its own uid_map —
+// `--containment pidns` (and `auto`) failed with EACCES where `unshare --user --pid` works.
+#[test]
+fn an_unprivileged_user_gets_a_pid_namespace_where_user_namespaces_work() {
+    if !tether_testkit::require_root("running tether as an unprivileged uid") {
+        return;
+    }
+    let uid = uid_without_passwd_entry();
+    let userns = std::process::Command::new("unshare")
+        .args(["--user", "--pid", "--fork", "true"])
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !tether_testkit::require(
+        userns,
+        &format!("unprivileged user namespaces (`unshare --user --pid` as uid {uid})"),
+    ) {
+        return;
+    }
+    let guard = TagGuard::new("regression-unprivileged-pidns");
+    let home = tempfile::tempdir().unwrap();
+    chown(home.path(), uid);
+    for containment in ["pidns", "auto"] {
+        let out = support::tether()
+            .args(["run", "--json", "--containment", containment])
+            .args(["--", "sh", "-c", "echo $$"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TETHER_HOME", home.path().join("state"))
+            .env(TAG_VAR, guard.tag())
+            .uid(uid)
+            .gid(uid)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "--containment {containment} as uid {uid}: {}: {stdout}{stderr}",
+            out.status
+        );
+        let result: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(result["containment"], "pidns", "{containment}: {result}");
+        // Pid 1 is the namespace's init; the command is the next process.
+        assert_eq!(result["stdout"], "2\n", "{containment}: {result}");
+    }
+}

@@ -1,4 +1,4 @@
-//! The options of `tether mcp` (and of the `tether-mcp` program).
+//! The options of `tether mcp`.
 
 use std::path::PathBuf;
 
@@ -24,7 +24,13 @@ ANTHROPIC_*, HF_TOKEN, …) and anything named like one (*_TOKEN, *_SECRET*, *_P
 --env-allow lets one through; --env-deny removes more (--env-deny '*' with --env-allow makes an \
 allow-list). Unless set, commands get GIT_TERMINAL_PROMPT=0, an EDITOR/VISUAL/GIT_EDITOR that \
 fails at once saying to pass -m, DEBIAN_FRONTEND=noninteractive, PIP_NO_INPUT=1, PAGER=cat, \
-NO_COLOR=1, TERM=dumb: they have no terminal.")]
+NO_COLOR=1, TERM=dumb: they have no terminal.
+
+Examples:
+  tether mcp
+  tether mcp --cwd ~/project --reap-on-start
+  tether mcp --env-deny '*' --env-allow PATH --env-allow HOME
+  claude mcp add tether -- tether mcp          (Claude Code)")]
 pub struct Options {
     /// Default working directory of commands, and the base of relative `cwd`s (default: the
     /// current directory).
@@ -43,7 +49,7 @@ pub struct Options {
     #[arg(long, value_name = "N", default_value_t = tether::registry::DEFAULT_MAX_LIVE)]
     pub max_sessions: usize,
     /// Longest request line accepted; longer requests get an error.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_REQUEST)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REQUEST)]
     pub max_request_bytes: usize,
     /// The shell of `command` strings: `sh`/`cmd` (the platform's: /bin/sh -c, on Windows
     /// cmd.exe /d /s /c), `powershell`, `pwsh`, `bash`, or a program that takes -c.
@@ -52,13 +58,17 @@ pub struct Options {
     /// Before serving, kill the proven orphans of dead owners of this install (as `tether reap`).
     #[arg(long)]
     pub reap_on_start: bool,
-    /// Put PREFIX before every tool's name (`--tool-prefix tether_`: tether_run, tether_read, …),
-    /// in the tool list and in every description and hint that names a tool; for agents with
-    /// other MCP servers whose tools are also called run or list.
+    /// Put PREFIX before every tool's name (tether_run, …) and every text naming one.
+    ///
+    /// `--tool-prefix tether_` serves tether_run, tether_read, …, in the tool list and in
+    /// every description and hint that names a tool; for agents with other MCP servers whose
+    /// tools are also called run or list.
     #[arg(long, value_name = "PREFIX", default_value = "", value_parser = parse_prefix)]
     pub tool_prefix: String,
-    /// Most seconds one `read` with `grep` searches before it returns what it found so far,
-    /// where it stopped, and the call that goes on from there.
+    /// Most seconds one `read` with `grep` searches before returning what it found.
+    ///
+    /// A search that runs out of time returns what it found so far, where it stopped, and the
+    /// call that goes on from there (at most 50, so a call stays under clients' 60 s).
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_GREP_TIME_S, value_parser = grep_time)]
     pub grep_time_s: f64,
 }

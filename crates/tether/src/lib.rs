@@ -67,6 +67,7 @@ mod child;
 mod command;
 mod contain;
 mod containment;
+pub mod doctor;
 mod error;
 mod exit;
 mod forward;

@@ -3,8 +3,8 @@ JSON-RPC pipe for what the SDK cannot send), call tools, and find processes by
 the unique tag every test gives the server.
 
 The server command comes from TETHER_MCP_CMD (shell words, e.g.
-"/path/to/tether mcp" or "/path/to/tether-mcp"); the Rust test
-tests/python_client.rs sets it.
+"/path/to/tether mcp"); the Rust test
+crates/tether-cli/tests/mcp_python_client.rs sets it.
 
 Processes are found by the environment variable TETHER_TEST_TAG, which the
 server inherits and passes to every command (it is not a credential), so a
@@ -39,7 +39,7 @@ BOUND = 30.0
 def server_command() -> list[str]:
     cmd = os.environ.get("TETHER_MCP_CMD")
     if not cmd:
-        pytest.fail("TETHER_MCP_CMD is not set (run these tests through `cargo test -p process-tether-mcp`)")
+        pytest.fail("TETHER_MCP_CMD is not set (run these tests through `cargo test -p process-tether-cli --test mcp_python_client`)")
     return shlex.split(cmd)
 
 

@@ -70,6 +70,9 @@ pub(crate) use imp::{
 pub(crate) use imp::{Console, Pty, WinchWatcher};
 pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};
 
+/// `tether doctor`'s probes of this platform (see [`crate::doctor`]).
+pub(crate) use os::doctor;
+
 /// The keeper program (Unix); on Windows there is none and these do nothing.
 pub mod keeper {
     pub use super::imp::keeper_entry::{KEEPER_ARG, main, run_if_requested};

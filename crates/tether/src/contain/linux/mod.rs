@@ -1,5 +1,6 @@
 //! Linux: pidfds, `/proc`, child subreapers, PID namespaces, signalfd.
 
+pub(crate) mod doctor;
 pub(crate) mod environment;
 pub(crate) mod holding;
 pub(crate) mod keeper;

@@ -6,6 +6,7 @@
 //! `x86_64-apple-darwin` and `aarch64-apple-darwin`); the byte layouts of
 //! the kernel's records are unit-tested on every platform (`records.rs`).
 
+pub(crate) mod doctor;
 pub(crate) mod environment;
 pub(crate) mod holding;
 pub(crate) mod keeper;

@@ -6,6 +6,7 @@
 mod channel;
 mod console;
 mod discovery;
+pub(crate) mod doctor;
 pub(crate) mod environment;
 mod foreground;
 mod fork;

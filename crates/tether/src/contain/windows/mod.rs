@@ -30,6 +30,7 @@ mod completion_port;
 mod conpty;
 mod console;
 mod ctrl_event;
+pub(crate) mod doctor;
 pub(crate) mod environment;
 pub(crate) mod file_id;
 mod forward;

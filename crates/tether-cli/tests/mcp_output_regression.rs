@@ -1,8 +1,8 @@
 //! Regression tests of `tether mcp`, one per bug, named by what went wrong,
 //! driving the real server over stdio the way an MCP client does. Each
 //! names the issue item it came from and failed on the code before its
-//! fix (`TETHER_MCP_BIN=<old tether-mcp> cargo test -p process-tether-mcp
-//! --test regression` shows it). Most of the server's client-level tests
+//! fix (`TETHER_MCP_BIN=<old tether-mcp> cargo test -p process-tether-cli
+//! --test mcp_output_regression` shows it). Most of the server's client-level tests
 //! are the Python and TypeScript suites; these need root or a spill
 //! directory of their own.
 
@@ -37,9 +37,16 @@ struct Server {
 impl Server {
     /// Starts the server with `env` set and completes the handshake.
     fn start(tag: &str, env: &[(&str, &Path)]) -> Server {
-        let program = std::env::var_os("TETHER_MCP_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_tether-mcp").into());
-        let mut cmd = Command::new(program);
+        // `TETHER_MCP_BIN`: another server program (a build from before a
+        // fix); else this build's `tether mcp`.
+        let mut cmd = match std::env::var_os("TETHER_MCP_BIN") {
+            Some(program) => Command::new(program),
+            None => {
+                let mut cmd = Command::new(env!("CARGO_BIN_EXE_tether"));
+                cmd.arg("mcp");
+                cmd
+            }
+        };
         cmd.env(TAG_VAR, tag)
             .env_remove(tether::SPAWN_TAG_VAR)
             .stdin(Stdio::piped())
@@ -47,7 +54,7 @@ impl Server {
         for (name, value) in env {
             cmd.env(name, value);
         }
-        let mut child = cmd.spawn().expect("start tether-mcp");
+        let mut child = cmd.spawn().expect("start tether mcp");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         // A thread reads the answers, so a server that stops answering
