@@ -5,6 +5,7 @@ mod duration;
 mod exec;
 mod holding;
 mod init;
+mod limits;
 mod ps;
 mod reap;
 mod registered;
