@@ -5,7 +5,6 @@ mod duration;
 mod exec;
 mod holding;
 mod init;
-mod limits;
 mod ps;
 mod reap;
 mod registered;

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tether::terminal::Passthrough;
 use tether::{Command, ContainmentPolicy, Error, ExitStatus, SignalForwarder};
-use tether_ledger::{Outcome, Recorder, SessionStart};
+use tether_ledger::{LimitsRecord, Outcome, Recorder, SessionStart};
 
 use crate::EXIT_TETHER_ERROR;
 
@@ -147,8 +147,9 @@ struct JsonResult {
     containment: String,
     pid: u32,
     session: String,
-    /// Per limit asked for: the value and how it was enforced.
-    limits: crate::limits::LimitsJson,
+    /// Per limit asked for: the value and how it was enforced (`{}`: no
+    /// limits).
+    limits: LimitsRecord,
     /// `"memory"`, `"pids"`, or null.
     limit_hit: Option<&'static str>,
     /// Processes the OOM killer killed for the memory limit (0 if none).
@@ -266,7 +267,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         return Ok(exit_code(&status));
     }
     let containment = child.containment().to_string();
-    let limits = crate::limits::LimitsJson::of(child.limits());
+    let limits = LimitsRecord::of(child.limits()).unwrap_or_default();
     let pid = child.id();
     let session = child.session_id().to_string();
     let session_id = child.session_id().clone();
@@ -274,6 +275,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     let status = output.status;
     if let Some(recorder) = recorder {
         recorder.record_end(&session_id, Outcome::of_status(&status));
+        recorder.record_limit_hit(&session_id, status.limit_hit());
         recorder.finish();
     }
     let result = JsonResult {
@@ -328,6 +330,7 @@ fn record_start(child: &tether::Child, args: &RunArgs) -> Option<Recorder> {
 fn record_end(recorder: Option<Recorder>, child: &tether::Child, status: &ExitStatus) {
     if let Some(recorder) = recorder {
         recorder.record_end(child.session_id(), Outcome::of_status(status));
+        recorder.record_limit_hit(child.session_id(), status.limit_hit());
         recorder.finish();
     }
 }

@@ -84,8 +84,18 @@ CREATE TABLE registrations (
 );
 ";
 
+/// Version 3: each session's limits (JSON: value and enforcement per
+/// limit), the limit it ran into (`memory`, `pids`), and the cgroup
+/// directories made for it (NUL-separated), which `tether reap` removes
+/// once its owner and keeper are gone.
+const V3: &str = "
+ALTER TABLE sessions ADD COLUMN limits TEXT;
+ALTER TABLE sessions ADD COLUMN limit_hit TEXT;
+ALTER TABLE sessions ADD COLUMN cgroups TEXT;
+";
+
 /// Every migration, oldest first.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The tables a store of schema `version` has (0: none yet).
 pub fn tables_at(version: i64) -> &'static [&'static str] {

@@ -38,9 +38,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{Control, KillOutcome, KillReason, Session, SessionState, Stream, lock};
 use crate::contain::{AsyncReader, TreeEvent, TreeWatcher};
-use crate::limits::LimitHit;
 use crate::error::{Error, Result};
 use crate::exit::ExitStatus;
+use crate::limits::LimitHit;
 use crate::session_id::SessionId;
 
 /// Size of one read from an output pipe: the pipe capacity asked for (one

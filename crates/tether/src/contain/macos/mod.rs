@@ -8,8 +8,8 @@
 
 pub(crate) mod holding;
 pub(crate) mod keeper;
-mod limits;
 mod kqueue;
+mod limits;
 pub(crate) mod pidns;
 pub(crate) mod sys;
 mod sysctl;

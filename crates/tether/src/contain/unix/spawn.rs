@@ -89,7 +89,14 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
                 start_time,
                 pidfs_inode,
             };
-            let mut tree = Tree::new(link, identity, containment, plan.tag.session, ladder, limits);
+            let mut tree = Tree::new(
+                link,
+                identity,
+                containment,
+                plan.tag.session,
+                ladder,
+                limits,
+            );
             if plan.foreground && plan.pty.is_none() {
                 tree.take_foreground();
             }

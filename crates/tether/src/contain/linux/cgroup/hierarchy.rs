@@ -104,9 +104,12 @@ fn unescape(field: &str) -> String {
     while i < bytes.len() {
         if bytes[i] == b'\\'
             && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b))
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
         {
-            let value = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            let value =
+                (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
             out.push(value);
             i += 4;
         } else {
@@ -301,7 +304,11 @@ mod tests {
         assert!(!v2.read_only && !v2.at_mount_root);
         assert_eq!(parse_mounts(mounts)[1].point, Path::new("/mnt/my cg"));
         // Outside our cgroup namespace: unreachable, never guessed.
-        assert!(Hierarchies::from_text(mounts, "0::/../sibling\n").v2().is_none());
+        assert!(
+            Hierarchies::from_text(mounts, "0::/../sibling\n")
+                .v2()
+                .is_none()
+        );
         // `/ab` is not below `/a`.
         let bind = "1 1 0:26 /a /x rw - cgroup2 cgroup2 rw\n";
         assert!(Hierarchies::from_text(bind, "0::/ab\n").v2().is_none());

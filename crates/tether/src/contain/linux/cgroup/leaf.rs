@@ -125,10 +125,7 @@ impl SessionCgroups {
                 match Leaf::make(&path(base), &name, Version::V2) {
                     Ok(leaf) => cgroups.v2 = Some(leaf),
                     Err(e) => {
-                        v2_error = Some(format!(
-                            "making {}: {e}",
-                            path(base).join(&name).display()
-                        ))
+                        v2_error = Some(format!("making {}: {e}", path(base).join(&name).display()))
                     }
                 }
             }
@@ -149,7 +146,11 @@ impl SessionCgroups {
                 },
                 Route::Cgroup1(base) if valid_name => {
                     let base = path(base);
-                    match cgroups.v1.iter().position(|l| l.dir.parent() == Some(&base)) {
+                    match cgroups
+                        .v1
+                        .iter()
+                        .position(|l| l.dir.parent() == Some(&base))
+                    {
                         Some(i) => Holder::V1(i),
                         None => match Leaf::make(&base, &name, Version::V1) {
                             Ok(leaf) => {
@@ -249,7 +250,9 @@ impl SessionCgroups {
                 .open(leaf.dir.join("cgroup.kill"))
                 .ok();
         }
-        self.kill.as_mut().is_some_and(|f| f.write_all(b"1").is_ok())
+        self.kill
+            .as_mut()
+            .is_some_and(|f| f.write_all(b"1").is_ok())
     }
 
     /// Whether any process is still in the v2 leaf (`None`: no v2 leaf, or

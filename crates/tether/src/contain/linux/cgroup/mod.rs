@@ -43,7 +43,8 @@ pub(crate) fn is_cgroup_dir(dir: &Path) -> bool {
     match nix::sys::statfs::statfs(dir) {
         Ok(fs) => {
             let kind = fs.filesystem_type();
-            kind == nix::sys::statfs::CGROUP2_SUPER_MAGIC || kind == nix::sys::statfs::CGROUP_SUPER_MAGIC
+            kind == nix::sys::statfs::CGROUP2_SUPER_MAGIC
+                || kind == nix::sys::statfs::CGROUP_SUPER_MAGIC
         }
         Err(_) => false,
     }

@@ -92,9 +92,7 @@ impl Delivery<'_> {
         // for what left the cgroup, so it waits until the cgroup is empty
         // (a sweep of thousands of dying processes costs more than their
         // deaths).
-        if signal == libc::SIGKILL
-            && self.cgroups.kill()
-            && self.cgroups.populated() != Some(false)
+        if signal == libc::SIGKILL && self.cgroups.kill() && self.cgroups.populated() != Some(false)
         {
             return;
         }
