@@ -66,8 +66,8 @@ pub use error::{Insecurity, LedgerError, Result};
 pub use limits::{LimitRecord, LimitsRecord};
 pub use proof::{DeathProof, OwnerKey, OwnerStatus};
 pub use reaper::{
-    CHASE_BUDGET, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason, Skipped,
-    StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
+    CHASE_BUDGET, CgroupKept, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason,
+    Skipped, StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
 };
 pub use recorder::Recorder;
 pub use records::{

@@ -52,6 +52,45 @@ pub struct Options {
     /// Before serving, kill the proven orphans of dead owners of this install (as `tether reap`).
     #[arg(long)]
     pub reap_on_start: bool,
+    /// Memory limit of every session unless its `run` sets one (e.g. 2G): past it the kernel
+    /// kills one of the session's processes, never the server.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub memory: Option<u64>,
+    /// Process-count limit of every session unless its `run` sets one.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub pids: Option<u64>,
+    /// CPU limit (cores) of every session unless its `run` sets one.
+    #[arg(long, value_name = "CORES", value_parser = cores)]
+    pub cpu: Option<f64>,
+}
+
+impl Options {
+    /// The per-session default limits these options set.
+    pub fn limits(&self) -> tether::Limits {
+        tether::Limits {
+            memory: self.memory,
+            pids: self.pids,
+            cpu: self.cpu,
+        }
+    }
+}
+
+/// `--memory`: bytes or a size such as 512M.
+fn size(text: &str) -> Result<u64, String> {
+    tether::parse_size(text).map_err(|e| e.to_string())
+}
+
+/// `--cpu`: cores, fractional.
+fn cores(text: &str) -> Result<f64, String> {
+    let cores: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number of cores such as 0.5 or 2, got {text:?}"))?;
+    tether::Limits::new()
+        .cpu(cores)
+        .validate()
+        .map_err(|e| e.to_string())?;
+    Ok(cores)
 }
 
 /// `--output-budget`: 1 KiB to 16 MiB.

@@ -112,6 +112,19 @@ pub fn set_warm_keepers(n: usize) {
     contain::set_warm_keepers(n)
 }
 
+/// Does now what the first session with limits would do, before any
+/// session starts (Linux; elsewhere it does nothing). Where cgroup v2 has
+/// the `memory`, `pids` or `cpu` controller available to this process's
+/// cgroup but not enabled for its children, it enables them — first moving
+/// this process into a leaf of its own (`tether-owner`) if it is the only
+/// process in its cgroup, as v2 allows controllers only for cgroups without
+/// processes. Nothing else is ever moved. Programs that serve many
+/// sessions (`tether mcp`) call it at start, while no keeper of theirs
+/// exists yet; a one-shot program needs nothing.
+pub fn prepare_limits() {
+    contain::prepare_limits()
+}
+
 /// Makes this process a child subreaper (Linux; elsewhere it does nothing):
 /// orphans of this process's descendants — for instance the tree of a
 /// keeper that was `SIGKILL`ed — reparent to it instead of init, where

@@ -123,7 +123,7 @@ impl Limits {
             return Err(bad("a process limit must be at least 1".into()));
         }
         if let Some(cpu) = self.cpu
-            && !(cpu.is_finite() && cpu >= MIN_CPU && cpu <= 1e6)
+            && !(cpu.is_finite() && (MIN_CPU..=1e6).contains(&cpu))
         {
             return Err(bad(format!(
                 "a CPU limit must be from {MIN_CPU} to 1000000 cores, got {cpu}"
@@ -210,6 +210,7 @@ pub struct LimitReport {
 impl LimitReport {
     /// A report saying every limit of `limits` is not enforced, for
     /// `reason`.
+    #[cfg_attr(not(windows), allow(dead_code))]
     pub(crate) fn none(limits: &Limits, reason: &str) -> LimitReport {
         let none = || Enforcement::None(reason.to_owned());
         LimitReport {

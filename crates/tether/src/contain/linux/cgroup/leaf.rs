@@ -232,11 +232,6 @@ impl SessionCgroups {
             .collect()
     }
 
-    /// Whether the session has a cgroup v2 of its own (`cgroup.kill`).
-    pub(crate) fn can_kill(&self) -> bool {
-        self.v2.is_some()
-    }
-
     /// `SIGKILL` to every process in the session's v2 leaf, in one write
     /// (`cgroup.kill`, Linux 5.14+). `false` if there is no v2 leaf or the
     /// kernel has no `cgroup.kill` (the caller's per-process sweep then

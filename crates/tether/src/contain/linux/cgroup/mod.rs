@@ -37,6 +37,49 @@ pub(crate) fn remove_leftover_leaves(dirs: &[std::path::PathBuf]) {
     }
 }
 
+/// Removes `dir`, a session's leftover cgroup, if it is provably one of
+/// tether's session leaves: an absolute path without `.` or `..` whose
+/// last component is `tether-<session>`, a directory on a cgroup
+/// filesystem — and empty, which the kernel enforces (`rmdir` of a cgroup
+/// that holds a process fails with `EBUSY`): nothing is ever killed
+/// through it. `Ok(false)`: already gone.
+pub(crate) fn remove_session_leaf(dir: &Path, session: &str) -> std::io::Result<bool> {
+    use std::io::{Error, ErrorKind};
+    use std::path::Component;
+    let refuse = |why: &str| Err(Error::new(ErrorKind::InvalidInput, why.to_owned()));
+    let valid_session = !session.is_empty()
+        && session
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid_session {
+        return refuse("not a session id");
+    }
+    if !dir.is_absolute()
+        || dir
+            .components()
+            .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return refuse("not a plain absolute path");
+    }
+    if dir.file_name() != Some(std::ffi::OsStr::new(&format!("tether-{session}"))) {
+        return refuse("not named after the session (tether-<session>)");
+    }
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+        Ok(meta) if !meta.is_dir() => return refuse("not a directory"),
+        Ok(_) => {}
+    }
+    if !is_cgroup_dir(dir) {
+        return refuse("not on a cgroup filesystem");
+    }
+    match std::fs::remove_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Whether `dir` is a cgroup directory (on a cgroup or cgroup2
 /// filesystem).
 pub(crate) fn is_cgroup_dir(dir: &Path) -> bool {
