@@ -395,3 +395,37 @@ fn the_kill_of_a_session_with_a_cgroup_v2_goes_through_cgroup_kill() {
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
     assert!(!leaf.exists());
 }
+
+#[test]
+fn descendants_killed_stays_exact_when_the_kill_goes_through_the_cgroup() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    for round in 0..5 {
+        let guard = TagGuard::new("limits-killed-count");
+        // As the count's own regression test: three in the main process's
+        // group, two in sessions of their own.
+        let mut child = Command::new("/bin/sh")
+            .args([
+                "-c",
+                "sleep 1000 & sleep 1000 & sleep 1000 & \
+                 setsid sleep 1000 & setsid sleep 1000 & echo ready; wait",
+            ])
+            .env(TAG_VAR, guard.tag())
+            .limits(Limits::new().pids(100))
+            .stdout(Stdio::Piped)
+            .spawn()
+            .unwrap();
+        assert!(child.limits().cgroup.is_some());
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n");
+        assert_eq!(wait_for_count(guard.tag(), 6, Duration::from_secs(30)), 6);
+        child.kill_with_grace(Duration::ZERO).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.descendants_killed(), 5, "round {round}: {status:?}");
+        assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+    }
+}

@@ -77,6 +77,16 @@ impl SessionCgroups {
         false
     }
 
+    /// Never written.
+    pub(crate) fn kills(&self) -> u32 {
+        0
+    }
+
+    /// No cgroup to list.
+    pub(crate) fn members(&self) -> Option<Vec<u32>> {
+        None
+    }
+
     /// No cgroup to be populated.
     pub(crate) fn populated(&self) -> Option<bool> {
         None

@@ -100,6 +100,8 @@ pub(crate) struct SessionCgroups {
     pids: Option<Holder>,
     /// `cgroup.kill` of the v2 leaf, opened at the first kill.
     kill: Option<File>,
+    /// Writes to `cgroup.kill` so far.
+    kills: u32,
 }
 
 impl SessionCgroups {
@@ -245,9 +247,24 @@ impl SessionCgroups {
                 .open(leaf.dir.join("cgroup.kill"))
                 .ok();
         }
-        self.kill
+        let killed = self
+            .kill
             .as_mut()
-            .is_some_and(|f| f.write_all(b"1").is_ok())
+            .is_some_and(|f| f.write_all(b"1").is_ok());
+        self.kills += u32::from(killed);
+        killed
+    }
+
+    /// How many times [`kill`](Self::kill) has written `cgroup.kill`.
+    pub(crate) fn kills(&self) -> u32 {
+        self.kills
+    }
+
+    /// The processes in the session's v2 leaf now (`None`: no v2 leaf, or
+    /// unreadable): one read, where walking the tree opens every process.
+    pub(crate) fn members(&self) -> Option<Vec<u32>> {
+        let text = std::fs::read_to_string(self.v2.as_ref()?.dir.join("cgroup.procs")).ok()?;
+        Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
     }
 
     /// Whether any process is still in the v2 leaf (`None`: no v2 leaf, or

@@ -92,9 +92,13 @@ impl Delivery<'_> {
         // for what left the cgroup, so it waits until the cgroup is empty
         // (a sweep of thousands of dying processes costs more than their
         // deaths).
-        if signal == libc::SIGKILL && self.cgroups.kill() && self.cgroups.populated() != Some(false)
-        {
-            return;
+        if signal == libc::SIGKILL && self.cgroups.kill() {
+            // The first kill: its dead are reaped before anyone sweeps (a
+            // sweep lists every zombie not reaped yet). Later rounds sweep
+            // once the cgroup is empty: what is left then is outside it.
+            if self.cgroups.kills() == 1 || self.cgroups.populated() != Some(false) {
+                return;
+            }
         }
         for member in members(&self.scope) {
             let reached = Some(member.pgrp) == group || member.signal(signal);
