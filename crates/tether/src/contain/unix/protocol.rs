@@ -126,6 +126,7 @@ pub(crate) struct LimitSpec {
 
 impl LimitSpec {
     /// Whether the session needs cgroup work at all.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn is_empty(&self) -> bool {
         self.memory.is_none()
             && self.pids.is_none()
@@ -170,7 +171,8 @@ pub(crate) struct SpawnSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Request {
     /// Start the command; stdin, stdout, stderr travel as `SCM_RIGHTS`.
-    Spawn(SpawnSpec),
+    /// (Boxed: far larger than the other requests.)
+    Spawn(Box<SpawnSpec>),
     /// Deliver a signal.
     Signal { signal: i32, scope: Scope },
     /// Climb `ladder` (the spawn's own when empty), `grace_ms` per rung,
@@ -620,7 +622,7 @@ impl Request {
     pub(crate) fn decode(payload: &[u8]) -> io::Result<Request> {
         let mut r = Reader(payload);
         let request = match r.u8()? {
-            1 => Request::Spawn(SpawnSpec {
+            1 => Request::Spawn(Box::new(SpawnSpec {
                 program: r.bytes()?,
                 argv: r.list()?,
                 envp: r.list()?,
@@ -635,7 +637,7 @@ impl Request {
                 controlling_tty: r.bool()?,
                 take_terminal: r.bool()?,
                 limits: r.limits()?,
-            }),
+            })),
             2 => Request::Signal {
                 signal: r.i32()?,
                 scope: scope_from(r.u8()?)?,
@@ -819,7 +821,7 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        round_trip_request(Request::Spawn(SpawnSpec {
+        round_trip_request(Request::Spawn(Box::new(SpawnSpec {
             program: b"/bin/echo".to_vec(),
             argv: vec![b"echo".to_vec(), vec![0xff, 0xfe], Vec::new()],
             envp: vec![b"A=B".to_vec()],
@@ -848,7 +850,7 @@ mod tests {
                 cpu_millis: Some((1500, Route::Unavailable(b"no cpu controller".to_vec()))),
                 v2_base: Some(b"/sys/fs/cgroup/unified".to_vec()),
             },
-        }));
+        })));
         round_trip_request(Request::Signal {
             signal: 2,
             scope: Scope::Group,

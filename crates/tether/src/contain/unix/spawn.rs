@@ -59,7 +59,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
     ];
     let ladder = spec.ladder.clone();
     let take_terminal = spec.take_terminal;
-    let request = Request::Spawn(spec);
+    let request = Request::Spawn(Box::new(spec));
     let ask = |link: &mut KeeperLink| {
         link.send(&request, &fds)?;
         link.recv(None)

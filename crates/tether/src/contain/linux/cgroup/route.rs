@@ -101,9 +101,9 @@ fn route(found: &Hierarchies, v2: Option<&Place>, resource: Resource) -> Route {
                 delegation_hint(&e),
             )),
         },
-        None if found.v1_has(controller) => why.push(format!(
-            "its cgroup v1 hierarchy does not contain this process's cgroup"
-        )),
+        None if found.v1_has(controller) => {
+            why.push("its cgroup v1 hierarchy does not contain this process's cgroup".to_owned())
+        }
         None if found.any() => why.push("no cgroup v1 hierarchy has it".to_owned()),
         None => {}
     }

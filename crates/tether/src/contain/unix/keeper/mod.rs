@@ -51,7 +51,10 @@ use crate::contain::os::keeper::{
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 use exec::posix_spawn;
-pub(crate) use exec::{Exec, enter_cgroups, fork_exec};
+// The PID namespace's init (Linux) enters the session's cgroups itself.
+#[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
+pub(crate) use exec::enter_cgroups;
+pub(crate) use exec::{Exec, fork_exec};
 use ladder::{Delivery, Ladder, VERIFY_WINDOW};
 
 /// Serves sessions one after the other until the owner goes away: a keeper
@@ -196,7 +199,7 @@ impl Keeper {
         loop {
             while let Some(payload) = self.frames.next_payload()? {
                 if let Ok(Request::Spawn(spec)) = Request::decode(&payload) {
-                    return Ok(Some((spec, fds)));
+                    return Ok(Some((*spec, fds)));
                 }
             }
             let Some(ctl) = self.ctl.as_ref().map(|c| c.as_raw_fd()) else {
@@ -254,9 +257,10 @@ impl Keeper {
         exec.cgroup_procs = cgroups.procs();
         // Every process of the session is the OOM killer's first choice:
         // raised here, inherited by the command however it starts.
-        let oom = OomPriority::raise();
-        let started = self.start_exec(&spec, &exec, stdio);
-        drop(oom);
+        let started = {
+            let _raised = OomPriority::raise();
+            self.start_exec(&spec, &exec, stdio)
+        };
         let (containment, child, main, (start_time, pidfs_inode), init) = match started {
             Ok(started) => started,
             Err(e) => {
