@@ -68,7 +68,7 @@ pub fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    println!("## owner SIGKILL → whole tree dead ({RUNS} runs each)\n");
+    println!("## owner SIGKILL → whole tree dead ({RUNS} runs each, interleaved)\n");
     println!("| tree | containment | processes at kill: median (min–max) | p50 ms | max ms |");
     println!("|---|---|---|---|---|");
     // A process limit far above the tree gives the session cgroups of its
@@ -83,10 +83,14 @@ pub fn main() {
         cases.push((Tree::Hundred, "subreaper", cgroup));
         cases.push((Tree::ForkStorm, "subreaper", cgroup));
     }
-    for (tree, containment, extra) in cases {
-        let runs: Vec<(Duration, usize)> = (0..RUNS)
-            .map(|_| one_run(tree, containment, extra))
-            .collect();
+    // Round-robin, so that the machine's noise hits every case alike.
+    let mut results: Vec<Vec<(Duration, usize)>> = vec![Vec::new(); cases.len()];
+    for _ in 0..RUNS {
+        for (i, (tree, containment, extra)) in cases.iter().enumerate() {
+            results[i].push(one_run(*tree, containment, extra));
+        }
+    }
+    for ((tree, containment, extra), runs) in cases.into_iter().zip(results) {
         let mut times: Vec<Duration> = runs.iter().map(|r| r.0).collect();
         let mut counts: Vec<usize> = runs.iter().map(|r| r.1).collect();
         times.sort();

@@ -55,6 +55,58 @@ fn storm_teardown(limits: Limits, term_first: bool) -> (Duration, usize) {
     (took, built)
 }
 
+/// The kernel's own floor, without tether: [`STORM`] processes in a
+/// cgroup v2 made for the bench (below this process's own), one write to
+/// its `cgroup.kill`, then `cgroup.events` polled until `populated 0`.
+fn raw_cgroup_kill() -> Option<Duration> {
+    let ours = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = ours.lines().find_map(|l| l.strip_prefix("0::"))?.to_owned();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let point = mountinfo.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        right
+            .starts_with("cgroup2 ")
+            .then(|| left.split(' ').nth(4).map(str::to_owned))?
+    })?;
+    let leaf = std::path::Path::new(&point)
+        .join(path.trim_start_matches('/'))
+        .join(format!("tether-bench-floor-{}", std::process::id()));
+    std::fs::create_dir(&leaf).ok()?;
+    let guard = TagGuard::new("bench-floor");
+    let script = format!(
+        "read go; for j in 1 2; do (i=0; while [ $i -lt {} ]; do setsid sleep 1000 & i=$((i+1)); done; wait) & done; \
+         echo ready; exec sleep 1000",
+        STORM / 2
+    );
+    let mut sh = std::process::Command::new("/bin/sh")
+        .args(["-c", &script])
+        .env(TAG_VAR, guard.tag())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    std::fs::write(leaf.join("cgroup.procs"), sh.id().to_string()).ok()?;
+    use std::io::Write;
+    writeln!(sh.stdin.as_mut()?, "go").ok()?;
+    let mut line = String::new();
+    BufReader::new(sh.stdout.as_mut()?)
+        .read_line(&mut line)
+        .ok()?;
+    let built = wait_for_count(guard.tag(), STORM, Duration::from_secs(120));
+    assert!(built >= STORM, "only {built} of {STORM} built");
+    let start = Instant::now();
+    std::fs::write(leaf.join("cgroup.kill"), "1").ok()?;
+    while !std::fs::read_to_string(leaf.join("cgroup.events"))
+        .is_ok_and(|e| e.contains("populated 0"))
+    {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let took = start.elapsed();
+    let _ = sh.wait();
+    let _ = std::fs::remove_dir(&leaf);
+    Some(took)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -117,6 +169,17 @@ pub fn main() {
                 ms(p50) / ms(base)
             );
         }
+    }
+
+    let floor: Vec<Duration> = (0..STORM_RUNS).filter_map(|_| raw_cgroup_kill()).collect();
+    if !floor.is_empty() {
+        let (p50, min, max) = median(floor);
+        println!(
+            "| the kernel alone (no tether): `cgroup.kill` write → `populated 0` | — | {STORM} | {:.1} | {:.1} | {:.1} | — |",
+            ms(p50),
+            ms(min),
+            ms(max)
+        );
     }
 
     println!("\n## spawn + wait of /bin/true ({SPAWNS} iterations, interleaved)\n");
