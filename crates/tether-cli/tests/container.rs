@@ -279,9 +279,10 @@ fn wait_ready(run: &mut Child) -> Vec<String> {
 /// The program: 20 orphans (double forks reparented to init) that exit
 /// 0.2 s later, then — polling /proc every 0.1 s, at most 10 s — how many
 /// of them are still children of PID 1, alive or zombie (an unreaped
-/// zombie would stay). Then a child in a session of its own (the TERM
-/// forwarded to the program's group does not reach it: it outlives the
-/// program), a TERM trap that exits 7, and `ready`.
+/// zombie would stay). Then a child in a session of its own — `ready`
+/// waits until it is (it says so through a FIFO once `setsid` is done) —
+/// which the TERM forwarded to the program's group does not reach, so it
+/// outlives the program; a TERM trap that exits 7; and `ready`.
 const PROGRAM: &str = r#"
 i=0; while [ $i -lt 20 ]; do (sleep 0.2 &); i=$((i+1)); done
 n=0; left=20
@@ -295,7 +296,9 @@ while [ $n -lt 100 ]; do
   sleep 0.1; n=$((n+1))
 done
 echo "orphans left $left"
-setsid sleep 1000 &
+mkfifo /tmp/started
+setsid sh -c 'echo > /tmp/started; exec sleep 1000' &
+read started < /tmp/started
 trap 'echo got TERM; exit 7' TERM
 echo ready
 wait
