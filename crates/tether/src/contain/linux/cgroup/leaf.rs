@@ -301,11 +301,57 @@ impl SessionCgroups {
     /// counts a dying process in is tried again for a moment; one that
     /// stays busy is left for `tether reap`.
     pub(crate) fn remove(mut self) {
+        // The keeper's tree is empty, but a process someone moved into the
+        // session's cgroup is no descendant of the keeper: it is the
+        // session's all the same, so it goes too, before the leaf does.
+        if self.populated() == Some(true) && self.kill() {
+            self.wait_unpopulated(EMPTY_WAIT);
+        }
         self.kill = None;
         for leaf in self.v2.take().into_iter().chain(self.v1.drain(..)) {
             let Leaf { dir, procs, .. } = leaf;
             drop(procs);
             remove_dir(&dir);
+        }
+    }
+}
+
+/// How long [`SessionCgroups::remove`] waits for a killed process that is
+/// in the session's cgroup but not in its tree to be gone (as long as a
+/// kill's verification window: a process in uninterruptible sleep can
+/// outlast `SIGKILL` for a while).
+const EMPTY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl SessionCgroups {
+    /// Waits until the v2 leaf holds no process, at most `bound`: woken by
+    /// the kernel's notification on `cgroup.events` (`POLLPRI` on every
+    /// change of `populated`), never by a sleep. `false` if it still does.
+    fn wait_unpopulated(&self, bound: std::time::Duration) -> bool {
+        use std::io::Seek;
+        let Some(leaf) = &self.v2 else { return true };
+        let Ok(mut events) = File::open(leaf.dir.join("cgroup.events")) else {
+            return false;
+        };
+        let deadline = std::time::Instant::now() + bound;
+        loop {
+            let mut text = String::new();
+            if events.rewind().is_err() || events.read_to_string(&mut text).is_err() {
+                return false;
+            }
+            if text.lines().any(|l| l == "populated 0") {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let mut pfd = libc::pollfd {
+                fd: events.as_raw_fd(),
+                events: libc::POLLPRI,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the call's duration.
+            unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
         }
     }
 }
