@@ -91,6 +91,12 @@ pub struct SessionEntry {
     pub cwd: Option<String>,
     /// Whether the ledger knows it.
     pub tracked: bool,
+    /// Its limits and how each was enforced, if it had any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::LimitsRecord>,
+    /// The limit it ran into (`memory`, `pids`), if recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_hit: Option<String>,
     /// Its live processes, by pid.
     pub processes: Vec<ProcessEntry>,
 }
@@ -419,6 +425,8 @@ fn session_from_row(row: &SessionRow) -> SessionEntry {
         command: (!row.command.is_empty()).then(|| row.command.join(" ")),
         cwd: row.cwd.clone(),
         tracked: true,
+        limits: row.limits.clone(),
+        limit_hit: row.limit_hit.clone(),
         processes: Vec::new(),
     }
 }
@@ -437,6 +445,8 @@ fn untracked_session(id: &str, procs: &[&TaggedProcess]) -> SessionEntry {
         command: None,
         cwd: None,
         tracked: false,
+        limits: None,
+        limit_hit: None,
         processes: Vec::new(),
     }
 }

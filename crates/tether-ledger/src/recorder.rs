@@ -55,6 +55,14 @@ impl Recorder {
         self.with_ledger(|ledger, _| ledger.record_session_end(id, outcome).map(|_| ()));
     }
 
+    /// Records the limit a session ran into (best effort; nothing for
+    /// `None`).
+    pub fn record_limit_hit(&self, id: &tether::SessionId, hit: Option<tether::LimitHit>) {
+        if let Some(hit) = hit {
+            self.with_ledger(|ledger, _| ledger.record_limit_hit(id, hit).map(|_| ()));
+        }
+    }
+
     /// Records that this owner is done (call at a clean shutdown).
     pub fn finish(&self) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -100,11 +108,19 @@ impl SessionObserver for Recorder {
             main: Some(info.identity.clone()),
             keeper: None,
             started_at_ms: now_ms(),
+            limits: crate::LimitsRecord::of(&info.limits),
+            cgroups: info
+                .limits
+                .cgroups
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         };
         self.record_start(&session);
     }
 
     fn settled(&self, info: &SessionInfo) {
         self.record_end(&info.id, outcome(info));
+        self.record_limit_hit(&info.id, info.limit_hit);
     }
 }

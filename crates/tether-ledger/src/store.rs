@@ -226,6 +226,18 @@ impl Ledger {
         })
     }
 
+    /// Records the limit a session ran into (`memory` or `pids`).
+    /// Returns `false` if the ledger has no such session.
+    pub fn record_limit_hit(&mut self, session: &SessionId, hit: tether::LimitHit) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE sessions SET limit_hit = ?1 WHERE id = ?2",
+                params![hit.name(), session.as_str()],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
     /// Marks sessions `reaped` unless they already recorded an end.
     pub fn record_reaped(&mut self, sessions: &[String]) -> Result<()> {
         self.write(|tx| {
@@ -391,7 +403,7 @@ impl Ledger {
                         s.main_pid, s.main_start_time, s.main_pidfs_inode,
                         s.keeper_pid, s.keeper_start_time, s.keeper_pidfs_inode,
                         s.started_at_ms, s.ended_at_ms, s.outcome, s.exit_code, s.exit_signal,
-                        s.source, o.boot_id
+                        s.source, o.boot_id, s.limits, s.limit_hit, s.cgroups
                  FROM sessions s JOIN owners o ON o.id = s.owner_id ORDER BY s.rowid",
             )
             .map_err(|e| self.sql(e))?;
@@ -420,6 +432,13 @@ impl Ledger {
                 outcome: outcome
                     .and_then(|k| Outcome::from_columns(&k, r.get(15).ok()?, r.get(16).ok()?)),
                 source: Source::parse(&r.get::<_, String>(17)?),
+                limits: r
+                    .get::<_, Option<String>>(19)?
+                    .and_then(|text| crate::LimitsRecord::from_json(&text)),
+                limit_hit: r
+                    .get::<_, Option<String>>(20)?
+                    .filter(|hit| matches!(hit.as_str(), "memory" | "pids")),
+                cgroups: split_args(&r.get::<_, Option<String>>(21)?.unwrap_or_default()),
             })
         })
         .and_then(|rows| rows.collect())
@@ -521,8 +540,9 @@ fn insert_session(
     tx.execute(
         "INSERT OR REPLACE INTO sessions (id, owner_id, purpose, containment, command, cwd,
              main_pid, main_start_time, main_pidfs_inode,
-             keeper_pid, keeper_start_time, keeper_pidfs_inode, started_at_ms, source)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             keeper_pid, keeper_start_time, keeper_pidfs_inode, started_at_ms, source,
+             limits, cgroups)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         params![
             s.id.as_str(),
             owner.0,
@@ -538,6 +558,8 @@ fn insert_session(
             inode(&s.keeper),
             s.started_at_ms,
             source.as_str(),
+            s.limits.as_ref().map(crate::LimitsRecord::to_json),
+            (!s.cgroups.is_empty()).then(|| join_args(&s.cgroups)),
         ],
     )
     .map(drop)

@@ -51,6 +51,8 @@ pub struct RunArgs {
     pub separate_stderr: bool,
     /// Run on a PTY of this size.
     pub pty: Option<PtySize>,
+    /// Limits asked for in this call (the server's defaults fill the rest).
+    pub limits: tether::Limits,
 }
 
 /// What `read` shows.
@@ -281,6 +283,11 @@ pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
         keep_stdin_open,
         separate_stderr: args.boolean("separate_stderr"),
         pty,
+        limits: tether::Limits {
+            memory: args.size("memory"),
+            pids: args.integer("pids"),
+            cpu: args.number("cpu"),
+        },
     })
 }
 

@@ -130,6 +130,7 @@ pub fn serve(options: Options) -> ExitCode {
 }
 
 fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
+    let limits = options.limits();
     let cwd = default_cwd(options.cwd)?;
     if let Err(e) = tether::become_subreaper() {
         tracing::warn!("cannot become a child subreaper ({e}); keepers still contain each tree");
@@ -146,6 +147,10 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
             None
         }
     };
+    // Before any keeper exists: where cgroup v2 needs this process out of
+    // its own cgroup to give sessions controllers, it can only move while
+    // it is alone there.
+    tether::prepare_limits();
     let env = EnvPolicy::new(options.env_allow, options.env_deny).apply(std::env::vars_os());
     let config = TerminalConfig {
         cwd,
@@ -159,6 +164,7 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
                 .map(|o| o as Arc<dyn tether::registry::SessionObserver>),
             ..tether::registry::RegistryConfig::default()
         },
+        limits,
         shell: options.shell,
         names: names::Names::new(options.tool_prefix),
         grep_time: Duration::from_secs_f64(options.grep_time_s),

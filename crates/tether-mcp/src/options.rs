@@ -32,8 +32,9 @@ Examples:
   tether mcp --env-deny '*' --env-allow PATH --env-allow HOME
   claude mcp add tether -- tether mcp          (Claude Code)")]
 pub struct Options {
-    /// Default working directory of commands, and the base of relative `cwd`s (default: the
-    /// current directory).
+    /// Default working directory of commands, and the base of relative `cwd`s.
+    ///
+    /// Default: the current directory.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// Pass variables matching this glob even if denied (repeatable; `*` matches anything).
@@ -51,8 +52,10 @@ pub struct Options {
     /// Longest request line accepted; longer requests get an error.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REQUEST)]
     pub max_request_bytes: usize,
-    /// The shell of `command` strings: `sh`/`cmd` (the platform's: /bin/sh -c, on Windows
-    /// cmd.exe /d /s /c), `powershell`, `pwsh`, `bash`, or a program that takes -c.
+    /// The shell of `command` strings: sh/cmd, powershell, pwsh, bash, or a program.
+    ///
+    /// `sh`/`cmd` (the default) is the platform's: /bin/sh -c, on Windows cmd.exe /d /s /c;
+    /// `powershell`, `pwsh`, `bash`, or any program that takes -c.
     #[arg(long, value_name = "SHELL", default_value = "default", value_parser = crate::shell::parse)]
     pub shell: crate::shell::Shell,
     /// Before serving, kill the proven orphans of dead owners of this install (as `tether reap`).
@@ -71,6 +74,17 @@ pub struct Options {
     /// call that goes on from there (at most 50, so a call stays under clients' 60 s).
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_GREP_TIME_S, value_parser = grep_time)]
     pub grep_time_s: f64,
+    /// Memory limit of every session unless its `run` sets one (e.g. 2G).
+    ///
+    /// Past it the kernel kills one of the session's processes, never the server.
+    #[arg(long, value_name = "SIZE", value_parser = size)]
+    pub memory: Option<u64>,
+    /// Process-count limit of every session unless its `run` sets one.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub pids: Option<u64>,
+    /// CPU limit (cores) of every session unless its `run` sets one.
+    #[arg(long, value_name = "CORES", value_parser = cores)]
+    pub cpu: Option<f64>,
 }
 
 /// Default `--grep-time-s`: 10 s per call — a few calls cover 250 MB of
@@ -107,6 +121,35 @@ fn grep_time(text: &str) -> Result<f64, String> {
         ));
     }
     Ok(s)
+}
+
+impl Options {
+    /// The per-session default limits these options set.
+    pub fn limits(&self) -> tether::Limits {
+        tether::Limits {
+            memory: self.memory,
+            pids: self.pids,
+            cpu: self.cpu,
+        }
+    }
+}
+
+/// `--memory`: bytes or a size such as 512M.
+fn size(text: &str) -> Result<u64, String> {
+    tether::parse_size(text).map_err(|e| e.to_string())
+}
+
+/// `--cpu`: cores, fractional.
+fn cores(text: &str) -> Result<f64, String> {
+    let cores: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number of cores such as 0.5 or 2, got {text:?}"))?;
+    tether::Limits::new()
+        .cpu(cores)
+        .validate()
+        .map_err(|e| e.to_string())?;
+    Ok(cores)
 }
 
 /// `--output-budget`: 1 KiB to 16 MiB.

@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use tether_ledger::LimitsRecord;
 
 /// A tool's answer.
 #[derive(Clone, Debug, PartialEq)]
@@ -188,6 +189,14 @@ pub struct SessionReport {
     /// A PTY session drawing full-screen: its terminal's text rows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub screen: Option<String>,
+    /// The session's limits and how each is enforced (sessions with
+    /// limits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsRecord>,
+    /// The limit the session ran into: `memory` or `pids` (sessions with
+    /// limits; null while none was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_hit: Option<Option<&'static str>>,
 }
 
 /// The result of `screen`: what a PTY session's terminal displays.
@@ -434,6 +443,12 @@ pub struct Listed {
     pub descendants_alive: usize,
     /// Stdin open for `write`.
     pub stdin_open: bool,
+    /// Its limits and how each is enforced (sessions with limits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsRecord>,
+    /// The limit it ran into (sessions with limits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_hit: Option<Option<&'static str>>,
 }
 
 /// The result of `list`.
@@ -457,7 +472,7 @@ impl ListReport {
                 (status, ..) => status.to_owned(),
             };
             text.push_str(&format!(
-                "{}  {:<12} {:>9}  {}{}\n",
+                "{}  {:<12} {:>9}  {}{}{}\n",
                 s.id,
                 state,
                 millis(s.duration_ms),
@@ -466,6 +481,10 @@ impl ListReport {
                     format!("  (+{} running)", s.descendants_alive)
                 } else {
                     String::new()
+                },
+                match s.limit_hit {
+                    Some(Some(limit)) => format!("  (hit its {limit} limit)"),
+                    _ => String::new(),
                 }
             ));
         }

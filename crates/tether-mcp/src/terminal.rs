@@ -19,6 +19,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tether_ledger::LimitsRecord;
 
 use futures::FutureExt as _;
 use regex::bytes::{Regex, RegexBuilder};
@@ -84,6 +85,9 @@ pub struct TerminalConfig {
     pub names: Names,
     /// Longest one `grep` searches (`--grep-time-s`).
     pub grep_time: Duration,
+    /// Limits every session gets unless its `run` sets its own
+    /// (`--memory`, `--pids`, `--cpu`).
+    pub limits: tether::Limits,
 }
 
 /// One progress report of a waiting call.
@@ -234,6 +238,7 @@ impl Terminal {
         .env_clear()
         .timeout(a.timeout)
         .grace(self.config.grace)
+        .limits(a.limits.or(self.config.limits))
         .purpose(PURPOSE);
         let stand_in = crate::prompt::no_editor_command();
         for (key, value) in &self.config.env {
@@ -732,6 +737,8 @@ impl Terminal {
                     unread_bytes: info.output_bytes.saturating_sub(shown),
                     descendants_alive: info.descendants.len(),
                     stdin_open: info.stdin_open,
+                    limits: LimitsRecord::of(&info.limits),
+                    limit_hit: limit_hit(info),
                 }
             })
             .collect();
@@ -857,6 +864,8 @@ impl Terminal {
             })
             .collect();
         report.stdin_open = info.stdin_open;
+        report.limits = LimitsRecord::of(&info.limits);
+        report.limit_hit = limit_hit(info);
         // A full-screen program's stream is cursor moves and redraws: the
         // screen is what can be read.
         if info.pty.is_some()
@@ -1052,6 +1061,12 @@ impl Terminal {
 }
 
 /// The regex `until` and `grep` use, as the registry builds it.
+/// `limit_hit` as results show it: present (null or a name) for a session
+/// with limits, absent otherwise.
+fn limit_hit(info: &SessionInfo) -> Option<Option<&'static str>> {
+    (!info.limits.is_empty() || info.limit_hit.is_some()).then(|| info.limit_hit.map(|h| h.name()))
+}
+
 fn until_regex(pattern: &str) -> Result<Regex, regex::Error> {
     RegexBuilder::new(pattern)
         .multi_line(true)

@@ -297,6 +297,38 @@ pub const RUN: &[Param] = &[
     },
     rows_param(Some(30), "With pty: terminal rows."),
     cols_param(Some(120), "With pty: terminal columns."),
+    Param {
+        name: "memory",
+        kind: Kind::Size { max: 1 << 50 },
+        required: false,
+        doc: "Memory limit for the command and everything it starts, e.g. \"512M\", \"2G\" (or \
+              bytes). Past it the kernel kills one of its processes (the result then says \
+              limit_hit: memory); the server is never the one killed. Default: the server's \
+              --memory, else none.",
+    },
+    Param {
+        name: "pids",
+        kind: Kind::Integer {
+            what: "",
+            min: 1,
+            max: 4_194_304,
+            default: None,
+        },
+        required: false,
+        doc: "Most processes the command's tree may have at once: past it fork fails (a fork \
+              bomb is contained; limit_hit: pids). Default: the server's --pids, else none.",
+    },
+    Param {
+        name: "cpu",
+        kind: Kind::Number {
+            unit: "cores",
+            min: tether::MIN_CPU,
+            max: 1024.0,
+        },
+        required: false,
+        doc: "CPU limit in cores (0.5: half a core); the tree is throttled to it. Default: the \
+              server's --cpu, else none.",
+    },
 ];
 
 const STREAM: Param = Param {
@@ -792,12 +824,45 @@ fn session_result_schema(failed_start: bool, required_extra: &[&str]) -> Value {
             "waiting_for_input": {"type": "string"},
             "hint": {"type": "string"},
             "screen": {"type": "string", "description": "PTY sessions drawing full-screen (alternate screen): the terminal's text rows."},
+            "limits": limits_schema(),
+            "limit_hit": limit_hit_schema(),
     });
     if failed_start {
         properties["cwd"] =
             json!({"type": "string", "description": "failed_start: the working directory tried."});
     }
     result_schema(properties, &required)
+}
+
+/// A session's limits: per limit asked for, its value and how it is
+/// enforced (`none` with the reason).
+fn limits_schema() -> Value {
+    let limit = object(
+        json!({
+            "value": {"type": "number"},
+            "enforced": {"type": "string", "enum": ["cgroup2", "cgroup1", "job", "rlimit", "none"]},
+            "reason": {"type": "string"},
+        }),
+        &["value", "enforced"],
+    );
+    let mut schema = object(
+        json!({
+            "memory": limit,
+            "pids": limit,
+            "cpu": limit,
+            "cgroup": {"type": "string"},
+        }),
+        &[],
+    );
+    schema["description"] = json!(
+        "Per limit: value (bytes, processes, cores) and how it is enforced; `none` with the reason."
+    );
+    schema
+}
+
+fn limit_hit_schema() -> Value {
+    json!({"type": ["string", "null"], "enum": ["memory", "pids", null],
+           "description": "The limit the session ran into (memory: the kernel killed processes of it; pids: forks failed)."})
 }
 
 fn screen_result_schema() -> Value {
@@ -882,6 +947,8 @@ fn list_result_schema() -> Value {
             "unread_bytes": {"type": "integer", "minimum": 0},
             "descendants_alive": {"type": "integer", "minimum": 0},
             "stdin_open": {"type": "boolean"},
+            "limits": limits_schema(),
+            "limit_hit": limit_hit_schema(),
         }), &["id", "status", "exit_code", "command", "signal", "duration_ms", "output_bytes",
               "unread_bytes", "descendants_alive", "stdin_open"])}}),
         &["sessions"],

@@ -8,6 +8,7 @@ use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::exit::{ExitStatus, Output};
 use crate::identity::ProcessIdentity;
+use crate::limits::{LimitHit, LimitReport};
 use crate::session_id::SessionId;
 use crate::stdio::{ChildStderr, ChildStdin, ChildStdout};
 use crate::terminal::Pty;
@@ -43,6 +44,8 @@ struct Progress {
     main: Option<ExitStatus>,
     /// The tree is empty; this many descendants were killed.
     settled: Option<u32>,
+    /// A limit the session ran into, as last reported.
+    limit_hit: Option<LimitHit>,
 }
 
 impl Child {
@@ -80,6 +83,12 @@ impl Child {
     /// Which mechanism holds this child's tree.
     pub fn containment(&self) -> Containment {
         self.tree.containment()
+    }
+
+    /// The resource limits applied to this child's session, each with how
+    /// it is enforced (see [`Limits`](crate::Limits)).
+    pub fn limits(&self) -> &LimitReport {
+        self.tree.limits()
     }
 
     /// The session id written into every process's spawn tag.
@@ -238,6 +247,7 @@ impl Child {
         }
         Some(ExitStatus {
             descendants_killed: self.progress.settled.unwrap_or(0),
+            limit_hit: self.progress.limit_hit,
             ..main
         })
     }
@@ -257,14 +267,20 @@ impl Child {
             TreeEvent::MainExited {
                 termination,
                 timed_out,
+                limit_hit,
             } => {
+                self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
                 self.progress.main = Some(ExitStatus {
                     termination: *termination,
                     timed_out: *timed_out,
                     descendants_killed: 0,
+                    limit_hit: *limit_hit,
                 })
             }
-            TreeEvent::Settled { killed } => self.progress.settled = Some(*killed),
+            TreeEvent::Settled { killed, limit_hit } => {
+                self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
+                self.progress.settled = Some(*killed);
+            }
             TreeEvent::KillFailed { .. } => {}
         }
     }

@@ -74,6 +74,7 @@ mod forward;
 mod identity;
 pub mod init;
 mod install;
+mod limits;
 pub mod output;
 pub mod registry;
 mod resolve;
@@ -98,6 +99,7 @@ pub use exit::{ExitStatus, Output};
 pub use forward::SignalForwarder;
 pub use identity::ProcessIdentity;
 pub use install::Install;
+pub use limits::{Enforcement, LimitHit, LimitReport, Limits, MIN_CPU, format_size, parse_size};
 pub use session_id::SessionId;
 pub use spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};
@@ -132,6 +134,19 @@ pub mod keeper {
 /// keeper started.
 pub fn set_warm_keepers(n: usize) {
     contain::set_warm_keepers(n)
+}
+
+/// Does now what the first session with limits would do, before any
+/// session starts (Linux; elsewhere it does nothing). Where cgroup v2 has
+/// the `memory`, `pids` or `cpu` controller available to this process's
+/// cgroup but not enabled for its children, it enables them — first moving
+/// this process into a leaf of its own (`tether-owner`) if it is the only
+/// process in its cgroup, as v2 allows controllers only for cgroups without
+/// processes. Nothing else is ever moved. Programs that serve many
+/// sessions (`tether mcp`) call it at start, while no keeper of theirs
+/// exists yet; a one-shot program needs nothing.
+pub fn prepare_limits() {
+    contain::prepare_limits()
 }
 
 /// Makes this process a child subreaper (Linux; elsewhere it does nothing):

@@ -560,3 +560,47 @@ fn a_forked_child_does_not_keep_its_parents_trees_alive() {
         "the SIGKILLed owner's tree outlived it while its forked child lived"
     );
 }
+
+/// Issue 19 (found while building it): the keeper removed a session's
+/// cgroups once *its tree* was empty, but a process moved into the
+/// session's cgroup v2 — no descendant of the keeper — kept the leaf busy:
+/// `rmdir` failed (`EBUSY`), the leaf stayed behind, and the process lived
+/// on (an empty `tether-<session>` leaf was found on the machine after a
+/// loaded run of the cgroup.kill test). Whatever is in the session's
+/// cgroup is the session's: it is killed and waited for before the leaf
+/// goes.
+#[test]
+fn a_session_cgroup_holding_a_process_outside_the_keepers_tree_is_emptied_and_removed() {
+    if !tether_testkit::require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("limits-cgroup-end");
+    let mut child = tether::Command::new("/bin/sh")
+        .args(["-c", "read line || true"])
+        .env(TAG_VAR, guard.tag())
+        .limits(tether::Limits::new().pids(100))
+        .stdin(tether::Stdio::Piped)
+        .spawn()
+        .expect("spawn");
+    let leaf = child.limits().cgroup.clone().expect("a cgroup v2 leaf");
+    // No descendant of the keeper: when the command exits on its own, the
+    // keeper's tree is empty, yet the session's cgroup is not.
+    let mut outsider = std::process::Command::new("sleep")
+        .arg("1000")
+        .env(TAG_VAR, guard.tag())
+        .spawn()
+        .unwrap();
+    std::fs::write(leaf.join("cgroup.procs"), outsider.id().to_string()).unwrap();
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(!leaf.exists(), "the leaf goes with the session");
+    // No waiting: the keeper removes the leaf, before it reports the
+    // session over, only once nothing is in it.
+    let left = tagged_pids(guard.tag());
+    assert!(left.is_empty(), "{left:?} outlived its session's cgroup");
+    let status = outsider.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+}

@@ -13,20 +13,12 @@ const RUNS: usize = 15;
 
 /// One run: returns the time from the owner's SIGKILL until every process
 /// of the tree has exited.
-fn one_run(tree: Tree, containment: &str) -> (Duration, usize) {
+fn one_run(tree: Tree, containment: &str, extra: &[&str]) -> (Duration, usize) {
     let tag = unique_tag("bench-owner-death");
     let mut owner = Command::new(env!("CARGO_BIN_EXE_tether"))
-        .args([
-            "run",
-            "--grace",
-            "1s",
-            "--containment",
-            containment,
-            "--",
-            "/bin/sh",
-            "-c",
-            tree.script(),
-        ])
+        .args(["run", "--grace", "1s", "--containment", containment])
+        .args(extra)
+        .args(["--", "/bin/sh", "-c", tree.script()])
         .env(TAG_VAR, &tag)
         .stdout(Stdio::piped())
         .stdin(Stdio::null())
@@ -76,21 +68,40 @@ pub fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    println!("## owner SIGKILL → whole tree dead ({RUNS} runs each)\n");
+    println!("## owner SIGKILL → whole tree dead ({RUNS} runs each, interleaved)\n");
     println!("| tree | containment | processes at kill: median (min–max) | p50 ms | max ms |");
     println!("|---|---|---|---|---|");
-    for (tree, containment) in [
-        (Tree::Hundred, "subreaper"),
-        (Tree::Hundred, "pidns"),
-        (Tree::ForkStorm, "subreaper"),
-    ] {
-        let runs: Vec<(Duration, usize)> = (0..RUNS).map(|_| one_run(tree, containment)).collect();
+    // A process limit far above the tree gives the session cgroups of its
+    // own (root): the keeper's KILL rung is then `cgroup.kill`.
+    let cgroup: &[&str] = &["--pids", "100000"];
+    let mut cases = vec![
+        (Tree::Hundred, "subreaper", &[][..]),
+        (Tree::Hundred, "pidns", &[][..]),
+        (Tree::ForkStorm, "subreaper", &[][..]),
+    ];
+    if tether_testkit::is_root() {
+        cases.push((Tree::Hundred, "subreaper", cgroup));
+        cases.push((Tree::ForkStorm, "subreaper", cgroup));
+    }
+    // Round-robin, so that the machine's noise hits every case alike.
+    let mut results: Vec<Vec<(Duration, usize)>> = vec![Vec::new(); cases.len()];
+    for _ in 0..RUNS {
+        for (i, (tree, containment, extra)) in cases.iter().enumerate() {
+            results[i].push(one_run(*tree, containment, extra));
+        }
+    }
+    for ((tree, containment, extra), runs) in cases.into_iter().zip(results) {
         let mut times: Vec<Duration> = runs.iter().map(|r| r.0).collect();
         let mut counts: Vec<usize> = runs.iter().map(|r| r.1).collect();
         times.sort();
         counts.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let count = format!("{} ({}–{})", counts[RUNS / 2], counts[0], counts[RUNS - 1]);
+        let containment = if extra.is_empty() {
+            containment.to_owned()
+        } else {
+            format!("{containment} + own cgroup ({})", extra.join(" "))
+        };
         println!(
             "| {tree:?} | {containment} | {count} | {:.1} | {:.1} |",
             ms(times[RUNS / 2]),

@@ -73,6 +73,16 @@ pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};
 /// `tether doctor`'s probes of this platform (see [`crate::doctor`]).
 pub(crate) use os::doctor;
 
+/// Readies the cgroup controllers for sessions' limits (Linux; see
+/// [`crate::prepare_limits`]).
+pub(crate) fn prepare_limits() {
+    #[cfg(target_os = "linux")]
+    {
+        let all = crate::limits::Limits::new().memory(1).pids(1).cpu(1.0);
+        let _ = os::limit_spec(&all);
+    }
+}
+
 /// The keeper program (Unix); on Windows there is none and these do nothing.
 pub mod keeper {
     pub use super::imp::keeper_entry::{KEEPER_ARG, main, run_if_requested};

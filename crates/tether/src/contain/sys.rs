@@ -26,7 +26,7 @@
 //! process handle.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::os::sys as imp;
@@ -110,6 +110,27 @@ impl ProcessInfo {
 /// Reads what the process table says about `pid` now.
 ///
 /// # Errors
+/// Removes `dir`, a leftover cgroup of tether session `session` (Linux;
+/// elsewhere `Ok(false)`): only if it provably is one — an absolute path
+/// whose last component is `tether-<session>`, a directory on a cgroup
+/// filesystem — and only if it is empty: the kernel refuses to remove a
+/// cgroup that holds a process (`EBUSY`), so nothing is killed through it.
+/// `Ok(true)`: removed; `Ok(false)`: already gone.
+///
+/// # Errors
+/// `InvalidInput` for anything that is not such a directory (the ledger
+/// that names it is attacker-shaped input); `EBUSY` while it holds a
+/// process; other I/O errors as they come.
+pub fn remove_session_cgroup(dir: &Path, session: &str) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    return super::os::cgroup::remove_session_leaf(dir, session);
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (dir, session);
+        Ok(false)
+    }
+}
+
 /// `NotFound` when no process has that pid.
 pub fn process(pid: u32) -> io::Result<ProcessInfo> {
     imp::process(pid)

@@ -289,6 +289,16 @@ fn init_main(
         // SAFETY: write(2) of a local buffer.
         unsafe { libc::write(report_w, word.as_ptr().cast(), word.len()) };
     };
+    // Into the session's cgroups first (the command it forks inherits
+    // them): a `cgroup.kill` then ends init and with it the namespace.
+    if crate::contain::unix::keeper::enter_cgroups(&exec.cgroup_procs).is_err() {
+        report(InitReport::Failed {
+            stage: SpawnStage::Cgroup,
+            errno: Errno::last_raw(),
+        });
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(1) };
+    }
     // SAFETY: plain syscalls in a forked single-threaded child.
     unsafe {
         libc::close(ctl);

@@ -13,6 +13,7 @@ use crate::contain::TreeEvent;
 use crate::containment::Containment;
 use crate::error::{Error, Result, Survivor};
 use crate::identity::ProcessIdentity;
+use crate::limits::LimitReport;
 
 /// A running, contained command and everything it starts.
 #[derive(Debug)]
@@ -25,6 +26,8 @@ pub(crate) struct Tree {
     settled: bool,
     /// The terminal, for a foreground command.
     terminal: Option<Terminal>,
+    /// The limits as the keeper applied them.
+    limits: LimitReport,
 }
 
 impl Tree {
@@ -34,6 +37,7 @@ impl Tree {
         containment: Containment,
         session: String,
         ladder: Vec<Rung>,
+        limits: LimitReport,
     ) -> Tree {
         Tree {
             link,
@@ -43,6 +47,7 @@ impl Tree {
             ladder: ladder.into(),
             settled: false,
             terminal: None,
+            limits,
         }
     }
 
@@ -64,6 +69,11 @@ impl Tree {
     /// What holds the tree.
     pub(crate) fn containment(&self) -> Containment {
         self.containment
+    }
+
+    /// The limits as applied, each with its enforcement.
+    pub(crate) fn limits(&self) -> &LimitReport {
+        &self.limits
     }
 
     /// The keeper's pid (diagnostics, the ledger).
@@ -101,12 +111,14 @@ impl Tree {
                 Event::MainExited {
                     termination,
                     timed_out,
+                    limit_hit,
                 } => {
                     // The terminal goes back the moment the command is done.
                     self.terminal = None;
                     TreeEvent::MainExited {
                         termination,
                         timed_out,
+                        limit_hit,
                     }
                 }
                 Event::MainStopped { signal } => {
@@ -119,7 +131,7 @@ impl Tree {
                     continue;
                 }
                 Event::MainContinued => continue,
-                Event::TreeEmpty { killed } => {
+                Event::TreeEmpty { killed, limit_hit } => {
                     self.settled = true;
                     // The keeper waits for another command: back to the
                     // warm pool if it wants one (a PID namespace is spent),
@@ -128,7 +140,7 @@ impl Tree {
                     if !(reusable && super::pool::recycle(&mut self.link)) {
                         self.link.reap();
                     }
-                    TreeEvent::Settled { killed }
+                    TreeEvent::Settled { killed, limit_hit }
                 }
                 Event::KillFailed { survivors } => TreeEvent::KillFailed {
                     survivors: survivors
@@ -186,6 +198,9 @@ impl Tree {
         self.settled = true;
         self.terminal = None;
         let orphans_killed = super::orphans::kill_orphans(&self.session);
+        // The keeper cannot remove the session's cgroups any more: the
+        // empty ones go now (the rest is `tether reap`'s).
+        crate::contain::os::remove_leftover_cgroups(&self.limits.cgroups);
         Error::KeeperLost { orphans_killed }
     }
 }

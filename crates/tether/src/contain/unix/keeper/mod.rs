@@ -45,10 +45,15 @@ use nix::errno::Errno;
 use super::channel::{recv_into, send_frame};
 use super::protocol::{Event, FrameBuffer, Request, Rung, Scope, SpawnSpec, SpawnStage};
 use crate::contain::Termination;
-use crate::contain::os::keeper::{self as os, Change, InitLink, TreeScope, Waiter};
+use crate::contain::os::keeper::{
+    self as os, Change, InitLink, OomPriority, SessionCgroups, TreeScope, Waiter,
+};
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 use exec::posix_spawn;
+// The PID namespace's init (Linux) enters the session's cgroups itself.
+#[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
+pub(crate) use exec::enter_cgroups;
 pub(crate) use exec::{Exec, fork_exec};
 use ladder::{Delivery, Ladder, VERIFY_WINDOW};
 
@@ -142,6 +147,9 @@ struct Session {
     /// killed by the group signal was often gone before the sweep listed
     /// it: 1, 4 and 3 for three identical 4-process trees).
     doomed: HashSet<u32>,
+    /// The session's own cgroups (limits; `cgroup.kill`), removed when
+    /// the tree is empty.
+    cgroups: SessionCgroups,
 }
 
 struct Keeper {
@@ -191,7 +199,7 @@ impl Keeper {
         loop {
             while let Some(payload) = self.frames.next_payload()? {
                 if let Ok(Request::Spawn(spec)) = Request::decode(&payload) {
-                    return Ok(Some((spec, fds)));
+                    return Ok(Some((*spec, fds)));
                 }
             }
             let Some(ctl) = self.ctl.as_ref().map(|c| c.as_raw_fd()) else {
@@ -229,13 +237,76 @@ impl Keeper {
         self.outbox.clear();
     }
 
-    /// Starts the command (or the namespace init that starts it).
+    /// Starts the command (or the namespace init that starts it) in the
+    /// session's cgroups, which it makes first (and removes again if the
+    /// start fails).
     fn start(
         &mut self,
         spec: SpawnSpec,
         stdio: &[OwnedFd],
     ) -> Result<(Session, Event), (SpawnStage, Errno)> {
-        let exec = Exec::prepare(&spec).map_err(|e| (SpawnStage::Setup, e))?;
+        let session = session_of(&spec);
+        let (cgroups, limits) = SessionCgroups::create(&spec.limits, &session);
+        let mut exec = match Exec::prepare(&spec) {
+            Ok(exec) => exec,
+            Err(e) => {
+                cgroups.remove();
+                return Err((SpawnStage::Setup, e));
+            }
+        };
+        exec.cgroup_procs = cgroups.procs();
+        // Every process of the session is the OOM killer's first choice:
+        // raised here, inherited by the command however it starts.
+        let started = {
+            let _raised = OomPriority::raise();
+            self.start_exec(&spec, &exec, stdio)
+        };
+        let (containment, child, main, (start_time, pidfs_inode), init) = match started {
+            Ok(started) => started,
+            Err(e) => {
+                cgroups.remove();
+                return Err(e);
+            }
+        };
+        let timeout_at = spec
+            .timeout_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        let event = Event::Started {
+            pid: main,
+            start_time,
+            pidfs_inode,
+            containment,
+            limits,
+        };
+        Ok((
+            Session {
+                spec,
+                session,
+                child,
+                main: Main::Running(main),
+                group: main,
+                pidns: init.is_some(),
+                init,
+                ladder: Ladder::Idle,
+                timeout_at,
+                timed_out: false,
+                signalled: HashSet::new(),
+                doomed: HashSet::new(),
+                cgroups,
+            },
+            event,
+        ))
+    }
+
+    /// Starts the command as `exec` says, in the containment `spec` asks
+    /// for: what holds it, the keeper's child, the command's pid and
+    /// identity, and the namespace init's link.
+    fn start_exec(
+        &mut self,
+        spec: &SpawnSpec,
+        exec: &Exec,
+        stdio: &[OwnedFd],
+    ) -> Result<Launched, (SpawnStage, Errno)> {
         let containment = match spec.containment {
             ContainmentPolicy::Standard => os::STANDARD,
             wanted => match os::pidns::enter() {
@@ -259,56 +330,32 @@ impl Keeper {
             stdio[1].as_raw_fd(),
             stdio[2].as_raw_fd(),
         ];
-        let (child, main, (start_time, pidfs_inode), init) = match containment {
+        match containment {
             Containment::PidNamespace => {
                 let ctl = self.ctl.as_ref().map_or(-1, |c| c.as_raw_fd());
-                let started = os::pidns::start(&exec, stdio, ctl)?;
-                (
+                let started = os::pidns::start(exec, stdio, ctl)?;
+                Ok((
+                    containment,
                     started.init,
                     started.main,
                     started.identity,
                     Some(started.link),
-                )
+                ))
             }
             _ => {
-                let pid = if exec.controlling_tty {
-                    fork_exec(&exec, stdio, None, |_| {})?
+                // posix_spawn can neither give a controlling terminal nor
+                // enter cgroups before exec: those take the fork path.
+                let pid = if exec.controlling_tty || !exec.cgroup_procs.is_empty() {
+                    fork_exec(exec, stdio, None, |_| {})?
                 } else {
-                    posix_spawn(&exec, stdio)?
+                    posix_spawn(exec, stdio)?
                 };
                 // Our own unreaped child: its pid stays valid even if it
                 // has already exited.
                 let identity = os::identify(pid).map_err(|e| (SpawnStage::Setup, errno_of(&e)))?;
-                (pid, pid, identity, None)
+                Ok((containment, pid, pid, identity, None))
             }
-        };
-        let session = session_of(&spec);
-        let timeout_at = spec
-            .timeout_ms
-            .map(|ms| Instant::now() + Duration::from_millis(ms));
-        let event = Event::Started {
-            pid: main,
-            start_time,
-            pidfs_inode,
-            containment,
-        };
-        Ok((
-            Session {
-                spec,
-                session,
-                child,
-                main: Main::Running(main),
-                group: main,
-                pidns: init.is_some(),
-                init,
-                ladder: Ladder::Idle,
-                timeout_at,
-                timed_out: false,
-                signalled: HashSet::new(),
-                doomed: HashSet::new(),
-            },
-            event,
-        ))
+        }
     }
 
     /// One session's event loop; returns once its tree is empty.
@@ -317,7 +364,10 @@ impl Keeper {
             self.reap(s);
             if s.main == Main::Exited && os::tree_is_empty(&scope(s)) {
                 let killed = s.doomed.len() as u32;
-                self.send(&Event::TreeEmpty { killed });
+                let limit_hit = s.cgroups.hit();
+                // Gone before the owner hears the tree is empty.
+                std::mem::take(&mut s.cgroups).remove();
+                self.send(&Event::TreeEmpty { killed, limit_hit });
                 self.flush();
                 return;
             }
@@ -430,6 +480,7 @@ impl Keeper {
         self.send(&Event::MainExited {
             termination,
             timed_out: s.timed_out,
+            limit_hit: s.cgroups.hit(),
         });
         if s.spec.leftovers == Leftovers::Kill
             && matches!(s.ladder, Ladder::Idle)
@@ -550,15 +601,26 @@ impl Keeper {
     }
 }
 
+/// A started command: what holds it, the keeper's child (the command or
+/// the namespace init), the command's pid, its start time and pidfs inode,
+/// and the namespace init's report channel.
+type Launched = (Containment, u32, u32, (u64, Option<u64>), Option<InitLink>);
+
 /// Adds the tree's members alive now, other than the main process and the
 /// namespace init, to the processes a kill is counted against.
 fn note_doomed(s: &mut Session) {
     let (main, child) = (s.main.pid(), s.child);
-    let alive = os::members(&scope(s));
+    // A session with a cgroup v2 of its own lists it in one read of its
+    // `cgroup.procs` (a walk of 3,000 processes opened each of them). A
+    // process someone moved out of the session's cgroup is still killed,
+    // by the sweep, but not counted.
+    let alive: Vec<u32> = match s.cgroups.members() {
+        Some(pids) => pids,
+        None => os::members(&scope(s)).into_iter().map(|m| m.pid).collect(),
+    };
     s.doomed.extend(
         alive
             .into_iter()
-            .map(|m| m.pid)
             .filter(|&pid| Some(pid) != main && pid != child),
     );
 }
@@ -580,6 +642,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
             main_pgrp: s.group,
         },
         signalled: &mut s.signalled,
+        cgroups: &mut s.cgroups,
     }
 }
 
