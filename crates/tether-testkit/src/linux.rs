@@ -222,7 +222,7 @@ pub fn wait_for_stable(tag: &str, bound: Duration) -> Vec<u32> {
     }
 }
 
-/// Waits until a live process carrying `tag` runs `program` (its argv[0],
+/// Waits until a live process carrying `tag` runs `program` (its `argv[0]`,
 /// so it has exec'd) and leads its terminal's foreground process group —
 /// the moment a key typed into the terminal reaches it rather than the
 /// shell that forked it — for at most `bound`; its pid. A job-control

@@ -138,7 +138,7 @@ pub enum Error {
         why: &'static str,
     },
     /// A queued stdin write would hold more than the session's stdin queue
-    /// takes ([`RegistryConfig::stdin_queue_limit`](crate::RegistryConfig::stdin_queue_limit)):
+    /// takes ([`RegistryConfig::stdin_queue_limit`](crate::registry::RegistryConfig::stdin_queue_limit)):
     /// nothing was queued. Wait until the command has read what is queued,
     /// or send less at once.
     #[error(

@@ -372,7 +372,7 @@ impl Registry {
     /// [`Error::StdinClosed`] instead — hosts that restore it must not.
     ///
     /// # Errors
-    /// [`Error::NoStdin`] without [`StdinMode::Piped`](crate::registry::StdinMode::Piped);
+    /// [`Error::NoStdin`] without [`StdinMode::Piped`];
     /// [`Error::StdinClosed`] after `close_stdin` or the main process's exit.
     pub async fn write(&self, id: &str, bytes: &[u8]) -> Result<()> {
         let session = self.inner.find(id)?;

@@ -158,7 +158,7 @@ pub(crate) struct Session {
     pub stdin: Mutex<Option<Arc<AsyncWriter>>>,
     /// Serialises writers, so two writes never interleave their bytes.
     pub stdin_writer: tokio::sync::Mutex<()>,
-    /// Writes queued for stdin (see [`Registry::queue_write`](crate::Registry::queue_write)).
+    /// Writes queued for stdin (see [`Registry::queue_write`](crate::registry::Registry::queue_write)).
     pub stdin_queue: StdinQueue,
     /// A PTY session's master, for resizes and its termios, until the
     /// output reaches EOF (the driver drops it there with the reader).

@@ -107,9 +107,6 @@ impl ProcessInfo {
     }
 }
 
-/// Reads what the process table says about `pid` now.
-///
-/// # Errors
 /// Removes `dir`, a leftover cgroup of tether session `session` (Linux;
 /// elsewhere `Ok(false)`): only if it provably is one — an absolute path
 /// whose last component is `tether-<session>`, a directory on a cgroup
@@ -131,7 +128,11 @@ pub fn remove_session_cgroup(dir: &Path, session: &str) -> io::Result<bool> {
     }
 }
 
-/// `NotFound` when no process has that pid.
+/// Reads what the process table says about `pid` now.
+///
+/// # Errors
+/// `NotFound` when no process has that pid; other I/O errors (Linux:
+/// reading `/proc/<pid>/stat`) as they come.
 pub fn process(pid: u32) -> io::Result<ProcessInfo> {
     imp::process(pid)
 }

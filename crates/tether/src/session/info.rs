@@ -88,7 +88,7 @@ pub struct SessionInfo {
     /// The command as it was given: an argv, or a script for `/bin/sh -c`
     /// (so a front-end can tell the shell's exit codes 126/127 apart).
     pub command_line: CommandLine,
-    /// The hard timeout it runs under ([`RunSpec::timeout`](crate::RunSpec::timeout)), if any.
+    /// The hard timeout it runs under ([`RunSpec::timeout`](crate::registry::RunSpec::timeout)), if any.
     pub timeout: Option<Duration>,
     /// Its working directory, if one was set.
     pub cwd: Option<PathBuf>,
@@ -130,7 +130,7 @@ pub struct SessionInfo {
     pub output_lines: u64,
     /// Newlines captured on stderr, when streams are separate.
     pub stderr_lines: Option<u64>,
-    /// Bytes queued for stdin with [`Registry::queue_write`](crate::Registry::queue_write)
+    /// Bytes queued for stdin with [`Registry::queue_write`](crate::registry::Registry::queue_write)
     /// and not yet taken by the command.
     pub stdin_queued: usize,
     /// Whether every output pipe reached EOF (all writers gone; the read

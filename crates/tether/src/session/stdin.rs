@@ -4,8 +4,8 @@
 //! Why a queue: a caller that writes to a command which is slow to read (or
 //! not reading at all) must not be blocked for as long as the command
 //! takes — an MCP `write` call has to answer within its yield window
-//! whatever the command does. [`Registry::write`](crate::Registry::write)
-//! waits for the pipe; [`Registry::queue_write`](crate::Registry::queue_write)
+//! whatever the command does. [`Registry::write`](crate::registry::Registry::write)
+//! waits for the pipe; [`Registry::queue_write`](crate::registry::Registry::queue_write)
 //! returns at once with a [`QueuedWrite`] that completes when the bytes are
 //! in the pipe. The queue is bounded in bytes (a caller cannot park
 //! unbounded memory here) and refuses with
@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{Session, lock};
 use crate::error::{Error, Result};
 
-/// Default [`RegistryConfig::stdin_queue_limit`](crate::RegistryConfig::stdin_queue_limit):
+/// Default [`RegistryConfig::stdin_queue_limit`](crate::registry::RegistryConfig::stdin_queue_limit):
 /// 16 MiB of queued, not yet written stdin bytes per session.
 pub const DEFAULT_STDIN_QUEUE_LIMIT: usize = 16 << 20;
 
@@ -53,7 +53,7 @@ struct Pending {
     done: oneshot::Sender<Result<()>>,
 }
 
-/// A write accepted by [`Registry::queue_write`](crate::Registry::queue_write).
+/// A write accepted by [`Registry::queue_write`](crate::registry::Registry::queue_write).
 /// Await it to learn when its bytes are in the pipe (and stdin closed, if
 /// asked); dropping it does not cancel the write.
 #[must_use = "the write goes on regardless; await it to learn how it went"]

@@ -55,7 +55,7 @@ pub struct Screen {
     /// it exits.
     pub alternate_screen: bool,
     /// Whether cursor keys are in application mode (DECCKM): arrows are
-    /// sent as `ESC O x`. [`Registry::write_keys`](crate::registry::Registry::write_keys)
+    /// sent as `ESC O x`. [`Registry::keys`](crate::registry::Registry::keys)
     /// follows it.
     pub application_cursor: bool,
 }
