@@ -1,57 +1,233 @@
-//! tether runs commands so that every process they start is positively
-//! identified and guaranteed dead when its owner is done with it — however
-//! the owner ends: exit, panic, `SIGKILL`, OOM kill, crash.
+//! Run commands so that every process they start is positively identified
+//! and dead when its owner is done with it — however the owner ends: exit,
+//! panic, `SIGKILL`, OOM kill, crash.
 //!
-//! ```no_run
+//! Agent frameworks, test runners and dev servers leak processes: a shell
+//! that `setsid`s a server, a daemon that double-forks, a grandchild that
+//! holds the pipe open, a tool killed with `SIGKILL` before its cleanup
+//! ran. tether makes "everything dies with its owner" a property of the one
+//! place every process is born, enforced by the kernel, and proves every
+//! process it signals to be the one it means.
+//!
+//! # Quick start
+//!
+//! ```standalone_crate
 //! use std::time::Duration;
 //!
+//! # #[cfg(unix)]
 //! fn main() -> Result<(), tether::Error> {
-//!     tether::keeper::run_if_requested(); // this program can be its own keeper
+//!     // First thing in main: lets this program be its own keeper (below).
+//!     tether::keeper::run_if_requested();
+//!
+//!     // `sh` starts a setsid'd escape and exits; `output` returns once the
+//!     // escape is dead too (the main process's leftovers are killed).
 //!     let output = tether::Command::new("sh")
 //!         .args(["-c", "setsid sleep 1000 & echo started"])
 //!         .timeout(Duration::from_secs(10))
 //!         .output()?;
-//!     // `sh` exited; the setsid'd `sleep` it left behind is already dead.
 //!     assert_eq!(output.stdout, b"started\n");
+//!     assert!(output.status.success());
+//!     assert!(output.status.descendants_killed() >= 1);
+//!
+//!     // A long-running command: `kill` returns only once nothing of its
+//!     // tree is left (or says which processes survived).
+//!     let mut server = tether::Command::new("sleep")
+//!         .arg("1000")
+//!         .purpose("dev-server")
+//!         .grace(Duration::from_millis(500))
+//!         .spawn()?;
+//!     println!("pid {} held by {}", server.id(), server.containment());
+//!     server.kill()?;
+//! #   #[cfg(target_os = "linux")]
+//! #   tether_testkit::assert_nothing_left();
 //!     Ok(())
 //! }
+//! # #[cfg(not(unix))]
+//! # fn main() {}
 //! ```
 //!
-//! Two levels of API: the one-shot level here ([`Command`], [`Child`],
-//! [`ExitStatus`], …), mirroring `std::process`; and [`registry`], the async
-//! multi-session API that `tether mcp` is built on. [`sys`] is the process
-//! table; [`unix`] holds what only Unix has (signals, raw descriptors).
+//! Two levels of API:
+//!
+//! - **One command at a time**, mirroring `std::process`: [`Command`] (a
+//!   builder with `spawn`, `status`, `output`, plus [`purpose`],
+//!   [`grace`], [`timeout`], [`containment`], [`limits`], [`pty`]),
+//!   [`Child`] (`wait`, `kill`, `descendants`, piped stdio), [`ExitStatus`],
+//!   [`Output`]. Blocking; no runtime needed.
+//! - **Many sessions in the background**: [`registry::Registry`] (tokio),
+//!   what `tether mcp` is built on — output kept losslessly with absolute
+//!   offsets ([`output`]), waits for a line or a prompt, stdin queues,
+//!   terminal screens ([`terminal`]), retention limits.
+//!
+//! Around them: [`sys`], the process table tether itself reads (identity,
+//! spawn tag, pins that signal one process or nobody); [`watchdog`], for
+//! helpers started some other way that must still die with their owner;
+//! [`init`], PID 1 for containers; [`doctor`], what this machine offers;
+//! and per platform, [`unix`](crate#platform-modules) (signals, raw
+//! descriptors) and `windows` (attaching a process to a job).
+//!
+//! # Vocabulary
+//!
+//! - **owner** — the process that asked for the spawn: your program. Its
+//!   sessions die with it.
+//! - **session** — one command and every process it ever creates, named by
+//!   a [`SessionId`] (never a pid).
+//! - **main process** — the command itself; [`Child::id`]. Its exit
+//!   finishes the command; **descendants** ([`Descendant`]) it left are
+//!   killed at once by default, or kept running, still contained, with
+//!   [`Command::keep_descendants`].
+//! - **tree** — the main process and all its descendants, including those
+//!   that `setsid`, double-fork or daemonize.
+//! - **containment** — what holds a tree ([`Containment`]): a keeper that
+//!   is the tree's subreaper, a PID namespace, a process group plus spawn
+//!   tags (macOS), or a job object (Windows). Asked for with a
+//!   [`ContainmentPolicy`], always reported, never silently weaker.
+//! - **keeper** — a small single-threaded process between owner and command
+//!   on Unix ([`keeper`]). It does all per-child setup, reaps the tree, and
+//!   kills it when told or when the owner is gone.
+//! - **lifeline** — the socket between owner and keeper; only the owner
+//!   holds its other end, so end of file on it means the owner died, by any
+//!   cause.
+//! - **kill ladder** and **grace** — how a tree is killed: a polite signal
+//!   to every process, then after the grace ([`DEFAULT_GRACE`], 2 s) the
+//!   forced end, repeated until nothing is left.
+//! - **settled** — the main process exited, the tree is empty and the output
+//!   reached end of file: nothing of the session holds a process or a
+//!   descriptor.
+//! - **identity** — [`ProcessIdentity`]: boot id, pid, start time and, where
+//!   the kernel has pidfs, the pidfd's inode. Never a bare pid.
+//! - **spawn tag** — [`SpawnTag`], the environment variable
+//!   [`TETHER_SPAWN`](SPAWN_TAG_VAR) every process of a session inherits:
+//!   install, purpose, owner pid and start time, session.
+//! - **install** — [`Install`]: a state directory (`$TETHER_HOME`, …) and
+//!   the id derived from it; tags of two installs never claim each other's
+//!   processes.
+//! - **ledger** — the machine-wide SQLite record of owners and sessions, in
+//!   the install's state directory ([`process-tether-ledger`]); read by
+//!   `tether ps` and `tether reap`.
 //!
 //! # How it works
 //!
-//! On Linux and macOS the owner never forks (a fork costs ~17 ms at 1 GiB
-//! of owner memory and ~87 ms at 4 GiB). It starts a small single-threaded
-//! *keeper* with `posix_spawn`, handing it one end of a Unix socket as
-//! stdin: the control channel and the *lifeline*. On Linux the keeper is a
-//! child subreaper, so every process of the command — `setsid`,
-//! double-fork and daemonizing escapes included — stays its descendant. It
-//! starts the command in its own process group, reaps everything, reports
-//! the exit, and kills the whole tree when asked, at the timeout, or the
-//! moment the lifeline reads EOF because the owner is gone, by whatever
-//! cause. With [`ContainmentPolicy::PidNamespace`] the command runs under a
-//! pid-1 init that the kernel kills together with the keeper, so even a
-//! `SIGKILL`ed keeper takes the tree with it. macOS has no subreaper: its
-//! keeper holds the command's process group and session and finds escaped
-//! descendants by their spawn tag ([`Containment::ProcessGroupAndTag`]).
-//! On Windows there is no keeper: each session is a kill-on-close job
-//! object that only the owner holds.
+//! ## Contained from the first instruction
 //!
-//! Processes are named by [`ProcessIdentity`] (boot id, pid, start time,
-//! pidfs inode) and signalled through pidfds, never by a bare pid. Every
-//! process carries a [`SpawnTag`] in `TETHER_SPAWN`, naming its owner and
-//! session, so leftovers can be proven to be tether's.
+//! **Linux.** The owner never forks (a fork costs ~17 ms at 1 GiB of owner
+//! memory and ~87 ms at 4 GiB; measured). It starts a keeper with
+//! `posix_spawn` — in a process group of its own, so a signal aimed at the
+//! owner's group never takes both down — handing it one end of a Unix
+//! socket as stdin: the control channel and the lifeline. The keeper makes
+//! itself a child subreaper (`PR_SET_CHILD_SUBREAPER`) and non-dumpable,
+//! then forks and execs the command in a process group of its own with a
+//! clean signal state, its resource limits and cgroup leaves entered
+//! *before* the exec. From the command's first instruction, everything it
+//! forks is the keeper's descendant, and a process that `setsid`s or
+//! double-forks reparents to the keeper, not to init. Every process
+//! inherits the spawn tag. With [`ContainmentPolicy::PidNamespace`] (or
+//! [`Auto`](ContainmentPolicy::Auto) where the kernel allows) the command
+//! runs under a pid-1 init in a PID namespace of its own, which the kernel
+//! kills whole when the keeper dies.
+//!
+//! **macOS.** The same keeper, without a subreaper: the tree is every
+//! process whose parent chain leads to the keeper, every process in the
+//! command's group or session, and every process whose spawn tag names the
+//! session (read with `sysctl kern.procargs2`). Reported as
+//! [`Containment::ProcessGroupAndTag`].
+//!
+//! **Windows.** No keeper: each session is a job object with
+//! `JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE` and no breakaway, and tether's own
+//! `CreateProcessW` creates the command *inside* it
+//! (`PROC_THREAD_ATTRIBUTE_JOB_LIST`, or created suspended, assigned, then
+//! resumed). Only the owner holds the job's handle.
+//!
+//! ## The kill ladder
+//!
+//! [`Child::kill`], a timeout, the owner's death and the main process's
+//! exit (for leftovers) all climb the same ladder. Each rung's signal —
+//! `SIGTERM` with `SIGCONT`, so stopped processes act on it; on a PTY
+//! `SIGHUP`, then `SIGTERM` one grace later; on Windows `CTRL_BREAK_EVENT`,
+//! or a pseudoconsole's close — goes to every process of the tree at once,
+//! including processes forked during the grace. After the grace (an upper
+//! bound, never a wait: the kill ends the moment the tree is empty)
+//! `SIGKILL` rounds follow until the keeper has no child left (`ECHILD`) —
+//! a process forked during the kill is reparented to the keeper and killed
+//! in the next round. Where the session has a
+//! cgroup v2 leaf of its own, `cgroup.kill` is the `SIGKILL` rung; on
+//! Windows it is `TerminateJobObject`, verified by the job's accounting.
+//! Every signal goes through a pidfd opened and verified as a tree member
+//! first, so a recycled pid is never hit. `kill` reports success only once
+//! the tree is verified empty; otherwise [`Error::KillIncomplete`] names the
+//! survivors (a process in uninterruptible sleep, after a 5 s window) and
+//! the child stays killable.
+//!
+//! ## When the owner dies
+//!
+//! No destructor, `atexit` handler or polling watchdog is on this path.
+//! When the owner dies — however — the kernel closes its end of every
+//! lifeline; each keeper sees end of file, kills its tree with the ladder
+//! and exits (measured: a 103-process tree of setsid and double-fork escapes
+//! all dead ~6–9 ms after the owner's `SIGKILL`). On Windows the kernel
+//! closes the owner's job handles and kills every job's processes itself.
+//! If a *keeper* is `SIGKILL`ed: under a PID namespace the kernel kills the
+//! namespace; otherwise its orphans reparent to the nearest subreaper — an
+//! owner that called [`become_subreaper`] (the `tether` CLI and `tether mcp`
+//! do) kills them all, tagged or not; a library owner that is not a
+//! subreaper kills them by spawn tag when it next talks to the child
+//! ([`Error::KeeperLost`]). Dropping a [`Child`] cuts its lifeline the same
+//! way.
+//!
+//! ## Identity, the ledger and reap's proofs
+//!
+//! A pid is recycled as soon as its process is reaped, and start time alone
+//! does not fix that: it has 10 ms resolution and collided in 295 of 300
+//! forced immediate pid reuses here, while the pidfs inode never did. So a
+//! process is named by a held handle (pidfd, Windows process handle) while
+//! tether holds one, and on disk by its full [`ProcessIdentity`]. Every
+//! process carries a spawn tag naming its owner, so it can be proven to be
+//! tether's — and proven orphaned — from the process table alone.
+//!
+//! That is what `tether ps` and `tether reap` ([`process-tether-ledger`])
+//! rest on. The ledger records owners and sessions (SQLite in WAL mode;
+//! crash-safe; a corrupt store is quarantined and rebuilt from live tags,
+//! never treated as empty; trusted only when owned by this user and not
+//! writable by others). `reap` signals a process only if it carries this
+//! install's tag and this user's real uid, its owner is **provably dead**
+//! (no process of this boot has the owner's pid and start time any more),
+//! its purpose is not interactive — and then only through a pidfd opened
+//! immediately before the signal, with identity and tag re-read through
+//! it. Anything it cannot prove is listed, never signalled.
+//!
+//! # Guarantees and their limits
+//!
+//! Each guarantee has tests that try to break it with real process trees.
+//! In short, per platform (the README's *Guarantees* table has the detail):
+//!
+//! | | Linux `subreaper` (default) | Linux `pidns` | macOS `pgroup+tag` | Windows `job` |
+//! |---|---|---|---|---|
+//! | every descendant contained from its first instruction | yes | yes | except an orphan that left the group *and* session *and* cleared its environment | yes |
+//! | tree dies with the owner, any cause | yes | yes | yes | yes (kernel, no grace) |
+//! | … and with the keeper `SIGKILL`ed | subreaper owner: yes; library owner: tagged processes | yes (kernel) | tagged processes | no keeper |
+//! | verified kill, survivors reported | yes | yes | yes | yes |
+//! | never signals a recycled pid | yes (pidfds) | yes | pid + start re-checked right before `kill(2)`: a window of µs | yes (handles) |
+//! | pipes closed at EOF, every child reaped | yes | yes | yes | yes |
+//! | memory / process / CPU [`Limits`] | cgroup v2 or v1 leaf, where delegated | yes | `none`, with the reason | job limits |
+//! | tested | in CI | in CI | type-checked only | under Wine |
+//!
+//! What no containment stops: a command of the same uid that kills both its
+//! keeper *and* its owner leaves a tree under init (still tagged: `tether
+//! reap` proves and kills it, unless it also cleared its environment); a
+//! command can ask something outside its tree to start processes for it
+//! (`systemd-run`, `at`, an `ssh localhost`). A PID namespace closes the
+//! first (the command cannot see keeper or owner), not the second.
 //!
 //! # Finding the keeper
 //!
-//! `$TETHER_KEEPER`, else the program set with [`keeper::set_program`] (the
-//! Python package sets the `tether` it bundles), else this program if it
-//! called [`keeper::run_if_requested`], else `tether-keeper` beside this
-//! program or on `PATH`. The `tether` CLI is its own keeper.
+//! In order: `$TETHER_KEEPER`; the program set with [`keeper::set_program`]
+//! (the Python package sets the `tether` it bundles); this program, if it
+//! called [`keeper::run_if_requested`] first thing in `main`; a
+//! `tether-keeper` binary beside this program or one directory up (where
+//! cargo puts test binaries); `tether-keeper` on `PATH`. The `tether` CLI
+//! is its own keeper, and so can be any program's
+//! (`TETHER_KEEPER=$(command -v tether)`). Keeper and library must be the
+//! same version. None found: every spawn fails with
+//! [`Error::KeeperNotFound`], naming each place looked at.
 //!
 //! # Fork
 //!
@@ -60,6 +236,45 @@
 //! copies of the keeper sockets at `/dev/null`, so the parent's trees still
 //! die with the parent; handles the child inherited fail with
 //! [`Error::InheritedAcrossFork`]; the child's own commands are its own.
+//!
+//! # Errors
+//!
+//! Every fallible call returns [`Error`], whose variants say what a user
+//! can act on: [`ProgramNotFound`](Error::ProgramNotFound) (with the `PATH`
+//! searched), [`NotExecutable`](Error::NotExecutable),
+//! [`BadCwd`](Error::BadCwd), [`InvalidInput`](Error::InvalidInput) (a
+//! purpose, limit or size out of range) at spawn;
+//! [`ContainmentUnavailable`](Error::ContainmentUnavailable) when a PID
+//! namespace was demanded and cannot be had;
+//! [`KeeperNotFound`](Error::KeeperNotFound) and [`Keeper`](Error::Keeper)
+//! when no keeper can be started; [`KillIncomplete`](Error::KillIncomplete)
+//! and [`KeeperLost`](Error::KeeperLost) afterwards; the registry's own
+//! ([`UnknownSession`](Error::UnknownSession),
+//! [`TooManySessions`](Error::TooManySessions), …).
+//!
+//! # Platform modules
+//!
+//! `tether::unix` exists on Unix only: [`ChildExt`] (signal the tree or the
+//! group), [`CommandExt`] (`new_session`, the ladder's signals),
+//! [`ExitStatusExt`] (the killing signal), `Stdio::from(OwnedFd)` and
+//! `AsFd` on the stdio handles. `tether::windows` exists on Windows only:
+//! attaching a long-lived process to a kill-on-close job of its own.
+//!
+//! [`purpose`]: Command::purpose
+//! [`grace`]: Command::grace
+//! [`timeout`]: Command::timeout
+//! [`containment`]: Command::containment
+//! [`limits`]: Command::limits
+//! [`pty`]: Command::pty
+//! [`process-tether-ledger`]: https://docs.rs/process-tether-ledger
+#![cfg_attr(
+    unix,
+    doc = "[`ChildExt`]: crate::unix::ChildExt\n\n[`CommandExt`]: crate::unix::CommandExt\n\n[`ExitStatusExt`]: crate::unix::ExitStatusExt"
+)]
+#![cfg_attr(
+    not(unix),
+    doc = "[`ChildExt`]: https://docs.rs/process-tether/latest/tether/unix/trait.ChildExt.html\n\n[`CommandExt`]: https://docs.rs/process-tether/latest/tether/unix/trait.CommandExt.html\n\n[`ExitStatusExt`]: https://docs.rs/process-tether/latest/tether/unix/trait.ExitStatusExt.html"
+)]
 
 #![warn(missing_docs)]
 
