@@ -101,7 +101,10 @@ pub fn assert_nothing_left() {
             .iter()
             .map(|pid| {
                 let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                format!("{pid} {}", String::from_utf8_lossy(&cmd).replace('\0', " ").trim_end())
+                format!(
+                    "{pid} {}",
+                    String::from_utf8_lossy(&cmd).replace('\0', " ").trim_end()
+                )
             })
             .collect::<Vec<_>>()
             .join(", ")

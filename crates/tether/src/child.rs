@@ -18,6 +18,37 @@ use crate::terminal::Pty;
 /// Dropping a `Child` cuts its lifeline: its keeper kills the whole tree
 /// (with the grace) and exits. Call [`wait`](Child::wait) or
 /// [`kill`](Child::kill) to know how it ended.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// use std::io::{BufRead, BufReader};
+/// use tether::{Command, Stdio};
+///
+/// // Two background jobs, then "ready"; the main process waits for them.
+/// let mut child = Command::new("sh")
+///     .args(["-c", "sleep 1000 & setsid sleep 1000 & echo ready; wait"])
+///     .stdout(Stdio::Piped)
+///     .spawn()?;
+/// let mut line = String::new();
+/// BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line)?;
+/// assert_eq!(line, "ready\n");
+/// assert_eq!(child.descendants().len(), 2); // the setsid'd one included
+///
+/// // Killed from another thread while this one waits.
+/// let handle = child.handle();
+/// std::thread::spawn(move || handle.start_kill());
+/// let status = child.wait()?;
+/// assert!(!status.success());
+/// assert_eq!(status.descendants_killed(), 2);
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 #[derive(Debug)]
 pub struct Child {
     pub(crate) tree: Tree,
@@ -70,7 +101,10 @@ impl Child {
         }
     }
 
-    /// The main process's pid (in tether's pid namespace).
+    /// The main process's pid (in tether's pid namespace; with a PID
+    /// namespace of its own the command sees itself as another pid). Valid
+    /// while this `Child` lives: the keeper holds the main process's
+    /// zombie only until it reported the exit.
     pub fn id(&self) -> u32 {
         self.tree.identity().pid
     }
@@ -123,7 +157,16 @@ impl Child {
 
     /// Waits for the main process to exit — and, unless descendants are
     /// kept, for the descendants it left to be killed — and returns its
-    /// status. Closes stdin first so a child reading it sees EOF.
+    /// status. Closes stdin first so a child reading it sees EOF. Returns
+    /// the same status again when called again.
+    ///
+    /// # Errors
+    /// [`Error::KeeperLost`] if the keeper died without reporting the end
+    /// (its orphans are already killed: all of them in a subreaper owner,
+    /// the tagged ones otherwise); [`Error::InheritedAcrossFork`] in a
+    /// forked child of the owner; [`Error::Keeper`] if reading from the
+    /// keeper failed. A non-zero exit, a signal or a timeout is a status,
+    /// not an error.
     pub fn wait(&mut self) -> Result<ExitStatus> {
         drop(self.stdin.take());
         loop {
@@ -138,6 +181,26 @@ impl Child {
     /// has not finished by then — or when a signal interrupted the wait, so
     /// a host can run its signal handlers (Python's Ctrl-C) and wait again.
     /// Unlike `wait`, stdin stays open.
+    ///
+    /// # Errors
+    /// As [`wait`](Child::wait).
+    /// ```standalone_crate
+    /// # #[cfg(unix)]
+    /// # fn main() -> tether::Result<()> {
+    /// # tether::keeper::run_if_requested();
+    /// use std::time::Duration;
+    ///
+    /// let mut child = tether::Command::new("sleep").arg("1000").spawn()?;
+    /// assert_eq!(child.wait_timeout(Duration::from_millis(50))?, None);
+    /// child.kill()?;
+    /// assert!(child.wait_timeout(Duration::ZERO)?.is_some());
+    /// # #[cfg(target_os = "linux")]
+    /// # tether_testkit::assert_nothing_left();
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(unix))]
+    /// # fn main() {}
+    /// ```
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
@@ -165,6 +228,9 @@ impl Child {
 
     /// The status if the child has finished (see [`wait`](Child::wait)),
     /// without blocking.
+    ///
+    /// # Errors
+    /// As [`wait`](Child::wait).
     pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
         while self.finished().is_none() {
             if self.next_event(Some(Duration::ZERO))?.is_none() {
@@ -181,13 +247,21 @@ impl Child {
     /// once the tree is verified empty; otherwise
     /// [`Error::KillIncomplete`] lists the survivors and the child stays
     /// killable. Also works after the main process exited (kills
-    /// leftovers).
+    /// leftovers), and on a child already finished (does nothing).
+    ///
+    /// # Errors
+    /// [`Error::KillIncomplete`] with the survivors (a process in
+    /// uninterruptible sleep outlives `SIGKILL`; it is reported after a 5 s
+    /// verification window); otherwise as [`wait`](Child::wait).
     pub fn kill(&mut self) -> Result<()> {
         self.kill_with_grace(self.grace)
     }
 
     /// [`kill`](Child::kill) with an explicit grace (zero: the forced end at
     /// once).
+    ///
+    /// # Errors
+    /// As [`kill`](Child::kill).
     pub fn kill_with_grace(&mut self, grace: Duration) -> Result<()> {
         self.start_kill_with_grace(grace);
         self.finish_kill()
@@ -215,7 +289,12 @@ impl Child {
         }
     }
 
-    /// Waits for the child, reading all of its piped stdout and stderr.
+    /// Waits for the child, reading all of its piped stdout and stderr to
+    /// end of file (streams that were not piped come back empty).
+    ///
+    /// # Errors
+    /// [`Error::Io`] if reading a pipe failed; otherwise as
+    /// [`wait`](Child::wait).
     pub fn wait_with_output(self) -> Result<Output> {
         self.wait_with_output_limited(usize::MAX)
     }
@@ -223,6 +302,30 @@ impl Child {
     /// Like [`wait_with_output`](Child::wait_with_output), keeping only the
     /// last `max_per_stream` bytes of each stream in memory (the rest is
     /// read and counted in `stdout_dropped` / `stderr_dropped`).
+    ///
+    /// # Errors
+    /// As [`wait_with_output`](Child::wait_with_output).
+    ///
+    /// ```standalone_crate
+    /// # #[cfg(unix)]
+    /// # fn main() -> tether::Result<()> {
+    /// # tether::keeper::run_if_requested();
+    /// use tether::{Command, Stdio};
+    ///
+    /// let child = Command::new("sh")
+    ///     .args(["-c", "seq 1 100000"])
+    ///     .stdout(Stdio::Piped)
+    ///     .spawn()?;
+    /// let output = child.wait_with_output_limited(7)?;
+    /// assert_eq!(output.stdout, b"100000\n"); // the last 7 bytes
+    /// assert_eq!(output.stdout_dropped, 588_888); // the rest, counted
+    /// # #[cfg(target_os = "linux")]
+    /// # tether_testkit::assert_nothing_left();
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(unix))]
+    /// # fn main() {}
+    /// ```
     pub fn wait_with_output_limited(mut self, max_per_stream: usize) -> Result<Output> {
         drop(self.stdin.take());
         let (stdout, stderr) = crate::contain::read_both(

@@ -27,6 +27,34 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
 /// containment policy, and what becomes of descendants when the main process
 /// exits (killed, by default). Spawning never forks the calling process: a
 /// keeper does all per-child setup (see [`crate::keeper`]).
+///
+/// Defaults, as `std::process::Command`'s where it has one: the owner's
+/// environment and working directory, inherited stdio (`output` pipes
+/// stdout and stderr and gives stdin the null device), no timeout,
+/// [`ContainmentPolicy::Standard`], no limits, no PTY, a fresh session id,
+/// the install named by the environment ([`Install::from_env`]).
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// use tether::Command;
+///
+/// let output = Command::new("sh")
+///     .args(["-c", "echo \"$GREETING from $(pwd)\"; echo oops >&2; exit 3"])
+///     .env("GREETING", "hello")
+///     .current_dir("/")
+///     .output()?;
+/// assert_eq!(output.stdout, b"hello from /\n");
+/// assert_eq!(output.stderr, b"oops\n");
+/// assert_eq!(output.status.code(), Some(3));
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 #[derive(Debug)]
 pub struct Command {
     pub(crate) program: OsString,
@@ -52,7 +80,11 @@ pub struct Command {
 }
 
 impl Command {
-    /// A command running `program` (searched on `PATH` if it has no `/`).
+    /// A command running `program`: a path (relative to the working
+    /// directory) if it contains a `/` (Windows: a `\` too), else the first
+    /// executable of that name on the command's `PATH` — the owner's,
+    /// unless [`env`](Self::env) changes it. Nothing is checked until
+    /// [`spawn`](Self::spawn).
     pub fn new(program: impl AsRef<OsStr>) -> Command {
         Command {
             program: program.as_ref().to_owned(),
@@ -81,6 +113,20 @@ impl Command {
     /// A command running `script` with the platform's shell: `/bin/sh -c`
     /// on Unix, `cmd.exe /d /s /c` on Windows (the script passed verbatim,
     /// with cmd's own quoting). See [`SHELL`](crate::registry::SHELL).
+    ///
+    /// ```standalone_crate
+    /// # #[cfg(unix)]
+    /// # fn main() -> tether::Result<()> {
+    /// # tether::keeper::run_if_requested();
+    /// let output = tether::Command::shell("echo $((6 * 7))").output()?;
+    /// assert_eq!(output.stdout, b"42\n");
+    /// # #[cfg(target_os = "linux")]
+    /// # tether_testkit::assert_nothing_left();
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(unix))]
+    /// # fn main() {}
+    /// ```
     pub fn shell(script: &str) -> Command {
         let argv = crate::contain::shell::argv(script);
         let mut command = Command::new(&argv[0]);
@@ -132,14 +178,17 @@ impl Command {
     }
 
     /// Starts from an empty environment instead of the owner's.
-    /// `TETHER_SPAWN` is always set regardless.
+    /// `TETHER_SPAWN` is always set regardless. Without a `PATH` the
+    /// program is searched on the platform's default path.
     pub fn env_clear(&mut self) -> &mut Command {
         self.env_clear = true;
         self.env.clear();
         self
     }
 
-    /// Sets the working directory (checked before spawning).
+    /// Sets the working directory (default: the owner's). Checked before
+    /// anything starts: a path that does not exist or is not a directory
+    /// fails [`spawn`](Self::spawn) with [`Error::BadCwd`](crate::Error::BadCwd).
     pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut Command {
         self.cwd = Some(dir.as_ref().to_owned());
         self
@@ -164,7 +213,11 @@ impl Command {
     }
 
     /// Why this command is run, written into its spawn tag (default `run`).
-    /// 1–64 of `[A-Za-z0-9._-]`; anything else fails at spawn.
+    /// 1–64 of `[A-Za-z0-9._-]`; anything else fails at spawn with
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput). `tether ps`
+    /// shows it, `tether reap --purpose` selects by it, and a purpose a
+    /// person may be using (`interactive`, `shell`, `repl`, …) is never
+    /// reaped.
     pub fn purpose(&mut self, purpose: &str) -> &mut Command {
         self.purpose = purpose.to_owned();
         self
@@ -179,14 +232,41 @@ impl Command {
         self
     }
 
-    /// Kill the whole tree if the main process runs longer than this.
-    /// The exit status then reports `timed_out`.
+    /// Kill the whole tree if the main process runs longer than this
+    /// (default: no timeout). The kill climbs the ladder with the
+    /// [`grace`](Self::grace), and the exit status then reports
+    /// [`timed_out`](crate::ExitStatus::timed_out) — not an error.
+    ///
+    /// ```standalone_crate
+    /// # #[cfg(unix)]
+    /// # fn main() -> tether::Result<()> {
+    /// # tether::keeper::run_if_requested();
+    /// use std::time::Duration;
+    ///
+    /// let status = tether::Command::new("sleep")
+    ///     .arg("1000")
+    ///     .timeout(Duration::from_millis(100))
+    ///     .grace(Duration::from_millis(100))
+    ///     .status()?;
+    /// assert!(status.timed_out());
+    /// assert!(!status.success());
+    /// # #[cfg(target_os = "linux")]
+    /// # tether_testkit::assert_nothing_left();
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(unix))]
+    /// # fn main() {}
+    /// ```
     pub fn timeout(&mut self, timeout: Duration) -> &mut Command {
         self.timeout = Some(timeout);
         self
     }
 
     /// How to hold the tree (default [`ContainmentPolicy::Standard`]).
+    /// [`ContainmentPolicy::PidNamespace`] where the kernel refuses one, and
+    /// [`ContainmentPolicy::Uncontained`] on Unix, fail at spawn with
+    /// [`Error::ContainmentUnavailable`](crate::Error::ContainmentUnavailable);
+    /// [`Child::containment`](crate::Child::containment) says what was had.
     pub fn containment(&mut self, policy: ContainmentPolicy) -> &mut Command {
         self.containment = policy;
         self
@@ -219,8 +299,7 @@ impl Command {
     /// stdout and stderr; it is contained exactly like any other command.
     /// The owner's end is [`Child::pty`]. Kills climb `SIGHUP` → `SIGTERM`
     /// → `SIGKILL` (a hang-up first, as when a terminal closes), unless
-    /// [`kill_signals`](crate::unix::CommandExt::kill_signals) says
-    /// otherwise. `foreground` does not apply. The environment is the
+    /// [`kill_signals`] says otherwise. `foreground` does not apply. The environment is the
     /// owner's: set `TERM` if the owner has none.
     ///
     /// Windows: a pseudoconsole (ConPTY) of `size`, attached in the same
@@ -229,6 +308,42 @@ impl Command {
     /// typed into its console reaches it), and kills begin by closing the
     /// pseudoconsole (`CTRL_CLOSE_EVENT` to its processes), then
     /// `TerminateJobObject` after the grace.
+    ///
+    /// ```standalone_crate
+    /// # #[cfg(unix)]
+    /// # fn main() -> tether::Result<()> {
+    /// # tether::keeper::run_if_requested();
+    /// use std::io::Read;
+    /// use tether::terminal::PtySize;
+    ///
+    /// let mut child = tether::Command::new("tty").pty(PtySize::DEFAULT).spawn()?;
+    /// let mut pty = child.pty.take().expect("a PTY child has a master");
+    /// // Read until end of file: every process holding the terminal is gone.
+    /// let mut seen = Vec::new();
+    /// let mut buf = [0; 256];
+    /// loop {
+    ///     match pty.read(&mut buf) {
+    ///         Ok(0) => break,
+    ///         Ok(n) => seen.extend_from_slice(&buf[..n]),
+    ///         // Linux reports the hang-up as EIO.
+    ///         Err(e) if e.raw_os_error() == Some(libc::EIO) => break,
+    ///         Err(e) => return Err(e.into()),
+    ///     }
+    /// }
+    /// assert!(child.wait()?.success());
+    /// assert!(String::from_utf8_lossy(&seen).starts_with("/dev/"));
+    /// # #[cfg(target_os = "linux")]
+    /// # tether_testkit::assert_nothing_left();
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(unix))]
+    /// # fn main() {}
+    /// ```
+    #[cfg_attr(unix, doc = "[`kill_signals`]: crate::unix::CommandExt::kill_signals")]
+    #[cfg_attr(
+        not(unix),
+        doc = "[`kill_signals`]: https://docs.rs/process-tether/latest/tether/unix/trait.CommandExt.html#tymethod.kill_signals"
+    )]
     pub fn pty(&mut self, size: PtySize) -> &mut Command {
         self.pty = Some(size);
         if self.ladder == Ladder::Standard {
@@ -267,18 +382,73 @@ impl Command {
         &self.program
     }
 
-    /// Starts the command. Returns once its exec succeeded (or failed: the
-    /// error says why — not found, not executable, bad cwd, …).
+    /// Starts the command. Returns once its exec succeeded, with the tree
+    /// contained from the command's first instruction. Dropping the
+    /// [`Child`] kills the tree; [`Child::wait`] or [`Child::kill`] say how
+    /// it ended.
+    ///
+    /// # Errors
+    /// Nothing is left running when it fails:
+    /// - [`Error::ProgramNotFound`](crate::Error::ProgramNotFound) (with the
+    ///   `PATH` searched), [`Error::NotExecutable`](crate::Error::NotExecutable),
+    ///   [`Error::BadCwd`](crate::Error::BadCwd) — checked before any
+    ///   process starts;
+    /// - [`Error::InvalidInput`](crate::Error::InvalidInput) for an empty
+    ///   program, a bad purpose or limit, or an argument or environment
+    ///   entry the OS cannot take (a NUL byte);
+    /// - [`Error::ContainmentUnavailable`](crate::Error::ContainmentUnavailable)
+    ///   for a containment this system cannot give;
+    /// - [`Error::KeeperNotFound`](crate::Error::KeeperNotFound) /
+    ///   [`Error::Keeper`](crate::Error::Keeper) when no keeper can be
+    ///   started or talked to (see [the crate docs](crate#finding-the-keeper));
+    /// - [`Error::Spawn`](crate::Error::Spawn) when a step in the keeper
+    ///   failed (`exec`, `chdir`, `fork`, `setup`, `pid namespace`, `stdio`,
+    ///   `cgroup`), with the OS error.
+    ///
+    /// ```standalone_crate
+    /// # #[cfg(unix)]
+    /// # fn main() -> tether::Result<()> {
+    /// # tether::keeper::run_if_requested();
+    /// match tether::Command::new("no-such-program-here").spawn() {
+    ///     Err(tether::Error::ProgramNotFound { program, path_searched }) => {
+    ///         assert_eq!(program, "no-such-program-here");
+    ///         assert!(!path_searched.is_empty());
+    ///     }
+    ///     other => panic!("expected ProgramNotFound, got {other:?}"),
+    /// }
+    ///
+    /// let mut child = tether::Command::new("sleep").arg("1000").spawn()?;
+    /// assert!(child.try_wait()?.is_none());
+    /// child.kill()?;
+    /// # #[cfg(target_os = "linux")]
+    /// # tether_testkit::assert_nothing_left();
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(unix))]
+    /// # fn main() {}
+    /// ```
     pub fn spawn(&mut self) -> Result<Child> {
         self.spawn_with(Stdio::Inherit, Stdio::Inherit)
     }
 
-    /// Runs to completion with inherited stdio; returns the exit status.
+    /// Runs to completion with inherited stdio (unless set); returns the
+    /// exit status once the main process exited and the descendants it
+    /// left are dead ([`Child::wait`]).
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn), then as [`Child::wait`]. A non-zero exit,
+    /// a signal or a timeout is a status, not an error.
     pub fn status(&mut self) -> Result<ExitStatus> {
         self.spawn()?.wait()
     }
 
-    /// Runs to completion capturing stdout and stderr (stdin null unless set).
+    /// Runs to completion capturing stdout and stderr (stdin null unless
+    /// set). Both are read to end of file — which comes when the last
+    /// holder of the pipe is gone, leftovers of the main process included
+    /// (they are killed unless [kept](Self::keep_descendants)).
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn), then as [`Child::wait_with_output`].
     pub fn output(&mut self) -> Result<Output> {
         let child = self.spawn_with(Stdio::Null, Stdio::Piped)?;
         child.wait_with_output()

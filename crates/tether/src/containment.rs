@@ -51,7 +51,33 @@ impl std::fmt::Display for Containment {
     }
 }
 
-/// Which containment to ask for.
+/// Which containment to ask for ([`Command::containment`](crate::Command::containment),
+/// [`RunSpec`](crate::registry::RunSpec)). What was had is reported as a
+/// [`Containment`]; it is never silently weaker than asked for.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// use tether::{Command, Containment, ContainmentPolicy};
+///
+/// // The strongest holder this machine allows (a PID namespace as root or
+/// // with unprivileged user namespaces; else the keeper's subreaper).
+/// let mut child = Command::new("sleep")
+///     .arg("1000")
+///     .containment(ContainmentPolicy::Auto)
+///     .spawn()?;
+/// # #[cfg(target_os = "linux")]
+/// assert!(matches!(child.containment(), Containment::PidNamespace | Containment::Subreaper));
+/// println!("held by {}", child.containment()); // `pidns` or `subreaper`
+/// child.kill()?;
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ContainmentPolicy {
     /// The platform's standard holder (the default): a subreaper keeper on

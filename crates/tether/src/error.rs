@@ -5,6 +5,32 @@ use std::io;
 use std::path::PathBuf;
 
 /// Everything that can go wrong starting, watching or killing a command.
+/// Each variant carries what a caller needs to act on it; its `Display` is
+/// one line for people. Non-exhaustive: match the variants you handle and
+/// report the rest.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// use tether::{Command, Error};
+///
+/// match Command::new("sh").current_dir("/no/such/dir").spawn() {
+///     Err(Error::BadCwd { cwd, reason }) => {
+///         assert_eq!(cwd, std::path::Path::new("/no/such/dir"));
+///         assert_eq!(reason, "does not exist");
+///     }
+///     other => panic!("expected BadCwd, got {other:?}"),
+/// }
+/// let err = Command::new("sh").purpose("not a purpose!").spawn().unwrap_err();
+/// assert!(matches!(err, Error::InvalidInput { what: "purpose", .. }));
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -204,7 +230,10 @@ pub enum Error {
     Io(#[from] io::Error),
 }
 
-/// A process that outlived a kill.
+/// A process that outlived a kill ([`Error::KillIncomplete`]): still
+/// alive after the `SIGKILL` rounds and a 5 s verification window — in
+/// uninterruptible sleep (`D`), frozen by a cgroup freezer, or (macOS, no
+/// subreaper) beyond the keeper's reach.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Survivor {
     /// Its pid.
@@ -231,7 +260,10 @@ fn survivor_list(survivors: &[Survivor]) -> String {
     names.join(", ")
 }
 
-/// Why a spawn tag was rejected.
+/// Why a spawn tag was rejected ([`SpawnTag::new`](crate::SpawnTag::new),
+/// parsing a [`SpawnTag`](crate::SpawnTag)). A rejected tag is never
+/// guessed at: the process carrying it is not tether's as far as `ps` and
+/// `reap` are concerned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TagError {
     /// The tag does not have the six `:`-separated fields of version 1.
@@ -250,7 +282,8 @@ pub enum TagError {
     },
 }
 
-/// Shorthand used across the crate.
+/// `Result` with [`Error`] as the default error: what every fallible call
+/// of this crate returns.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Why a watchdog could not start watching its owner

@@ -3,7 +3,29 @@
 use crate::contain::Termination;
 use crate::limits::LimitHit;
 
-/// How a command's main process ended.
+/// How a command's main process ended — and what tether did about the
+/// rest of its tree: whether a timeout killed it, how many descendants
+/// were killed, which resource limit it ran into. Its `Display` reads
+/// `exit code 3`, `signal 9 (timed out)`, `exit code 0 (memory limit …)`.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// let status = tether::Command::new("sh").args(["-c", "exit 3"]).status()?;
+/// assert_eq!((status.code(), status.shell_code()), (Some(3), 3));
+/// assert_eq!(status.to_string(), "exit code 3");
+///
+/// // Killed by a signal: no code; a shell would say 128 + 15.
+/// let status = tether::Command::new("sh").args(["-c", "kill -TERM $$"]).status()?;
+/// assert_eq!((status.code(), status.shell_code()), (None, 143));
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExitStatus {
     pub(crate) termination: Termination,
@@ -15,8 +37,16 @@ pub struct ExitStatus {
 impl ExitStatus {
     /// The exit code, if the process exited normally (always, on Windows).
     /// On Unix, a process killed by a signal has none:
-    /// [`ExitStatusExt::signal`](crate::unix::ExitStatusExt::signal) says
-    /// which.
+    /// [`ExitStatusExt::signal`] says which.
+    ///
+    #[cfg_attr(
+        unix,
+        doc = "[`ExitStatusExt::signal`]: crate::unix::ExitStatusExt::signal"
+    )]
+    #[cfg_attr(
+        not(unix),
+        doc = "[`ExitStatusExt::signal`]: https://docs.rs/process-tether/latest/tether/unix/trait.ExitStatusExt.html#tymethod.signal"
+    )]
     pub fn code(&self) -> Option<i32> {
         match self.termination {
             Termination::Code(c) => Some(c),

@@ -10,14 +10,23 @@ use crate::contain::Forwarder;
 /// and the whole tree is killed after the child's grace unless it ended by
 /// itself.
 ///
-/// ```no_run
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
 /// // First thing, before any thread starts:
 /// let forwarder = tether::SignalForwarder::install()?;
-/// let mut child = tether::Command::new("make").spawn()?;
+/// let mut child = tether::Command::new("sh").args(["-c", "exit 0"]).spawn()?;
 /// forwarder.forward_to(&child)?;
+/// // A Ctrl-C now reaches `sh`'s group; the tree is killed after the grace.
 /// let status = child.wait()?;
-/// # Ok(()) }
+/// assert!(status.success());
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
 /// ```
 #[derive(Debug)]
 pub struct SignalForwarder(Forwarder);

@@ -32,6 +32,18 @@ use std::path::{Component, Path, PathBuf};
 /// digits: stable for as long as that path is, and different for two
 /// installs side by side (each test suite, say), so their spawn tags never
 /// claim each other's processes.
+///
+/// ```
+/// use tether::Install;
+///
+/// let dir = tempfile::tempdir()?;
+/// let install = Install::at(dir.path().join("state"));
+/// assert_eq!(install.id().len(), 16);
+/// // Every spelling of one directory is one install, created or not.
+/// assert_eq!(install, Install::at(dir.path().join("./state/../state")));
+/// assert_ne!(install.id(), Install::at(dir.path().join("other")).id());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Install {
     state_dir: PathBuf,
@@ -39,7 +51,9 @@ pub struct Install {
 }
 
 impl Install {
-    /// The install named by the environment (see the type docs).
+    /// The install named by the environment (see the type docs). Never
+    /// fails and creates nothing; whether the directory can be trusted is
+    /// the ledger's check, when it opens it.
     pub fn from_env() -> Install {
         match default_state_dir() {
             StateDir::Chosen(dir) => Install::at(dir),

@@ -275,7 +275,6 @@
     not(unix),
     doc = "[`ChildExt`]: https://docs.rs/process-tether/latest/tether/unix/trait.ChildExt.html\n\n[`CommandExt`]: https://docs.rs/process-tether/latest/tether/unix/trait.CommandExt.html\n\n[`ExitStatusExt`]: https://docs.rs/process-tether/latest/tether/unix/trait.ExitStatusExt.html"
 )]
-
 #![warn(missing_docs)]
 
 mod child;
@@ -332,7 +331,8 @@ pub mod keeper {
     /// beside them: the Python package sets its bundled `tether` so. A
     /// program that is not a file fails each spawn with
     /// [`Error::KeeperNotFound`](crate::Error::KeeperNotFound). Does
-    /// nothing on Windows (no keeper).
+    /// nothing on Windows (no keeper). Never fails itself: the path is
+    /// checked at each spawn.
     pub fn set_program(program: Option<std::path::PathBuf>) {
         crate::contain::set_keeper_program(program)
     }
@@ -347,6 +347,22 @@ pub mod keeper {
 /// stdio as of its own spawn; what it inherits from the keeper process
 /// itself — umask and resource limits — is the owner's as of when that
 /// keeper started.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// tether::set_warm_keepers(2); // two keepers start now, each with its lifeline
+/// let output = tether::Command::new("echo").arg("hi").output()?; // takes one
+/// assert_eq!(output.stdout, b"hi\n");
+/// tether::set_warm_keepers(0); // the idle ones exit
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 pub fn set_warm_keepers(n: usize) {
     contain::set_warm_keepers(n)
 }
@@ -359,7 +375,9 @@ pub fn set_warm_keepers(n: usize) {
 /// process in its cgroup, as v2 allows controllers only for cgroups without
 /// processes. Nothing else is ever moved. Programs that serve many
 /// sessions (`tether mcp`) call it at start, while no keeper of theirs
-/// exists yet; a one-shot program needs nothing.
+/// exists yet; a one-shot program needs nothing. Never fails: what cannot
+/// be prepared is what each session's
+/// [`LimitReport`] later reports as `none`, with the reason.
 pub fn prepare_limits() {
     contain::prepare_limits()
 }
@@ -375,6 +393,10 @@ pub fn prepare_limits() {
 /// orphan of its tree and killed, tagged or not (a process that cleared its
 /// environment has no tag). A library should not change this for its host
 /// program unasked.
+///
+/// # Errors
+/// What `prctl(PR_SET_CHILD_SUBREAPER)` says (it does not fail on Linux
+/// 3.4 and later). Elsewhere `Ok(())`.
 pub fn become_subreaper() -> std::io::Result<()> {
     contain::become_subreaper()
 }

@@ -2,20 +2,29 @@
 //! each was enforced ([`LimitReport`]), and which one the session ran into
 //! ([`LimitHit`]).
 //!
-//! ```no_run
+//! ```standalone_crate
+//! # #[cfg(unix)]
 //! # fn main() -> tether::Result<()> {
+//! # tether::keeper::run_if_requested();
 //! use tether::{Command, Limits};
 //!
-//! let output = Command::new("make")
+//! let mut child = Command::new("sh")
+//!     .args(["-c", "echo building"])
 //!     .limits(Limits::new().memory(2 << 30).pids(256).cpu(1.5))
-//!     .output()?;
-//! // How each limit was enforced: cgroup2, cgroup1, job, rlimit, or none
-//! // (with the reason).
-//! println!("{}", output.status);
-//! if let Some(hit) = output.status.limit_hit() {
+//!     .spawn()?;
+//! // How each limit is enforced: cgroup2, cgroup1, job, rlimit, or none
+//! // (with the reason) — `memory 2 GiB (cgroup2), pids 256 (cgroup2), …`.
+//! println!("{}", child.limits().summary());
+//! let status = child.wait()?;
+//! if let Some(hit) = status.limit_hit() {
 //!     println!("ran into its {} limit", hit.name());
 //! }
-//! # Ok(()) }
+//! # #[cfg(target_os = "linux")]
+//! # tether_testkit::assert_nothing_left();
+//! # Ok(())
+//! # }
+//! # #[cfg(not(unix))]
+//! # fn main() {}
 //! ```
 //!
 //! # How they are enforced
@@ -47,7 +56,27 @@ use crate::error::{Error, Result};
 
 /// Resource limits for one session (default: none). Memory and processes
 /// count the whole session — every process of its tree together — where
-/// the mechanism allows (cgroups, jobs).
+/// the mechanism allows (cgroups, jobs). Checked at spawn
+/// ([`validate`](Limits::validate)); applied by
+/// [`Command::limits`](crate::Command::limits) and
+/// [`RunSpec::limits`](crate::registry::RunSpec::limits).
+///
+/// ```
+/// use tether::{Limits, parse_size, format_size};
+///
+/// let limits = Limits::new().memory(parse_size("512M")?).pids(64).cpu(0.5);
+/// assert_eq!(limits.memory, Some(512 << 20));
+/// assert!(limits.validate().is_ok());
+/// assert_eq!(format_size(512 << 20), "512 MiB");
+///
+/// // Per-session values win; the rest come from the defaults.
+/// let merged = Limits::new().pids(8).or(limits);
+/// assert_eq!((merged.pids, merged.memory), (Some(8), Some(512 << 20)));
+///
+/// assert!(Limits::new().cpu(0.001).validate().is_err()); // below MIN_CPU
+/// # Ok::<(), tether::Error>(())
+/// ```
+
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Limits {
     /// Most bytes of memory the session may use (RAM; no swap): past it

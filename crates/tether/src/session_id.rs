@@ -4,14 +4,27 @@ use std::fmt;
 
 /// The id of one session. 12 characters of `[a-z0-9]` (62 bits of
 /// randomness from the kernel), so ids are unique without coordination and
-/// a short prefix is usually enough to name one.
+/// a short prefix is usually enough to name one (the registry accepts a
+/// unique prefix of at least [`MIN_ID_PREFIX`](crate::registry::MIN_ID_PREFIX)
+/// characters).
+///
+/// ```
+/// use tether::SessionId;
+///
+/// let id = SessionId::generate();
+/// assert_eq!(id.as_str().len(), 12);
+/// assert_eq!(SessionId::parse(id.as_str()), Some(id));
+/// assert_eq!(SessionId::parse("no:colons"), None);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId(String);
 
 const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
 
 impl SessionId {
-    /// A fresh random id.
+    /// A fresh random id (from `/dev/urandom`; where that cannot be read,
+    /// from the standard library's per-process random hasher keys mixed
+    /// with the time and a counter).
     pub fn generate() -> SessionId {
         let mut bytes = [0u8; 12];
         fill_random(&mut bytes);
@@ -24,7 +37,7 @@ impl SessionId {
     }
 
     /// Wraps an existing id (e.g. read back from a ledger). Valid ids are
-    /// 1–64 characters of `[A-Za-z0-9_-]`.
+    /// 1–64 characters of `[A-Za-z0-9_-]`; `None` for anything else.
     pub fn parse(s: &str) -> Option<SessionId> {
         let ok = (1..=64).contains(&s.len())
             && s.bytes()

@@ -30,7 +30,37 @@ use crate::error::TagError;
 /// Name of the environment variable that carries the tag.
 pub const SPAWN_TAG_VAR: &str = "TETHER_SPAWN";
 
-/// A parsed, valid spawn tag. See the module docs for the format.
+/// A parsed, valid spawn tag: `v1:<install>:<purpose>:<owner_pid>:<owner_start>:<session>`
+/// in the environment variable [`SPAWN_TAG_VAR`] (`TETHER_SPAWN`), set on
+/// every process tether starts and inherited by every descendant. Its
+/// `Display` is that text; `parse` accepts nothing else.
+///
+/// - `install`: 16 lowercase hex digits naming the state directory
+///   ([`Install::id`](crate::Install::id)), so two installs never reap each
+///   other's processes;
+/// - `purpose`: 1–64 of `[A-Za-z0-9._-]`;
+/// - `owner_pid`, `owner_start`: the owner's pid and start time, decimal,
+///   in the process table's unit (clock ticks since boot on Linux,
+///   microseconds since the Unix epoch on macOS, 100 ns units on Windows);
+/// - `session`: 1–64 of `[A-Za-z0-9_-]`.
+///
+/// ```
+/// use tether::{SpawnTag, TagError};
+///
+/// let tag: SpawnTag = "v1:0123456789abcdef:run:4242:987654:k3x9q2".parse()?;
+/// assert_eq!((tag.owner_pid, tag.session.as_str()), (4242, "k3x9q2"));
+/// assert_eq!(tag.to_string(), "v1:0123456789abcdef:run:4242:987654:k3x9q2");
+///
+/// // Malformed tags are rejected, never guessed at.
+/// assert_eq!("v1:0123".parse::<SpawnTag>(), Err(TagError::FieldCount(2)));
+/// assert!("v1:0123456789abcdef:run:-1:987654:k3x9q2".parse::<SpawnTag>().is_err());
+///
+/// // The tag this process carries, if tether started it.
+/// if let Ok(text) = std::env::var(tether::SPAWN_TAG_VAR) {
+///     println!("started by {}", text.parse::<SpawnTag>()?.owner_pid);
+/// }
+/// # Ok::<(), TagError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SpawnTag {
     /// Id of the tether install (state directory) that spawned the process.
@@ -48,6 +78,10 @@ pub struct SpawnTag {
 
 impl SpawnTag {
     /// Builds a tag, validating every field.
+    ///
+    /// # Errors
+    /// [`TagError::Field`] naming the first field out of its alphabet or
+    /// length (see the type docs); pid and start time take any value.
     pub fn new(
         install: &str,
         purpose: &str,

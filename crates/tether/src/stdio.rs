@@ -6,7 +6,33 @@ use std::io::{self, Read, Write};
 
 use crate::contain::{ChildIo, OwnedIo};
 
-/// What a child's standard stream is connected to.
+/// What a child's standard stream is connected to. The default is
+/// [`Inherit`](Stdio::Inherit) (except in [`Command::output`](crate::Command::output)).
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// use std::io::{Read, Seek};
+/// use tether::{Command, Stdio};
+///
+/// let mut log = tempfile::tempfile()?;
+/// Command::new("echo")
+///     .arg("to the file")
+///     .stdout(Stdio::from(log.try_clone()?))
+///     .stdin(Stdio::Null)
+///     .status()?;
+/// let mut written = String::new();
+/// log.rewind()?;
+/// log.read_to_string(&mut written)?;
+/// assert_eq!(written, "to the file\n");
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 #[derive(Debug)]
 pub enum Stdio {
     /// The owner's own stream.

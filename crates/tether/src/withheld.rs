@@ -108,6 +108,26 @@ fn needed(name: &OsStr) -> bool {
 /// [`WithholdError::OtherThreads`] (Unix) when other threads run;
 /// [`WithholdError::Io`] when the process's own state cannot be read.
 /// Either way nothing was changed.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tether::keeper::run_if_requested();
+/// # // SAFETY: the example's only thread.
+/// # unsafe { std::env::set_var("API_TOKEN", "s3cret") };
+/// let withheld = tether::withhold_environment(|name| name == "API_TOKEN")?;
+/// assert_eq!(withheld.names, ["API_TOKEN"]);
+/// assert!(std::env::var_os("API_TOKEN").is_none());
+///
+/// let output = tether::Command::shell("echo ${API_TOKEN:-withheld}").output()?;
+/// assert_eq!(output.stdout, b"withheld\n");
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 pub fn withhold_environment(withhold: impl Fn(&OsStr) -> bool) -> Result<Withheld, WithholdError> {
     let kept = std::cell::RefCell::new(Vec::<OsString>::new());
     let mut withheld = crate::contain::withhold_environment(&|name: &OsStr| {

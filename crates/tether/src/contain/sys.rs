@@ -590,6 +590,21 @@ pub fn in_own_pid_namespace(pid: u32) -> bool {
 /// For code that acts on processes it did not start (`tether reap`): pin,
 /// re-read whatever proves the process may be signalled (its spawn tag),
 /// then signal.
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use tether::{ProcessIdentity, sys::Pinned};
+///
+/// let mut sleeper = std::process::Command::new("sleep").arg("1000").spawn()?;
+/// let identity = ProcessIdentity::of_pid(sleeper.id())?;
+/// let pin = Pinned::pin(&identity)?.expect("it is alive");
+/// assert!(pin.kill()?); // reaches that process, or nobody
+/// sleeper.wait()?;
+/// assert!(pin.has_exited());
+/// assert!(!pin.kill()?); // gone: nothing is sent
+/// # }
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Pinned(pub(crate) imp::Pin);
 
@@ -617,17 +632,27 @@ impl Pinned {
     /// process acts on it; Windows: nothing graceful exists for an
     /// arbitrary process, so `false`). `Ok(false)`: nothing was sent (it
     /// had exited, or the platform has no such request).
+    ///
+    /// # Errors
+    /// What the OS says, other than "already exited": `EPERM` for a process
+    /// of another user.
     pub fn terminate(&self) -> io::Result<bool> {
         self.0.terminate()
     }
 
     /// Ends the process at once (`SIGKILL`, `TerminateProcess`).
     /// `Ok(false)` if it had already exited.
+    ///
+    /// # Errors
+    /// As [`terminate`](Self::terminate).
     pub fn kill(&self) -> io::Result<bool> {
         self.0.kill()
     }
 
     /// Sends the Unix signal `sig`. `Ok(false)` if it had already exited.
+    ///
+    /// # Errors
+    /// As [`terminate`](Self::terminate); `EINVAL` for an invalid signal.
     #[cfg(unix)]
     pub fn signal(&self, sig: i32) -> io::Result<bool> {
         self.0.signal(sig)
@@ -649,6 +674,9 @@ pub fn wait_exited(pins: &[&Pinned], bound: Duration) {
 
 /// Signals the process `identity` names, and only it (see [`Pinned`]):
 /// `Ok(false)` when that process is gone.
+///
+/// # Errors
+/// As [`Pinned::pin`] and [`Pinned::signal`].
 #[cfg(unix)]
 pub fn signal_if_identity(identity: &ProcessIdentity, sig: i32) -> io::Result<bool> {
     match Pinned::pin(identity)? {
@@ -665,15 +693,37 @@ pub(crate) fn identity_of(pid: u32) -> io::Result<ProcessIdentity> {
 /// Reading identities from the process table (here, so that
 /// `identity.rs` stays a plain value type below the platform code).
 impl ProcessIdentity {
-    /// The identity of the live process `pid`, read from the kernel now.
+    /// The identity of the live process `pid`, read from the kernel now
+    /// (Linux: `/proc/<pid>/stat`, and a pidfd's pidfs inode where the
+    /// kernel has pidfs).
     ///
-    /// Fails with `NotFound` if no such process exists (or it is a zombie
-    /// that can no longer be opened).
+    /// # Errors
+    /// `NotFound` if no such process exists (or it is a zombie that can no
+    /// longer be opened); other I/O errors as the process table gives them.
     pub fn of_pid(pid: u32) -> std::io::Result<ProcessIdentity> {
         identity_of(pid)
     }
 
     /// The identity of the calling process.
+    ///
+    /// # Errors
+    /// As [`of_pid`](Self::of_pid): only where the process table cannot be
+    /// read (no `/proc`).
+    ///
+    /// ```
+    /// use tether::ProcessIdentity;
+    ///
+    /// let me = ProcessIdentity::current()?;
+    /// assert_eq!(me.pid, std::process::id());
+    /// assert!(me.is_alive());
+    /// assert!(me.matches(&ProcessIdentity::of_pid(me.pid)?));
+    ///
+    /// // The same pid with another start time is another process.
+    /// let impostor = ProcessIdentity { start_time: me.start_time + 1, ..me.clone() };
+    /// assert!(!impostor.matches(&me));
+    /// assert!(!impostor.is_alive());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn current() -> std::io::Result<ProcessIdentity> {
         Self::of_pid(std::process::id())
     }
