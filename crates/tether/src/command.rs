@@ -318,18 +318,9 @@ impl Command {
     ///
     /// let mut child = tether::Command::new("tty").pty(PtySize::DEFAULT).spawn()?;
     /// let mut pty = child.pty.take().expect("a PTY child has a master");
-    /// // Read until end of file: every process holding the terminal is gone.
+    /// // Read to end of file: every process holding the terminal is gone.
     /// let mut seen = Vec::new();
-    /// let mut buf = [0; 256];
-    /// loop {
-    ///     match pty.read(&mut buf) {
-    ///         Ok(0) => break,
-    ///         Ok(n) => seen.extend_from_slice(&buf[..n]),
-    ///         // Linux reports the hang-up as EIO.
-    ///         Err(e) if e.raw_os_error() == Some(libc::EIO) => break,
-    ///         Err(e) => return Err(e.into()),
-    ///     }
-    /// }
+    /// pty.read_to_end(&mut seen)?;
     /// assert!(child.wait()?.success());
     /// assert!(String::from_utf8_lossy(&seen).starts_with("/dev/"));
     /// # #[cfg(target_os = "linux")]

@@ -40,6 +40,30 @@
 //! three 400 MB commands under a `SIGKILL`ed `tether mcp` used to leave
 //! 805 MB behind in a named spill directory (issue 8). Only the owner's
 //! descriptor (close-on-exec, never inherited) reaches the bytes.
+//!
+//! ```
+//! use tether::output::{GapCause, OutputBuffer, OutputConfig};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut out = OutputBuffer::new(OutputConfig {
+//!     max_memory: 8,                        // the newest 8 bytes in memory
+//!     spill_cap: 4,                         // the oldest 4 on disk
+//!     spill_dir: Some(dir.path().to_owned()),
+//! });
+//! out.append(b"line 1\nline 2\nline 3\n")?; // 21 bytes
+//! assert_eq!(out.end_offset(), 21);
+//!
+//! let head = out.read(0, 100)?;
+//! assert_eq!(head.data, b"line"); // from the spill file, up to the gap
+//! let rest = out.read(head.next_offset, 100)?;
+//! assert_eq!((rest.offset, rest.dropped), (13, 9)); // offsets 4..13 are gone
+//! assert_eq!(rest.data, b"\nline 3\n");
+//! let gap = rest.gap.expect("a gap");
+//! assert_eq!((gap.start, gap.end, gap.newlines), (4, 13, Some(1)));
+//! assert_eq!(gap.cause, GapCause::SpillCap { cap: 4 });
+//! assert_eq!(std::fs::read_dir(dir.path())?.count(), 0); // the spill file has no name
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use std::borrow::Cow;
 use std::fmt;

@@ -2,20 +2,38 @@
 //! background and lets a caller come back to them — read their output from
 //! where it left off, type into them, wait for a line, kill them, list them.
 //!
-//! ```no_run
-//! # async fn demo() -> tether::Result<()> {
+//! ```standalone_crate
+//! # #[cfg(unix)]
+//! # fn main() -> tether::Result<()> {
+//! # tether::keeper::run_if_requested();
+//! # let runtime = tokio::runtime::Runtime::new()?;
+//! # runtime.block_on(async {
 //! use std::time::Duration;
-//! use tether::registry::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
+//! use tether::registry::{Registry, RegistryConfig, RunSpec, SessionState, WaitOptions, WaitOutcome};
 //!
 //! let registry = Registry::new(RegistryConfig::default());
-//! let id = registry.run(RunSpec::shell("python3 -m http.server 8000")).await?;
+//! let id = registry
+//!     .run(RunSpec::shell("echo preparing; sleep 0.1; echo serving on 8000; exec sleep 1000"))
+//!     .await?;
+//! // Readiness: wait for a line, not a sleep.
 //! let ready = registry
-//!     .wait(id.as_str(), WaitOptions::new(Duration::from_secs(10)).until("Serving HTTP"))
+//!     .wait(id.as_str(), WaitOptions::new(Duration::from_secs(10)).until(r"serving on \d+"))
 //!     .await?;
 //! assert!(matches!(ready.outcome, WaitOutcome::Matched { .. }));
+//! // Offsets are absolute: read from 0, then on from `next_offset`.
 //! let chunk = registry.read(id.as_str(), 0, 64 * 1024)?;
-//! registry.kill(id.as_str(), Duration::from_secs(2)).await?;
-//! # Ok(()) }
+//! assert_eq!(chunk.data, b"preparing\nserving on 8000\n");
+//! // A verified kill of the whole tree; the output is drained first.
+//! let killed = registry.kill(id.as_str(), Duration::from_secs(2)).await?;
+//! assert_eq!(killed.state, SessionState::Killed);
+//! assert_eq!(registry.info(id.as_str())?.state, SessionState::Killed);
+//! # #[cfg(target_os = "linux")]
+//! # tether_testkit::assert_nothing_left();
+//! # Ok(())
+//! # })
+//! # }
+//! # #[cfg(not(unix))]
+//! # fn main() {}
 //! ```
 //!
 //! # How it works
@@ -305,10 +323,39 @@ impl Registry {
 
     /// Starts `spec` and waits up to `yield_for` for it to finish. Returns
     /// the finished result, or (still running) the id and the output so
-    /// far; either way the session stays in the registry.
+    /// far; either way the session stays in the registry. At most
+    /// [`YIELD_OUTPUT_BYTES`] of output come back; read on from
+    /// `output.next_offset`.
     ///
     /// # Errors
     /// As [`run`](Registry::run).
+    ///
+    /// ```standalone_crate
+    /// # #[cfg(unix)]
+    /// # fn main() -> tether::Result<()> {
+    /// # tether::keeper::run_if_requested();
+    /// # let runtime = tokio::runtime::Runtime::new()?;
+    /// # runtime.block_on(async {
+    /// use std::time::Duration;
+    /// use tether::registry::{Registry, RegistryConfig, RunSpec};
+    ///
+    /// let registry = Registry::new(RegistryConfig::default());
+    /// let quick = registry.run_and_wait(RunSpec::argv(["echo", "hi"]), Duration::from_secs(10)).await?;
+    /// assert!(quick.finished);
+    /// assert_eq!(quick.output.data, b"hi\n");
+    ///
+    /// let slow = registry.run_and_wait(RunSpec::shell("sleep 1000"), Duration::from_millis(50)).await?;
+    /// assert!(!slow.finished); // still running: come back with its id
+    /// registry.kill(slow.id.as_str(), Duration::ZERO).await?;
+    /// # #[cfg(target_os = "linux")]
+    /// # tether_testkit::assert_nothing_left();
+    /// # Ok(())
+    /// # })
+    /// # }
+    /// # #[cfg(not(unix))]
+    /// # fn main() {}
+    /// ```
+
     pub async fn run_and_wait(&self, spec: RunSpec, yield_for: Duration) -> Result<RunOutcome> {
         let id = self.run(spec).await?;
         let waited = self.wait(id.as_str(), WaitOptions::new(yield_for)).await?;
@@ -327,7 +374,9 @@ impl Registry {
     /// are reported as `dropped`, never silently skipped.
     ///
     /// # Errors
-    /// An unknown or ambiguous id; an unreadable spill file.
+    /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
+    /// [`Error::SessionIdTooShort`] for an `id` that names no one session;
+    /// [`Error::Io`] for a spill file that cannot be read.
     pub fn read(&self, id: &str, offset: u64, max_bytes: usize) -> Result<ReadResult> {
         self.read_stream(id, Stream::Output, offset, max_bytes)
     }
@@ -373,7 +422,33 @@ impl Registry {
     ///
     /// # Errors
     /// [`Error::NoStdin`] without [`StdinMode::Piped`];
-    /// [`Error::StdinClosed`] after `close_stdin` or the main process's exit.
+    /// [`Error::StdinClosed`] after `close_stdin` or the main process's exit;
+    /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
+    /// [`Error::SessionIdTooShort`] for an `id` that names no one session.
+    ///
+    /// ```standalone_crate
+    /// # #[cfg(unix)]
+    /// # fn main() -> tether::Result<()> {
+    /// # tether::keeper::run_if_requested();
+    /// # let runtime = tokio::runtime::Runtime::new()?;
+    /// # runtime.block_on(async {
+    /// use std::time::Duration;
+    /// use tether::registry::{Registry, RegistryConfig, RunSpec, StdinMode, WaitOptions};
+    ///
+    /// let registry = Registry::new(RegistryConfig::default());
+    /// let id = registry.run(RunSpec::argv(["tr", "a-z", "A-Z"]).stdin(StdinMode::Piped)).await?;
+    /// registry.write(id.as_str(), b"shout\n").await?;
+    /// registry.close_stdin(id.as_str())?; // `tr` reads EOF and exits
+    /// registry.wait(id.as_str(), WaitOptions::new(Duration::from_secs(10)).settled()).await?;
+    /// assert_eq!(registry.read(id.as_str(), 0, 1024)?.data, b"SHOUT\n");
+    /// # #[cfg(target_os = "linux")]
+    /// # tether_testkit::assert_nothing_left();
+    /// # Ok(())
+    /// # })
+    /// # }
+    /// # #[cfg(not(unix))]
+    /// # fn main() {}
+    /// ```
     pub async fn write(&self, id: &str, bytes: &[u8]) -> Result<()> {
         let session = self.inner.find(id)?;
         session.write_stdin(bytes).await
@@ -461,8 +536,9 @@ impl Registry {
     /// Kept after the session ends, as it was last drawn.
     ///
     /// # Errors
-    /// An unknown or ambiguous id; [`Error::NotATerminal`] for a pipe
-    /// session.
+    /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
+    /// [`Error::SessionIdTooShort`] for an `id` that names no one session;
+    /// [`Error::NotATerminal`] for a pipe session.
     pub fn screen(&self, id: &str) -> Result<Screen> {
         self.inner.find(id)?.screen()
     }
@@ -471,8 +547,10 @@ impl Registry {
     /// `SIGWINCH` and redraws; the screen takes the new size.
     ///
     /// # Errors
-    /// An unknown or ambiguous id; [`Error::NotATerminal`] for a pipe
-    /// session; [`Error::StdinClosed`] once nobody holds the terminal.
+    /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
+    /// [`Error::SessionIdTooShort`] for an `id` that names no one session;
+    /// [`Error::NotATerminal`] for a pipe session; [`Error::StdinClosed`]
+    /// once nobody holds the terminal.
     /// (A [`PtySize`] is valid by construction: bad sizes fail at
     /// [`PtySize::new`].)
     pub fn resize(&self, id: &str, size: PtySize) -> Result<()> {
@@ -485,8 +563,10 @@ impl Registry {
     /// [`write`](Registry::write) or [`queue_write`](Registry::queue_write).
     ///
     /// # Errors
-    /// An unknown or ambiguous id; [`Error::NotATerminal`] for a pipe
-    /// session; [`Error::InvalidInput`] naming an unknown key.
+    /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
+    /// [`Error::SessionIdTooShort`] for an `id` that names no one session;
+    /// [`Error::NotATerminal`] for a pipe session; [`Error::InvalidInput`]
+    /// naming an unknown key.
     pub fn keys<S: AsRef<str>>(&self, id: &str, keys: &[S]) -> Result<Vec<u8>> {
         self.inner.find(id)?.keys(keys)
     }
@@ -497,8 +577,10 @@ impl Registry {
     /// [`WaitOutcome::StillRunning`].
     ///
     /// # Errors
-    /// An unknown or ambiguous id; an invalid regex
-    /// ([`Error::InvalidInput`]); stderr of a merged session.
+    /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
+    /// [`Error::SessionIdTooShort`] for an `id` that names no one session;
+    /// [`Error::InvalidInput`] for an invalid regex;
+    /// [`Error::NoSeparateStderr`] for stderr of a merged session.
     pub async fn wait(&self, id: &str, options: WaitOptions) -> Result<WaitResult> {
         let session = self.inner.find(id)?;
         let regex = options.until.as_deref().map(compile).transpose()?;
@@ -590,7 +672,8 @@ impl Registry {
     ///
     /// # Errors
     /// [`Error::KillIncomplete`] lists survivors (the session stays
-    /// tracked and killable); an unknown or ambiguous id.
+    /// tracked and killable); [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
+    /// [`Error::SessionIdTooShort`] for an `id` that names no one session.
     pub async fn kill(&self, id: &str, grace: Duration) -> Result<KillOutcome> {
         let session = self.inner.find(id)?;
         let (reply, answer) = oneshot::channel();
@@ -625,7 +708,8 @@ impl Registry {
     /// One session's snapshot.
     ///
     /// # Errors
-    /// An unknown or ambiguous id.
+    /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
+    /// [`Error::SessionIdTooShort`] for an `id` that names no one session.
     pub fn info(&self, id: &str) -> Result<SessionInfo> {
         Ok(self.inner.find(id)?.info())
     }

@@ -92,7 +92,9 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
-    /// Runs `argv[0]` (searched on `PATH`) with the rest as arguments.
+    /// Runs `argv[0]` (searched on the command's `PATH`, as
+    /// [`Command::new`](crate::Command::new)) with the rest as arguments,
+    /// no shell.
     /// An empty argv fails at [`run`](crate::registry::Registry::run) with
     /// [`Error::InvalidInput`](crate::Error::InvalidInput).
     pub fn argv<I, S>(argv: I) -> RunSpec
@@ -105,7 +107,8 @@ impl RunSpec {
         ))
     }
 
-    /// Runs `script` with `/bin/sh -c`.
+    /// Runs `script` with the platform's shell ([`SHELL`]: `/bin/sh -c` on
+    /// Unix, `cmd.exe /d /s /c` on Windows).
     pub fn shell(script: impl Into<String>) -> RunSpec {
         RunSpec::new(CommandLine::Shell(script.into()))
     }

@@ -84,6 +84,17 @@ impl PtySize {
     /// # Errors
     /// [`Error::InvalidInput`] (`what: "terminal size"`) when either is 0
     /// or above its maximum.
+    ///
+    /// ```
+    /// use tether::terminal::PtySize;
+    ///
+    /// let size = PtySize::new(24, 80)?;
+    /// assert_eq!((size.rows(), size.cols()), (24, 80));
+    /// assert_eq!(PtySize::default(), PtySize::new(30, 120)?);
+    /// assert!(PtySize::new(131072, 1).is_err()); // refused, never clamped
+    /// # Ok::<(), tether::Error>(())
+    /// ```
+
     pub fn new(rows: u32, cols: u32) -> Result<PtySize> {
         let bad = |reason: String| Error::InvalidInput {
             what: "terminal size",

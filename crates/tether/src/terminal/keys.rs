@@ -14,7 +14,19 @@ use crate::error::{Error, Result};
 /// `End`, `PageUp` (`PgUp`), `PageDown` (`PgDn`), `Insert`, `Delete`
 /// (`Del`), `F1`–`F12`, `Ctrl-A`…`Ctrl-Z` and `Ctrl-@ [ \ ] ^ _` (plus
 /// `Ctrl-Space`), `Alt-<char>` (Escape, then the character), and any single
-/// character as itself (`q`, `y`, `:`, `/`).
+/// character as itself (`q`, `y`, `:`, `/`). Parsing anything else is
+/// [`Error::InvalidInput`] naming it.
+///
+/// ```
+/// use tether::terminal::{Key, encode_keys};
+///
+/// assert_eq!("Ctrl-C".parse::<Key>()?, Key::Ctrl(3));
+/// assert_eq!(Key::Up.bytes(false), b"\x1b[A");
+/// assert_eq!(Key::Up.bytes(true), b"\x1bOA"); // what vim and less expect
+/// assert_eq!(encode_keys(&["i", "Esc", ":", "w", "q", "Enter"], false)?, b"i\x1b:wq\r");
+/// assert!(encode_keys(&["Hyper-Q"], false).is_err());
+/// # Ok::<(), tether::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Key {
     /// Carriage return, what the Enter key sends (the terminal's `ICRNL`

@@ -13,6 +13,9 @@ use crate::error::Result;
 /// and `DISABLE_NEWLINE_AUTO_RETURN` on stdout) and its modes are restored
 /// the same way.
 ///
+/// Not run as a test (`no_run`): it puts the terminal of whoever runs it in
+/// raw mode and hands it to `vim`.
+///
 /// ```no_run
 /// # fn main() -> tether::Result<()> {
 /// use tether::terminal::Passthrough;
