@@ -176,6 +176,27 @@ impl Report {
 /// Needs a keeper like any spawn (call
 /// [`keeper::run_if_requested`](crate::keeper::run_if_requested) first, or
 /// install `tether-keeper`); without one the keeper finding says so.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// use tether::doctor::{Status, Topic};
+///
+/// let report = tether::doctor::probe();
+/// for finding in &report.findings {
+///     println!("{:<10} {:<11} {}", finding.topic.name(), finding.status.name(), finding.found);
+/// }
+/// assert!(report.can_run());
+/// # #[cfg(target_os = "linux")]
+/// assert_eq!(report.get(Topic::Subreaper).map(|f| f.status), Some(Status::Available));
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 pub fn probe() -> Report {
     Report {
         findings: crate::contain::doctor::probe(&run_probe),

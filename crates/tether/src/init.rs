@@ -1,13 +1,24 @@
 //! PID 1 for containers: run one program, reap every zombie, pass signals
 //! on, and leave nothing behind — what `tether init` runs.
 //!
-//! ```no_run
+//! ```standalone_crate
+//! # #[cfg(unix)]
 //! fn main() -> Result<(), tether::Error> {
+//!     use std::time::Duration;
+//!     use tether::init::{InitOptions, run};
+//!
 //!     // First thing, before any thread starts (signals are blocked here).
-//!     let program = std::ffi::OsString::from("my-server");
-//!     let report = tether::init::run(&program, &[], tether::init::InitOptions::default())?;
-//!     std::process::exit(report.exit_code);
+//!     // The program leaves a daemon behind and exits 3.
+//!     let script = "setsid sleep 1000 & exit 3".into();
+//!     let options = InitOptions { grace: Duration::from_millis(500) };
+//!     let report = run("sh".as_ref(), &["-c".into(), script], options)?;
+//!     assert_eq!(report.exit_code, 3);
+//!     assert_eq!(report.terminated + report.killed, 1); // the daemon
+//!     assert!(report.survivors.is_empty());
+//!     Ok(()) // a real init: std::process::exit(report.exit_code)
 //! }
+//! # #[cfg(not(unix))]
+//! # fn main() {}
 //! ```
 //!
 //! # How it works
@@ -95,8 +106,11 @@ pub struct InitReport {
 /// threads started earlier would still take them.
 ///
 /// # Errors
-/// `ProgramNotFound` / `NotExecutable` when the program cannot be started;
-/// `Unsupported` on Windows; `Io` when signals cannot be set up.
+/// [`Error::ProgramNotFound`](crate::Error::ProgramNotFound) /
+/// [`Error::NotExecutable`](crate::Error::NotExecutable) when the program
+/// cannot be started; [`Error::Unsupported`](crate::Error::Unsupported) on
+/// Windows; [`Error::Io`](crate::Error::Io) when signals cannot be set up.
+/// The program's own failure is its exit code in the report, not an error.
 pub fn run(program: &OsStr, args: &[OsString], options: InitOptions) -> Result<InitReport> {
     crate::contain::init::run(program, args, options.grace)
 }

@@ -242,6 +242,31 @@ enum Action {
 /// Configures a [`Watchdog`]: owner (default: from `TETHER_SPAWN`), grace
 /// (default [`DEFAULT_GRACE`]) and action (default: exit with
 /// [`DEFAULT_EXIT_CODE`]).
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use std::time::Duration;
+/// use tether::{ProcessIdentity, watchdog::Builder};
+///
+/// // Stand-in for an owner: any process; here a `sleep` this example kills.
+/// let mut owner = std::process::Command::new("sleep").arg("1000").spawn()?;
+/// let (tell, told) = std::sync::mpsc::channel();
+/// let watchdog = Builder::new()
+///     .owner(ProcessIdentity::of_pid(owner.id())?)
+///     .grace(Duration::from_secs(1))
+///     .on_orphaned(move |orphaned| tell.send(orphaned.clone()).unwrap())
+///     .start()?;
+/// assert!(!watchdog.is_orphaned());
+///
+/// owner.kill()?;
+/// owner.wait()?;
+/// // The kernel wakes the watchdog's thread: no polling, no timer.
+/// let orphaned = told.recv_timeout(Duration::from_secs(10))?;
+/// assert_eq!((orphaned.in_flight, orphaned.abandoned), (0, 0));
+/// assert!(watchdog.is_orphaned());
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Builder {
     owner: Option<ProcessIdentity>,
     grace: Duration,
@@ -288,7 +313,8 @@ impl Builder {
         self
     }
 
-    /// Exits with this status when the owner is gone (the default action).
+    /// Exits with this status when the owner is gone (the default action,
+    /// with [`DEFAULT_EXIT_CODE`]).
     pub fn exit_code(mut self, code: i32) -> Builder {
         self.action = Action::Exit(code);
         self

@@ -7,7 +7,7 @@
 //! named by pid *and* start time (and, on Linux, a pidfd while held): a bare
 //! pid is never enough to act on.
 //!
-//! ```no_run
+//! ```
 //! let me = tether::sys::process(std::process::id())?;
 //! println!("{} is {} (parent {})", me.pid, me.state.word(), me.ppid);
 //! for pid in tether::sys::all_pids() {

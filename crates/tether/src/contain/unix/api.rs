@@ -1,11 +1,22 @@
 //! Unix-only abilities: signals, raw descriptors, sessions.
 //!
-//! ```no_run
-//! use tether::unix::ChildExt;
+//! ```standalone_crate
+//! # #[cfg(unix)]
 //! # fn main() -> tether::Result<()> {
-//! let child = tether::Command::new("sleep").arg("60").spawn()?;
+//! # tether::keeper::run_if_requested();
+//! use tether::unix::{ChildExt, ExitStatusExt};
+//!
+//! let mut child = tether::Command::new("sleep").arg("1000").spawn()?;
 //! child.signal_group(libc::SIGINT)?; // what a terminal's Ctrl-C would do
-//! # Ok(()) }
+//! let status = child.wait()?;
+//! assert_eq!(status.signal(), Some(libc::SIGINT));
+//! assert_eq!(status.shell_code(), 128 + libc::SIGINT);
+//! # #[cfg(target_os = "linux")]
+//! # tether_testkit::assert_nothing_left();
+//! # Ok(())
+//! # }
+//! # #[cfg(not(unix))]
+//! # fn main() {}
 //! ```
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -22,16 +33,29 @@ use crate::stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};
 pub trait ChildExt {
     /// Sends `signal` to every process of the tree (SIGCONT follows any
     /// signal but SIGKILL and the stop signals, so stopped processes act
-    /// on it).
+    /// on it), through the keeper: each process pinned and verified a
+    /// tree member first.
+    ///
+    /// # Errors
+    /// [`Error::Keeper`](crate::Error::Keeper) once the keeper is gone (the
+    /// tree is empty); [`Error::InheritedAcrossFork`](crate::Error::InheritedAcrossFork)
+    /// in a forked child.
     fn signal(&self, signal: i32) -> Result<()>;
 
     /// Sends `signal` to the main process's process group only — what a
-    /// terminal's Ctrl-C would reach.
+    /// terminal's Ctrl-C would reach (while the main process is unreaped,
+    /// so the group id cannot have been reused).
+    ///
+    /// # Errors
+    /// As [`signal`](ChildExt::signal).
     fn signal_group(&self, signal: i32) -> Result<()>;
 
     /// Forwards `signal` to the process group, then kills the whole tree
     /// after the grace unless it ended by itself: how `tether run` passes
     /// on SIGINT, SIGTERM and SIGHUP.
+    ///
+    /// # Errors
+    /// As [`signal`](ChildExt::signal).
     fn interrupt(&self, signal: i32) -> Result<()>;
 }
 
@@ -71,7 +95,26 @@ pub trait CommandExt {
 
     /// The signals a kill sends before `SIGKILL`, one grace apart (default
     /// `[SIGTERM]`; PTY sessions `[SIGHUP, SIGTERM]`). Each waits for the
-    /// whole tree, not just the main process.
+    /// whole tree, not just the main process. An empty list makes
+    /// `SIGKILL` the first rung.
+    ///
+    /// ```standalone_crate
+    /// # #[cfg(unix)]
+    /// # fn main() -> tether::Result<()> {
+    /// # tether::keeper::run_if_requested();
+    /// use tether::unix::{CommandExt, ExitStatusExt};
+    ///
+    /// // Ask like Ctrl-C first; `SIGKILL` follows after the grace if needed.
+    /// let mut child = tether::Command::new("sleep").arg("1000").kill_signals(&[libc::SIGINT]).spawn()?;
+    /// child.kill()?;
+    /// assert_eq!(child.wait()?.signal(), Some(libc::SIGINT));
+    /// # #[cfg(target_os = "linux")]
+    /// # tether_testkit::assert_nothing_left();
+    /// # Ok(())
+    /// # }
+    /// # #[cfg(not(unix))]
+    /// # fn main() {}
+    /// ```
     fn kill_signals(&mut self, signals: &[i32]) -> &mut Command;
 }
 

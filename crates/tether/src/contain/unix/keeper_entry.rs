@@ -6,7 +6,11 @@ use std::sync::atomic::Ordering;
 /// The argument that makes a program that embeds tether act as its keeper.
 pub const KEEPER_ARG: &str = "__tether-keeper";
 
-/// Runs the keeper on the socket at fd 0 and exits the process.
+/// Runs the keeper on the socket at fd 0 and exits the process: 0 once
+/// the owner closed the lifeline and every tree it held is dead, 125 if
+/// fd 0 is not a keeper socket or serving it failed. What the
+/// `tether-keeper` binary's `main` is; the library starts it, nobody
+/// else should.
 pub fn main() -> ! {
     let code = match super::keeper::serve() {
         Ok(()) => 0,
@@ -23,7 +27,7 @@ pub fn main() -> ! {
 /// the keeper and returns at once, so no separate `tether-keeper` binary
 /// needs to be installed.
 ///
-/// ```no_run
+/// ```
 /// tether::keeper::run_if_requested();
 /// // … the program as usual …
 /// ```

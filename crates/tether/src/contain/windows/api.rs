@@ -1,7 +1,7 @@
 //! Windows-only abilities: putting the *current* process into a
 //! kill-on-close job, for long-lived programs tether does not launch.
 //!
-//! ```no_run
+//! ```
 //! # #[cfg(windows)] fn main() -> std::io::Result<()> {
 //! // First thing in main, before any child is started:
 //! let attached = tether::windows::attach_current_process(None, tether::windows::Breakaway::Refused)?;
@@ -84,6 +84,10 @@ pub fn wine_version() -> Option<String> {
 /// The identity of an open file, `(volume serial number, file index)`: what
 /// `(st_dev, st_ino)` is on Unix. Two opens of one file give the same pair;
 /// a file replaced at the same path gives another.
+///
+/// # Errors
+/// What `GetFileInformationByHandle` says (a handle without
+/// `FILE_READ_ATTRIBUTES`, say).
 pub fn file_id(file: &std::fs::File) -> io::Result<(u64, u64)> {
     crate::contain::os::file_id::of(file)
 }
