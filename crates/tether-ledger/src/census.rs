@@ -19,7 +19,36 @@ use crate::registration::{RegisteredEntry, RegistrationRow};
 use crate::scan::{Scan, TaggedProcess, UnreadableProcess, argv_of};
 use crate::store::Ledger;
 
-/// What `tether ps` shows.
+/// What `tether ps` shows: owners (from the ledger and from live tags)
+/// with their sessions and live processes, each owner's status proven as
+/// [`proof`](crate::proof) says.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # tether::keeper::run_if_requested();
+/// use tether_ledger::{Census, Ledger, OwnerStatus, Role};
+///
+/// # let dir = tempfile::tempdir()?;
+/// let install = tether::Install::at(dir.path());
+/// let ledger = Ledger::open(&install)?;
+/// let mut child = tether::Command::new("sleep").arg("1000").install(install.clone()).spawn()?;
+///
+/// let census = Census::take(install.id(), ledger.path().to_owned(), Ok(&ledger), false);
+/// let owner = &census.owners[0]; // this process: never registered, found by its tags
+/// assert_eq!((owner.pid, owner.tracked), (std::process::id(), false));
+/// assert_eq!(owner.status, OwnerStatus::Alive);
+/// let roles: Vec<Role> = census.processes().map(|p| p.role).collect();
+/// assert!(roles.contains(&Role::Keeper));
+/// assert_eq!(census.orphaned_processes(), 0);
+/// child.kill()?;
+/// # #[cfg(target_os = "linux")]
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
 #[derive(Debug, Serialize)]
 pub struct Census {
     /// The install listed (others only with `all`).

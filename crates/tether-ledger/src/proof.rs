@@ -40,6 +40,14 @@ use crate::records::OwnerRow;
 pub const INTERACTIVE_PURPOSES: &[&str] = &["interactive", "chat", "shell", "repl", "tui"];
 
 /// Whether `purpose` marks processes a person may be using.
+///
+/// ```
+/// use tether_ledger::proof::is_interactive;
+///
+/// assert!(is_interactive("repl"));
+/// assert!(is_interactive("interactive.python"));
+/// assert!(!is_interactive("run"));
+/// ```
 pub fn is_interactive(purpose: &str) -> bool {
     INTERACTIVE_PURPOSES.contains(&purpose)
         || purpose.starts_with("interactive.")

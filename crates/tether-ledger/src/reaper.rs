@@ -59,14 +59,17 @@ pub const CHASE_BUDGET: Duration = Duration::from_secs(5);
 /// survivor (a process stuck in uninterruptible sleep).
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
-/// What to reap.
+/// What to reap. The default: every reapable purpose, grace
+/// [`tether::DEFAULT_GRACE`] (2 s), for real.
 #[derive(Clone, Debug)]
 pub struct ReapOptions {
-    /// Time between `SIGTERM` and `SIGKILL`.
+    /// Time between `SIGTERM` and `SIGKILL` (default 2 s; zero: `SIGKILL`
+    /// at once).
     pub grace: Duration,
-    /// Only sessions with one of these purposes (empty: every reapable one).
+    /// Only sessions with one of these purposes (default empty: every
+    /// reapable one). Interactive purposes are never reaped either way.
     pub purposes: Vec<String>,
-    /// Plan only: signal nothing.
+    /// Plan only: signal nothing (default `false`).
     pub dry_run: bool,
 }
 
@@ -906,7 +909,10 @@ pub struct InstallReap {
 
 /// Reaps `install`'s proven orphans using its ledger where it can be
 /// opened, and records the reaped sessions there: what `tether reap` and
-/// `tether mcp --reap-on-start` run.
+/// `tether mcp --reap-on-start` run. Never fails: a ledger that cannot be
+/// opened or written is [`InstallReap::ledger_error`], and the tags alone
+/// decide (they are enough to prove an orphan). See the crate docs for an
+/// example and what is proven before each signal.
 pub fn reap_install(install: &tether::Install, opts: &ReapOptions) -> InstallReap {
     let mut ledger = crate::Ledger::open(install);
     let rows = match &ledger {

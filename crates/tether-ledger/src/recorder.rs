@@ -33,6 +33,12 @@ impl std::fmt::Debug for Recorder {
 impl Recorder {
     /// Opens the install's ledger and registers this process as an owner
     /// with `purpose` (`mcp`, …).
+    ///
+    /// # Errors
+    /// As [`Ledger::open`] and [`Ledger::register_owner`];
+    /// [`LedgerError::Io`] if this process's own identity cannot be read.
+    /// A front-end that gets one runs on without a ledger: spawn tags still
+    /// mark every process.
     pub fn register(install: &Install, purpose: &str) -> Result<Recorder> {
         let mut ledger = Ledger::open(install)?;
         let owner = OwnerRecord::current(install, purpose).map_err(|source| LedgerError::Io {

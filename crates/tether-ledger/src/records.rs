@@ -35,9 +35,11 @@ pub struct OwnerRecord {
 }
 
 impl OwnerRecord {
-    /// The calling process as an owner of `install`.
+    /// The calling process as an owner of `install`, with `purpose`
+    /// (checked when it is written: see [`crate::LedgerError`]).
     ///
-    /// Fails only if the process's own identity cannot be read (no `/proc`).
+    /// # Errors
+    /// Only if the process's own identity cannot be read (no `/proc`).
     pub fn current(install: &Install, purpose: &str) -> std::io::Result<OwnerRecord> {
         let identity = ProcessIdentity::current()?;
         Ok(OwnerRecord {

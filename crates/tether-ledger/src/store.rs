@@ -59,11 +59,46 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Rows of owners that ended (or of an earlier boot) are kept this long.
 pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// An open ledger store. See the module docs for how it stays consistent.
+/// An open ledger store: one SQLite file per install
+/// (`<state dir>/`[`LEDGER_FILE`]), shared by every process of that
+/// install.
+///
+/// - **Concurrency.** WAL mode (readers never block the writer), a busy
+///   timeout ([`BUSY_TIMEOUT`]), and short `BEGIN IMMEDIATE` write
+///   transactions. SQLite's locks are released by the kernel when a
+///   process dies, so a writer `SIGKILL`ed mid-transaction leaves the store
+///   as it was before that transaction. `synchronous = NORMAL`: a process
+///   crash loses nothing committed; a power cut may lose the last
+///   transactions, never consistency.
+/// - **Trust.** The state directory and the ledger's files must be this
+///   user's alone — no symbolic links, owned by the effective uid, not
+///   writable by group or others — or the store is not opened at all
+///   ([`LedgerError::Insecure`], saying what to do). On Windows links and
+///   non-regular files are refused; ACLs are not inspected yet.
+/// - **Creation.** A new store is built completely in a temporary file
+///   (0600 from birth) and hard-linked into place, so `ledger.db` always
+///   has a header and a schema: an empty or short `ledger.db` is damage,
+///   not a fresh store.
+/// - **Corruption.** A store that SQLite cannot read, that fails
+///   `PRAGMA quick_check`, or that lacks the ledger's tables is renamed to
+///   `ledger.db.corrupt-<UTC timestamp>` (with its `-wal` and `-shm`), never
+///   emptied or rewritten in place; a fresh store is built with the live
+///   entries rebuilt from the spawn tags of running processes and a record
+///   of the [`Quarantine`], which `tether ps` shows.
+/// - **Replacement under a long-lived handle.** Before each write the
+///   handle checks that `ledger.db` is still the file it opened, and
+///   reopens it if another process quarantined it meanwhile.
+/// - **Retention.** Rows of owners that ended or belong to an earlier boot
+///   are pruned after [`RETENTION`] (7 days).
 ///
 /// One handle is one SQLite connection: it is `Send` but not `Sync` —
 /// share it behind a mutex, or open one per thread. Write methods take
 /// `&mut self` because they may transparently reopen the store.
+///
+/// Every write can fail like [`open`](Ledger::open) (when it must reopen a
+/// replaced store) and with [`LedgerError::Sqlite`] (the store locked by
+/// another writer beyond [`BUSY_TIMEOUT`], a full disk); nothing is half
+/// written then.
 #[derive(Debug)]
 pub struct Ledger {
     conn: Connection,
@@ -91,12 +126,18 @@ impl Ledger {
     /// directory (created 0700 if missing). A corrupt store is quarantined
     /// and rebuilt; [`Ledger::quarantined`] tells.
     ///
-    /// Fails with [`LedgerError::Insecure`] if the directory or a ledger
-    /// file is a symbolic link, owned by another user or writable by group
-    /// or others (see the `state_dir` module: nothing is read or written
-    /// then); and if the directory or store cannot be created or opened,
-    /// the store is locked beyond [`BUSY_TIMEOUT`], or it has a newer
-    /// schema.
+    /// # Errors
+    /// - [`LedgerError::Insecure`] if the directory or a ledger file is a
+    ///   symbolic link, owned by another user or writable by group or
+    ///   others (nothing is read or written then);
+    /// - [`LedgerError::Io`] if the directory or store cannot be created,
+    ///   opened, renamed or locked;
+    /// - [`LedgerError::Sqlite`] if the store stays locked beyond
+    ///   [`BUSY_TIMEOUT`];
+    /// - [`LedgerError::NewerSchema`] for a store a newer tether wrote (left
+    ///   untouched);
+    /// - [`LedgerError::StillCorrupt`] / [`LedgerError::KeepsChanging`] when
+    ///   something else keeps damaging, renaming or deleting the store.
     pub fn open(install: &Install) -> Result<Ledger> {
         let dir = install.state_dir().to_path_buf();
         state_dir::secure_dir(&dir)?;
@@ -152,6 +193,9 @@ impl Ledger {
 
     /// Every quarantine recorded in this store (normally at most one: the
     /// one that created it), oldest first.
+    ///
+    /// # Errors
+    /// [`LedgerError::Sqlite`] if the store cannot be read.
     pub fn quarantines(&self) -> Result<Vec<Quarantine>> {
         let mut stmt = self
             .conn
@@ -178,6 +222,9 @@ impl Ledger {
     /// Registers an owner (idempotent: registering the same process again
     /// updates its row) and prunes rows older than [`RETENTION`] of owners
     /// that ended or belong to an earlier boot.
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
     pub fn register_owner(&mut self, owner: &OwnerRecord) -> Result<OwnerId> {
         let boot = owner.identity.boot_id.clone();
         self.write(|tx| {
@@ -196,6 +243,9 @@ impl Ledger {
     }
 
     /// Records that an owner is done (it exited on its own terms).
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
     pub fn record_owner_end(&mut self, owner: OwnerId) -> Result<()> {
         self.write(|tx| {
             tx.execute(
@@ -208,12 +258,18 @@ impl Ledger {
 
     /// Records a session's start under `owner` (idempotent: the same
     /// session id again replaces its row, so no duplicates).
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
     pub fn record_session_start(&mut self, owner: OwnerId, session: &SessionStart) -> Result<()> {
         self.write(|tx| insert_session(tx, owner, session, Source::Registered))
     }
 
     /// Records how a session ended. Returns `false` if the ledger has no
     /// such session (it was started before a quarantine, say).
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
     pub fn record_session_end(&mut self, session: &SessionId, outcome: Outcome) -> Result<bool> {
         let (kind, code, signal) = outcome.columns();
         self.write(|tx| {
@@ -228,6 +284,9 @@ impl Ledger {
 
     /// Records the limit a session ran into (`memory` or `pids`).
     /// Returns `false` if the ledger has no such session.
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
     pub fn record_limit_hit(&mut self, session: &SessionId, hit: tether::LimitHit) -> Result<bool> {
         self.write(|tx| {
             let n = tx.execute(
@@ -239,6 +298,9 @@ impl Ledger {
     }
 
     /// Marks sessions `reaped` unless they already recorded an end.
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
     pub fn record_reaped(&mut self, sessions: &[String]) -> Result<()> {
         self.write(|tx| {
             let mut stmt = tx.prepare(
@@ -256,6 +318,9 @@ impl Ledger {
     /// process again replaces its row), and prunes the rows of processes
     /// that are gone (by identity, from the live process table) or of an
     /// earlier boot.
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
     pub fn register_process(&mut self, r: &RegistrationRecord) -> Result<()> {
         let gone: Vec<i64> = self
             .registrations()?
@@ -306,6 +371,9 @@ impl Ledger {
 
     /// Removes the registration of `identity` (a `tether exec` whose
     /// `exec` failed). Returns whether there was one.
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
     pub fn unregister_process(&mut self, identity: &ProcessIdentity) -> Result<bool> {
         self.write(|tx| {
             let n = tx.execute(
@@ -317,6 +385,9 @@ impl Ledger {
     }
 
     /// Every registration row, oldest first.
+    ///
+    /// # Errors
+    /// [`LedgerError::Sqlite`] if the store cannot be read.
     pub fn registrations(&self) -> Result<Vec<RegistrationRow>> {
         let mut stmt = self
             .conn
@@ -363,6 +434,9 @@ impl Ledger {
     }
 
     /// Every owner row, oldest first.
+    ///
+    /// # Errors
+    /// [`LedgerError::Sqlite`] if the store cannot be read.
     pub fn owners(&self) -> Result<Vec<OwnerRow>> {
         let mut stmt = self
             .conn
@@ -395,6 +469,9 @@ impl Ledger {
     }
 
     /// Every session row, oldest first.
+    ///
+    /// # Errors
+    /// [`LedgerError::Sqlite`] if the store cannot be read.
     pub fn sessions(&self) -> Result<Vec<SessionRow>> {
         let mut stmt = self
             .conn

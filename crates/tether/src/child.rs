@@ -141,7 +141,11 @@ impl Child {
         &self.program
     }
 
-    /// Live processes of the tree other than the main process.
+    /// Live processes of the tree other than the main process, read now
+    /// (Linux: the keeper's descendants; macOS: group, session and tag
+    /// members; Windows: the job's processes). Empty once the tree is
+    /// empty or the keeper is gone; a snapshot, never something to signal
+    /// by pid.
     pub fn descendants(&self) -> Vec<Descendant> {
         self.tree.descendants()
     }

@@ -134,13 +134,15 @@ impl Command {
         command
     }
 
-    /// Adds an argument.
+    /// Adds an argument. One containing a NUL byte fails at spawn with
+    /// [`Error::InvalidInput`](crate::Error::InvalidInput) (`what:
+    /// "argument"`).
     pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Command {
         self.args.push(arg.as_ref().to_owned());
         self
     }
 
-    /// Adds arguments.
+    /// Adds arguments (as [`arg`](Self::arg), each).
     pub fn args<I, S>(&mut self, args: I) -> &mut Command
     where
         I: IntoIterator<Item = S>,
@@ -151,14 +153,18 @@ impl Command {
         self
     }
 
-    /// Sets an environment variable.
+    /// Sets an environment variable, on top of the owner's environment
+    /// (unless [`env_clear`](Self::env_clear)). A name or value with a NUL
+    /// byte fails at spawn with [`Error::InvalidInput`](crate::Error::InvalidInput)
+    /// (`what: "environment"`). `TETHER_SPAWN` cannot be set: the spawn tag
+    /// always wins.
     pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Command {
         self.env
             .insert(key.as_ref().to_owned(), Some(value.as_ref().to_owned()));
         self
     }
 
-    /// Sets environment variables.
+    /// Sets environment variables (as [`env`](Self::env), each).
     pub fn envs<I, K, V>(&mut self, vars: I) -> &mut Command
     where
         I: IntoIterator<Item = (K, V)>,
@@ -172,6 +178,7 @@ impl Command {
     }
 
     /// Removes an environment variable (inherited or set earlier).
+    /// `TETHER_SPAWN` cannot be removed.
     pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Command {
         self.env.insert(key.as_ref().to_owned(), None);
         self
@@ -356,7 +363,9 @@ impl Command {
         self
     }
 
-    /// Use this session id in the spawn tag (default: a fresh one).
+    /// Use this session id in the spawn tag (default: a fresh one,
+    /// [`SessionId::generate`]). Processes are attributed to sessions by
+    /// this id: keep it unique.
     pub fn session_id(&mut self, id: SessionId) -> &mut Command {
         self.session = Some(id);
         self
