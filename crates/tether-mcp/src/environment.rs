@@ -131,7 +131,27 @@ pub fn defaults() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// Which variables pass to commands.
+/// Which variables pass to commands: [`DEFAULT_DENY`] and the `deny`
+/// globs remove, `allow` globs let through (they win), compared without
+/// regard to ASCII case. The `Default` policy denies nothing at all — use
+/// [`EnvPolicy::new`] for the server's.
+///
+/// ```
+/// use std::ffi::OsStr;
+/// use tether_mcp::EnvPolicy;
+///
+/// let policy = EnvPolicy::new(vec!["GITHUB_TOKEN".into()], vec!["CORP_*".into()]);
+/// assert!(!policy.passes(OsStr::new("OPENAI_API_KEY")));   // by provider name
+/// assert!(!policy.passes(OsStr::new("my_service_token"))); // by its shape, any case
+/// assert!(!policy.passes(OsStr::new("CORP_LICENSE")));     // denied here
+/// assert!(policy.passes(OsStr::new("GITHUB_TOKEN")));      // allowed here
+/// assert!(policy.passes(OsStr::new("PATH")));
+///
+/// let env = policy.apply([("ANTHROPIC_API_KEY".into(), "sk-…".into()), ("HOME".into(), "/home/me".into())]);
+/// assert!(env.iter().any(|(k, _)| k == "HOME"));
+/// assert!(!env.iter().any(|(k, _)| k == "ANTHROPIC_API_KEY"));
+/// assert!(env.iter().any(|(k, v)| k == "GIT_TERMINAL_PROMPT" && v == "0")); // a default
+/// ```
 #[derive(Clone, Debug, Default)]
 pub struct EnvPolicy {
     allow: Vec<String>,
@@ -159,7 +179,9 @@ impl EnvPolicy {
             || !self.deny.iter().any(|p| glob_match(p, name))
     }
 
-    /// The environment for commands, from `vars` (the server's own).
+    /// The environment for commands, from `vars` (the server's own): what
+    /// passes, plus [`defaults`] for every default variable `vars` does not
+    /// set.
     pub fn apply(
         &self,
         vars: impl IntoIterator<Item = (OsString, OsString)>,

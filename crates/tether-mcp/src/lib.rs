@@ -8,6 +8,16 @@
 //! does can hang the server; every process any command started dies with
 //! its session or with the server.
 //!
+//! This crate is that server as a library, for a program that wants to be
+//! its own `tether mcp` (the `tether` CLI is one). Agents use the binary:
+//! `claude mcp add tether -- tether mcp`, or `{"command": "tether", "args":
+//! ["mcp"]}` in a client's server list.
+//!
+//! # Quick start
+//!
+//! Not run as a test (`no_run`): it serves MCP on the stdin and stdout of
+//! whoever runs it until they close.
+//!
 //! ```no_run
 //! fn main() -> std::process::ExitCode {
 //!     tether::keeper::run_if_requested(); // this program can be its own keeper
@@ -19,6 +29,42 @@
 //!     }
 //!     tether_mcp::serve(Cli::parse().options)
 //! }
+//! ```
+//!
+//! # Options and their defaults
+//!
+//! [`Options`] is `tether mcp`'s command line (a `clap` [`Args`](clap::Args)
+//! to flatten into yours); each field is a flag, and `--help` shows the
+//! same defaults:
+//!
+//! | flag | default | what |
+//! |---|---|---|
+//! | `--cwd DIR` | the current directory | commands' working directory, base of relative `cwd`s; not a directory: exit 125 |
+//! | `--env-allow PAT`, `--env-deny PAT` | none | globs on top of [`DEFAULT_DENY`] (see [`EnvPolicy`]) |
+//! | `--output-budget BYTES` | 16384 | rendered output per result (1 KiB–16 MiB); longer keeps head and tail |
+//! | `--max-sessions N` | 64 ([`tether::registry::DEFAULT_MAX_LIVE`]) | live sessions; a `run` beyond is refused |
+//! | `--max-request-bytes N` | 64 MiB ([`DEFAULT_MAX_REQUEST`]) | longest request line; longer gets an error |
+//! | `--shell SHELL` | the platform's (`/bin/sh -c`, `cmd.exe /d /s /c`) | `powershell`, `pwsh`, `bash`, or a program taking `-c` |
+//! | `--reap-on-start` | off | `tether reap` this install before serving |
+//! | `--tool-prefix PREFIX` | empty | before every tool name (`tether_run`, …); at most 64 of `A-Za-z0-9_.-` |
+//! | `--grep-time-s S` | 10 | longest `grep` per call (at most 50) |
+//! | `--memory SIZE`, `--pids N`, `--cpu CORES` | none | per-session [`tether::Limits`] unless a `run` sets its own |
+//!
+//! ```
+//! use clap::Parser;
+//!
+//! #[derive(Parser)]
+//! struct Cli {
+//!     #[command(flatten)]
+//!     options: tether_mcp::Options,
+//! }
+//!
+//! let cli = Cli::try_parse_from(["agent-terminal", "--memory", "2G", "--tool-prefix", "tether_"])?;
+//! assert_eq!(cli.options.max_sessions, 64);
+//! assert_eq!(cli.options.output_budget, 16 * 1024);
+//! assert_eq!(cli.options.limits().memory, Some(2 << 30));
+//! assert!(Cli::try_parse_from(["agent-terminal", "--tool-prefix", "no spaces"]).is_err());
+//! # Ok::<(), clap::Error>(())
 //! ```
 //!
 //! # How it works
@@ -111,7 +157,13 @@ const EXIT_START_FAILED: u8 = 125;
 /// signal stops it; then kills every session's tree, verifies each empty,
 /// and returns: 0 after stdin EOF or a broken stdout, 128+N after signal
 /// N, 1 if some process survived the kill (named on stderr), 125 if the
-/// server could not start.
+/// server could not start ([`ServeError`] on stderr: a `--cwd` that is not
+/// a directory, a runtime or signal handler that cannot be set up).
+///
+/// Never panics on bad input and never exits on one: a malformed line, an
+/// oversized request or a bad argument ([`ArgError`]) gets an error reply
+/// and the server keeps serving. A ledger that cannot be opened is warned
+/// about on stderr; sessions then carry only their spawn tags.
 ///
 /// Makes this process a child subreaper (orphans of a keeper that was
 /// killed come back to it and are killed), installs signal handlers and
