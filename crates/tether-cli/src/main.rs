@@ -1,5 +1,14 @@
 //! `tether`: run commands whose whole process tree is contained, identified,
 //! and dead when its owner is done.
+//!
+//! A thin front-end: arguments become calls of the `process-tether`
+//! library (`tether run`, `init`, `doctor`), `process-tether-ledger` (`ps`,
+//! `reap`, `exec`, `spawn-tag`) and `process-tether-mcp` (`mcp`), and
+//! results become text or `--json`. No process logic lives here. Its
+//! reference is `tether --help` and `tether man`; the libraries' guides are
+//! their crate docs.
+
+#![warn(missing_docs)]
 
 mod completions;
 mod doctor;

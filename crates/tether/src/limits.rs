@@ -76,7 +76,6 @@ use crate::error::{Error, Result};
 /// assert!(Limits::new().cpu(0.001).validate().is_err()); // below MIN_CPU
 /// # Ok::<(), tether::Error>(())
 /// ```
-
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Limits {
     /// Most bytes of memory the session may use (RAM; no swap): past it

@@ -355,7 +355,6 @@ impl Registry {
     /// # #[cfg(not(unix))]
     /// # fn main() {}
     /// ```
-
     pub async fn run_and_wait(&self, spec: RunSpec, yield_for: Duration) -> Result<RunOutcome> {
         let id = self.run(spec).await?;
         let waited = self.wait(id.as_str(), WaitOptions::new(yield_for)).await?;

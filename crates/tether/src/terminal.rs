@@ -94,7 +94,6 @@ impl PtySize {
     /// assert!(PtySize::new(131072, 1).is_err()); // refused, never clamped
     /// # Ok::<(), tether::Error>(())
     /// ```
-
     pub fn new(rows: u32, cols: u32) -> Result<PtySize> {
         let bad = |reason: String| Error::InvalidInput {
             what: "terminal size",
