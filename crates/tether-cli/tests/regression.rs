@@ -986,3 +986,69 @@ fn reap_catches_a_pid_hopper_or_says_it_escaped() {
     assert_eq!(silent, 0, "reap exited 0 while a hopper lived");
     assert_eq!(all_escaped, 0, "a hopper escaped reap");
 }
+
+/// `tether run --grace 5s -- sh -c SCRIPT` with stdout piped, once SCRIPT
+/// printed `ready` and `processes` tagged processes exist.
+fn run_until_ready(tag: &str, script: &str, processes: usize) -> std::process::Child {
+    let mut owner = support::tether()
+        .args(["run", "--grace", "5s", "--", "/bin/sh", "-c", script])
+        .env(TAG_VAR, tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    expect_ready(&mut owner);
+    let built = wait_for_count(tag, processes, Duration::from_secs(20));
+    assert!(built >= processes, "fixture built {built} tagged processes");
+    owner
+}
+
+/// Everything `owner` prints until it exits (each line bounded: 30 s).
+fn rest_of_output(owner: &mut std::process::Child) -> Vec<String> {
+    let mut lines = Lines::new();
+    std::iter::from_fn(|| lines.next(owner)).collect()
+}
+
+// issue 20 item 2: SIGTERM to `tether run` reached only the command's process group; a `setsid` child that would have ended on SIGTERM got nothing until the grace ran out (2 s), then SIGKILL.
+#[test]
+fn sigterm_to_tether_run_reaches_a_setsid_child_at_once() {
+    let guard = TagGuard::new("regression-term-setsid");
+    // The setsid shell says when SIGTERM reaches it; SIGKILL (at the end
+    // of the 5 s grace) would leave it no time to.
+    let script = "setsid sh -c 'trap \"echo got-term; exit 0\" TERM; echo ready; \
+                  while :; do sleep 1; done' & wait";
+    // tether run, the main shell, the setsid shell and its sleep.
+    let mut owner = run_until_ready(guard.tag(), script, 4);
+    // SAFETY: kill(2) of our own unreaped child.
+    assert_eq!(unsafe { libc::kill(owner.id() as i32, libc::SIGTERM) }, 0);
+    let rest = rest_of_output(&mut owner);
+    let status = owner.wait().unwrap();
+    assert_eq!(
+        rest,
+        ["got-term"],
+        "the setsid child got SIGTERM (exit {status})"
+    );
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+// issue 20 item 2: after a forwarded SIGINT (which reaches the command's process group only, as a terminal's Ctrl-C does) the main process exited, and what it left — a background job, which ignores SIGINT — got no SIGTERM: it waited for the grace, then SIGKILL.
+#[test]
+fn what_the_command_leaves_after_a_forwarded_sigint_gets_sigterm_at_once() {
+    let guard = TagGuard::new("regression-int-leftovers");
+    let script = "(trap '' INT; trap 'echo got-term; exit 0' TERM; echo ready; \
+                  while :; do sleep 1; done) & wait";
+    // tether run, the main shell, the subshell and its sleep.
+    let mut owner = run_until_ready(guard.tag(), script, 4);
+    // SAFETY: kill(2) of our own unreaped child.
+    assert_eq!(unsafe { libc::kill(owner.id() as i32, libc::SIGINT) }, 0);
+    let rest = rest_of_output(&mut owner);
+    let status = owner.wait().unwrap();
+    assert_eq!(
+        rest,
+        ["got-term"],
+        "the leftover got SIGTERM when the main process exited (exit {status})"
+    );
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

@@ -13,7 +13,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::pidfd::Pidfd;
-use super::procfs::{children_of, read_stat};
+use super::procfs::{children_of_process, read_stat};
 use crate::contain::Termination;
 use crate::containment::Containment;
 
@@ -103,10 +103,11 @@ impl Member {
 pub(crate) fn members(_scope: &TreeScope<'_>) -> Vec<Member> {
     let me = std::process::id();
     let mut known: HashSet<u32> = HashSet::from([me]);
-    let mut frontier = vec![me];
+    // (pid, threads): the keeper is single-threaded.
+    let mut frontier = vec![(me, 1)];
     let mut members = Vec::new();
-    while let Some(parent) = frontier.pop() {
-        for pid in children_of(parent) {
+    while let Some((parent, threads)) = frontier.pop() {
+        for pid in children_of_process(parent, threads) {
             if known.contains(&pid) {
                 continue;
             }
@@ -118,7 +119,7 @@ pub(crate) fn members(_scope: &TreeScope<'_>) -> Vec<Member> {
                 continue;
             }
             known.insert(pid);
-            frontier.push(pid);
+            frontier.push((pid, stat.threads));
             members.push(Member {
                 pid,
                 pgrp: stat.pgrp,

@@ -29,9 +29,13 @@ pub trait ChildExt {
     /// terminal's Ctrl-C would reach.
     fn signal_group(&self, signal: i32) -> Result<()>;
 
-    /// Forwards `signal` to the process group, then kills the whole tree
-    /// after the grace unless it ended by itself: how `tether run` passes
-    /// on SIGINT, SIGTERM and SIGHUP.
+    /// Forwards `signal`, then kills the whole tree after the grace unless
+    /// it ended by itself: how `tether run` passes on SIGINT, SIGTERM and
+    /// SIGHUP. `SIGINT` and `SIGQUIT` (a terminal's keys reach only its
+    /// foreground job) go to the main process's process group; any other
+    /// signal to every process of the tree at once. When the main process
+    /// exits, what it left behind gets the kill's gentle signals at once
+    /// (it does not wait for the grace).
     fn interrupt(&self, signal: i32) -> Result<()>;
 }
 
@@ -69,9 +73,11 @@ pub trait CommandExt {
     /// own process group (default: its own group).
     fn new_session(&mut self, yes: bool) -> &mut Command;
 
-    /// The signals a kill sends before `SIGKILL`, one grace apart (default
-    /// `[SIGTERM]`; PTY sessions `[SIGHUP, SIGTERM]`). Each waits for the
-    /// whole tree, not just the main process.
+    /// The signals a kill sends first (default `[SIGTERM]`; PTY sessions
+    /// `[SIGHUP, SIGTERM]`): all of them, in this order, to every process
+    /// of the tree at once; `SIGKILL` follows for whatever is still alive
+    /// when the grace ends. The kill is over as soon as the tree is empty.
+    /// An empty list: `SIGKILL` at once.
     fn kill_signals(&mut self, signals: &[i32]) -> &mut Command;
 }
 

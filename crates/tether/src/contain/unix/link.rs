@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use super::channel::{recv_into, send_frame};
+use super::keeper::DEBUG_VAR;
 use super::keeper_entry::KEEPER_ARG;
 use super::protocol::{Event, FrameBuffer, Request};
 use crate::error::{Error, Result};
@@ -74,7 +75,8 @@ impl KeeperLink {
     /// Starts a keeper. Its stdin is its end of the socket; it inherits
     /// nothing else (stdout/stderr are /dev/null unless
     /// `TETHER_KEEPER_DEBUG` is set) and carries `keeper_tag` as its spawn
-    /// tag. No `pre_exec`: the owner stays on std's posix_spawn path.
+    /// tag (and `TETHER_KEEPER_DEBUG`, when the owner has it, which
+    /// makes it report each kill's phases). No `pre_exec`: the owner stays on std's posix_spawn path.
     ///
     /// The keeper gets a process group of its own from its first
     /// instruction (`POSIX_SPAWN_SETPGROUP`): a signal aimed at the owner's
@@ -90,11 +92,16 @@ impl KeeperLink {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
         crate::contain::os::prepare_socket(&ours);
         crate::contain::os::prepare_socket(&theirs);
-        let debug = std::env::var_os("TETHER_KEEPER_DEBUG").is_some();
-        let process = std::process::Command::new(keeper)
+        let debug = std::env::var_os(DEBUG_VAR).is_some();
+        let mut command = std::process::Command::new(keeper);
+        command
             .arg(KEEPER_ARG)
             .env_clear()
-            .env(crate::spawn_tag::SPAWN_TAG_VAR, keeper_tag)
+            .env(crate::spawn_tag::SPAWN_TAG_VAR, keeper_tag);
+        if debug {
+            command.env(DEBUG_VAR, "1");
+        }
+        let process = command
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
             .stderr(if debug {

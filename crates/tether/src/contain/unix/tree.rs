@@ -207,14 +207,20 @@ impl TreeHandle {
         self.send(&Request::Signal { signal, scope })
     }
 
-    /// Sends `signal` to the main process's group, then kills the whole
-    /// tree after `grace` unless it ended by itself.
+    /// Passes `signal` on, then kills the whole tree after `grace` unless
+    /// it ended by itself. `SIGINT` and `SIGQUIT` — what a terminal's
+    /// keys send to its foreground job only — go to the main process's
+    /// group; any other signal (`SIGTERM`, `SIGHUP`: the whole program is
+    /// asked to end) to every process of the tree at once, as a kill's
+    /// first rung does. Either way, what the main process leaves when it
+    /// exits gets the session's gentle signals at once.
     pub(crate) fn interrupt(&self, signal: i32, grace: Duration) -> Result<()> {
+        let scope = match signal {
+            libc::SIGINT | libc::SIGQUIT => Scope::Group,
+            _ => Scope::Tree,
+        };
         self.send(&Request::Kill {
-            ladder: vec![Rung {
-                signal,
-                scope: Scope::Group,
-            }],
+            ladder: vec![Rung { signal, scope }],
             grace_ms: millis(grace),
         })
     }

@@ -24,16 +24,19 @@
 //! 4. It waits on the socket and its signals. It reaps everything, reports
 //!    the main process's exit, and kills the tree when asked, at the
 //!    timeout, on lifeline EOF, on `SIGTERM`, or (policy) when the main
-//!    process exits with descendants left. Killing is a ladder — each rung
-//!    a signal and a grace, then `SIGKILL` rounds until the tree is empty —
-//!    and every process is signalled through a handle opened and verified
-//!    as a tree member first, so a recycled pid is never hit.
+//!    process exits with descendants left. Killing is a ladder (see
+//!    `ladder.rs`): the gentle signals to every member at once, then, for
+//!    whatever is alive when the grace ends, `SIGKILL` rounds until the
+//!    tree is empty — and every process is signalled through a handle
+//!    opened and verified as a tree member first, so a recycled pid is
+//!    never hit.
 //! 5. When the tree is empty it says so and waits for the next command
 //!    (the owner may recycle it); a keeper that entered a PID namespace
 //!    serves one session only.
 
 mod exec;
 mod ladder;
+mod trace;
 
 use std::collections::HashSet;
 use std::io;
@@ -51,6 +54,8 @@ use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 use exec::posix_spawn;
 pub(crate) use exec::{Exec, fork_exec};
 use ladder::{Delivery, Ladder, VERIFY_WINDOW};
+pub(crate) use trace::DEBUG_VAR;
+use trace::KillTrace;
 
 /// Serves sessions one after the other until the owner goes away: a keeper
 /// whose tree is empty goes back to waiting for the next `Spawn`, so an
@@ -133,8 +138,11 @@ struct Session {
     ladder: Ladder,
     timeout_at: Option<Instant>,
     timed_out: bool,
-    /// Pids of descendants a kill signalled (the main process excluded).
-    signalled: HashSet<u32>,
+    /// Which signals each descendant got during the kill under way (the
+    /// main process excluded): nobody gets one twice.
+    signalled: HashSet<(u32, i32)>,
+    /// Signals the kill under way sent to the main process's whole group.
+    group_signalled: HashSet<i32>,
     /// The descendants alive when a kill began (the main process and the
     /// namespace init excluded), listed before its first signal: what
     /// `TreeEmpty` reports as killed. Counting the processes each
@@ -142,6 +150,9 @@ struct Session {
     /// killed by the group signal was often gone before the sweep listed
     /// it: 1, 4 and 3 for three identical 4-process trees).
     doomed: HashSet<u32>,
+    /// When the phases of the kill under way happened (reported under
+    /// `TETHER_KEEPER_DEBUG`).
+    trace: KillTrace,
 }
 
 struct Keeper {
@@ -152,6 +163,8 @@ struct Keeper {
     waiter: Waiter,
     /// The keeper cannot serve another session (it entered a namespace).
     spent: bool,
+    /// `TETHER_KEEPER_DEBUG` is set: report each kill's phases on stderr.
+    debug: bool,
 }
 
 impl Keeper {
@@ -178,6 +191,7 @@ impl Keeper {
             frames: FrameBuffer::default(),
             waiter: Waiter::new()?,
             spent: false,
+            debug: std::env::var_os(trace::DEBUG_VAR).is_some(),
         })
     }
 
@@ -305,7 +319,9 @@ impl Keeper {
                 timeout_at,
                 timed_out: false,
                 signalled: HashSet::new(),
+                group_signalled: HashSet::new(),
                 doomed: HashSet::new(),
+                trace: KillTrace::default(),
             },
             event,
         ))
@@ -317,6 +333,9 @@ impl Keeper {
             self.reap(s);
             if s.main == Main::Exited && os::tree_is_empty(&scope(s)) {
                 let killed = s.doomed.len() as u32;
+                if self.debug {
+                    s.trace.report(killed);
+                }
                 self.send(&Event::TreeEmpty { killed });
                 self.flush();
                 return;
@@ -380,7 +399,7 @@ impl Keeper {
         while let Ok(Some(payload)) = self.frames.next_payload() {
             match Request::decode(&payload) {
                 Ok(Request::Signal { signal, scope }) => {
-                    delivery(s).deliver(signal, scope);
+                    delivery(s).signal_now(signal, scope);
                 }
                 Ok(Request::Kill { ladder, grace_ms }) => {
                     self.begin_kill(s, &ladder, grace_ms);
@@ -431,103 +450,98 @@ impl Keeper {
             termination,
             timed_out: s.timed_out,
         });
+        // What the main process left gets the session's gentle signals now
+        // — also during a kill whose first signal reached only the main
+        // process's group (a forwarded SIGINT): it would otherwise wait
+        // for the grace, the forced end, although it might die at once.
         if s.spec.leftovers == Leftovers::Kill
-            && matches!(s.ladder, Ladder::Idle)
+            && !matches!(s.ladder, Ladder::Forced { .. })
             && !os::tree_is_empty(&scope(s))
         {
             self.begin_kill(s, &[], s.spec.grace_ms);
         }
     }
 
-    /// Starts (or hurries) a kill: `ladder` (the session's own when empty),
-    /// `grace_ms` per rung. A kill already under way keeps its place but
-    /// takes the earlier deadline, and the new first rung goes out now.
+    /// Starts (or hurries) a kill: the gentle signals of `ladder` (the
+    /// session's own when empty) go to their scope at once, and whatever
+    /// is alive `grace_ms` later gets the forced end. A kill already under
+    /// way sends the new signals to whoever has not had them yet and takes
+    /// the earlier deadline.
     fn begin_kill(&mut self, s: &mut Session, ladder: &[Rung], grace_ms: u64) {
+        if matches!(s.ladder, Ladder::Forced { .. }) {
+            return;
+        }
         let rungs: Vec<Rung> = if ladder.is_empty() {
             s.spec.ladder.clone()
         } else {
             ladder.to_vec()
         };
-        let grace = Duration::from_millis(grace_ms);
-        let deadline = Instant::now() + grace;
-        if matches!(s.ladder, Ladder::Idle) {
-            note_doomed(s);
+        let now = Instant::now();
+        // No gentle signal: the forced end at once.
+        let grace = if rungs.is_empty() { 0 } else { grace_ms };
+        let deadline = now + Duration::from_millis(grace);
+        let starting = matches!(s.ladder, Ladder::Idle);
+        if starting {
+            s.trace = KillTrace::begin();
+            s.signalled.clear();
+            s.group_signalled.clear();
         }
-        if let Some(first) = rungs.first() {
-            delivery(s).deliver(first.signal, first.scope);
+        // One walk of the tree serves both the count and the delivery:
+        // the members alive now, listed before the first signal.
+        let listed = delivery(s).members();
+        if starting {
+            note_doomed(s, &listed);
+            s.trace.listed();
+        }
+        delivery(s).deliver(&rungs, &listed);
+        if starting {
+            s.trace.signalled();
         }
         s.ladder = match std::mem::replace(&mut s.ladder, Ladder::Idle) {
-            _ if rungs.is_empty() => Ladder::Climbing {
-                rungs,
-                index: 0,
-                deadline: Instant::now(),
-                grace,
-            },
-            Ladder::Idle => Ladder::Climbing {
-                rungs,
-                index: 0,
-                deadline,
-                grace,
-            },
-            Ladder::Climbing {
-                rungs: old,
-                index,
+            Ladder::Gentle {
+                rungs: mut old,
                 deadline: old_deadline,
-                grace: old_grace,
-            } => Ladder::Climbing {
-                rungs: old,
-                index,
-                deadline: old_deadline.min(deadline),
-                grace: old_grace.min(grace),
-            },
-            killing @ Ladder::Killing { .. } => killing,
+            } => {
+                for rung in rungs {
+                    if !old.contains(&rung) {
+                        old.push(rung);
+                    }
+                }
+                Ladder::Gentle {
+                    rungs: old,
+                    deadline: old_deadline.min(deadline),
+                }
+            }
+            _ => Ladder::Gentle { rungs, deadline },
         };
-        if grace.is_zero() {
-            self.advance_ladder(s, Instant::now());
+        if grace == 0 {
+            self.advance_ladder(s, now);
         }
     }
 
     fn advance_ladder(&mut self, s: &mut Session, now: Instant) {
         match s.ladder.clone() {
             Ladder::Idle => {}
-            Ladder::Climbing {
-                rungs,
-                index,
-                deadline,
-                grace,
-            } => {
+            Ladder::Gentle { rungs, deadline } => {
                 if now >= deadline {
-                    match rungs.get(index + 1) {
-                        Some(next) => {
-                            delivery(s).deliver(next.signal, next.scope);
-                            s.ladder = Ladder::Climbing {
-                                rungs: rungs.clone(),
-                                index: index + 1,
-                                deadline: now + grace,
-                                grace,
-                            };
-                        }
-                        None => {
-                            s.ladder = Ladder::Killing {
-                                give_up: now + VERIFY_WINDOW,
-                            };
-                            delivery(s).deliver(libc::SIGKILL, Scope::Tree);
-                        }
-                    }
-                } else if let Some(rung) = rungs.get(index)
-                    && rung.scope == Scope::Tree
-                {
+                    s.ladder = Ladder::Forced {
+                        give_up: now + VERIFY_WINDOW,
+                    };
+                    force(s);
+                } else if rungs.iter().any(|r| r.scope == Scope::Tree) {
                     // A fork racing the first sweep made a process that
-                    // never saw the signal: sweep again, new ones only.
-                    delivery(s).deliver_new(rung.signal);
+                    // never saw the signals, or an orphan was reparented
+                    // to the keeper: sweep again, new ones only.
+                    let listed = delivery(s).members();
+                    delivery(s).deliver(&rungs, &listed);
                 }
             }
-            Ladder::Killing { give_up } => {
+            Ladder::Forced { give_up } => {
                 self.reap(s);
                 if os::tree_is_empty(&scope(s)) {
                     return;
                 }
-                delivery(s).deliver(libc::SIGKILL, Scope::Tree);
+                force(s);
                 if now >= give_up {
                     let survivors = os::members(&scope(s))
                         .into_iter()
@@ -538,7 +552,7 @@ impl Keeper {
                     // With the owner gone there is nobody to ask again, so
                     // keep trying.
                     s.ladder = if self.ctl.is_none() {
-                        Ladder::Killing {
+                        Ladder::Forced {
                             give_up: now + VERIFY_WINDOW,
                         }
                     } else {
@@ -550,14 +564,20 @@ impl Keeper {
     }
 }
 
-/// Adds the tree's members alive now, other than the main process and the
-/// namespace init, to the processes a kill is counted against.
-fn note_doomed(s: &mut Session) {
+/// The forced rung: `SIGKILL` to everything of the tree alive now.
+fn force(s: &mut Session) {
+    let listed = delivery(s).members();
+    delivery(s).force(libc::SIGKILL, &listed);
+}
+
+/// Adds the tree's members `alive` (listed before the kill's first
+/// signal), other than the main process and the namespace init, to the
+/// processes a kill is counted against.
+fn note_doomed(s: &mut Session, alive: &[os::Member]) {
     let (main, child) = (s.main.pid(), s.child);
-    let alive = os::members(&scope(s));
     s.doomed.extend(
         alive
-            .into_iter()
+            .iter()
             .map(|m| m.pid)
             .filter(|&pid| Some(pid) != main && pid != child),
     );
@@ -580,6 +600,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
             main_pgrp: s.group,
         },
         signalled: &mut s.signalled,
+        group_signalled: &mut s.group_signalled,
     }
 }
 
