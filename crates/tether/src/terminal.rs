@@ -37,6 +37,7 @@ mod emulator;
 mod keys;
 mod passthrough;
 mod pty;
+pub(crate) mod queries;
 
 use crate::error::{Error, Result};
 
