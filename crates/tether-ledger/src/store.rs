@@ -6,9 +6,8 @@
 //!   write lock up front, so a transaction never fails half-way on a lock
 //!   upgrade). SQLite's locks are released by the kernel when a process
 //!   dies, so a writer `SIGKILL`ed mid-transaction leaves the store as it
-//!   was before that transaction. `synchronous = NORMAL`: a process crash
-//!   loses nothing committed; a power cut may lose the last transactions,
-//!   never consistency.
+//!   was before that transaction. No `fsync` on the spawn path: see
+//!   [`configure`] for why, crash case by crash case.
 //! - **Trust.** The state directory and the ledger's files must be this
 //!   user's alone — no symbolic links, owned by the effective uid, not
 //!   writable by group or others — or the store is not opened at all
@@ -33,6 +32,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use tether::{Install, ProcessIdentity, SessionId};
 
@@ -602,6 +602,11 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
         Err(e) => return Err(sqlite(e)),
     };
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    // Before any check: a connection that finds the store damaged must
+    // not checkpoint the WAL into it as it closes, rewriting the file the
+    // quarantine keeps as it was found.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        .map_err(sqlite)?;
     // Every check reads only: a file that is not our store is judged
     // before anything (even the journal mode) is written to it.
     let check: Vec<String> = conn
@@ -663,6 +668,36 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
     }
 }
 
+/// Busy timeout, WAL, durability, foreign keys.
+///
+/// **No `fsync` on the spawn path.** `synchronous = NORMAL` in WAL mode
+/// syncs nothing at commit, only around checkpoints; and no checkpoint
+/// runs when a connection closes (`SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`), so
+/// the WAL is not deleted and re-created (and its directory synced) by
+/// every `tether run`. The WAL is checkpointed when it passes SQLite's
+/// 1,000 pages, by the writer that crossed it — one checkpoint (two
+/// syncs) per ~100 runs. Before: four `fsync`s per `tether run` (the new
+/// WAL's header, its directory, and the checkpoint at close on both
+/// files), 5–40 ms each on this machine's loaded disk — most of a
+/// 50–85 ms `tether run -- /bin/true`.
+///
+/// What each crash costs, with this:
+/// - **The owner `SIGKILL`ed** (or any writer, mid-transaction): a
+///   transaction without its commit frame is ignored, and the kernel
+///   drops the dead writer's locks; what committed is in the page cache,
+///   where every other process reads it. Nothing lost.
+/// - **The keeper `SIGKILL`ed**: the keeper never opens the ledger.
+/// - **Concurrent writers**: serialised by `BEGIN IMMEDIATE` and the busy
+///   timeout; they see each other's commits through the shared page
+///   cache and `-shm`, which syncing has no part in.
+/// - **Power loss or a kernel crash**: the last transactions may be lost,
+///   never consistency (a checkpoint still syncs the WAL before it writes
+///   the database and the database before the WAL is reused). What can
+///   be lost is rows about processes of the boot that just ended — every
+///   one of them died with it, and a row of an earlier boot proves
+///   nothing a live process could be killed for. The ledger's need for
+///   durability ends at reboot; its need for consistency does not, and
+///   `quick_check` at open still guards that.
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // Persistent in the file; a no-op when already WAL.
@@ -674,6 +709,7 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
         ));
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())
 }
