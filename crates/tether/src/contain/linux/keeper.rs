@@ -100,13 +100,20 @@ impl Member {
 /// Every live process of the session, each pinned by a pidfd and verified
 /// to be a descendant of the keeper *after* the pidfd was opened — so a pid
 /// recycled between listing and opening is skipped.
-pub(crate) fn members(_scope: &TreeScope<'_>) -> Vec<Member> {
+pub(crate) fn members(scope: &TreeScope<'_>) -> Vec<Member> {
+    walk(scope, |_| {})
+}
+
+/// [`members`], calling `visit` with each as soon as its own children are
+/// listed (and pinned): whatever `visit` does to it — kill it — its
+/// children, which the kernel then hands to the keeper, are already known.
+pub(crate) fn walk(_scope: &TreeScope<'_>, mut visit: impl FnMut(&Member)) -> Vec<Member> {
     let me = std::process::id();
     let mut known: HashSet<u32> = HashSet::from([me]);
-    // (pid, threads): the keeper is single-threaded.
-    let mut frontier = vec![(me, 1)];
-    let mut members = Vec::new();
-    while let Some((parent, threads)) = frontier.pop() {
+    // (pid, threads, index in `members`): the keeper is single-threaded.
+    let mut frontier = vec![(me, 1, None)];
+    let mut members: Vec<Member> = Vec::new();
+    while let Some((parent, threads, index)) = frontier.pop() {
         for pid in children_of_process(parent, threads) {
             if known.contains(&pid) {
                 continue;
@@ -119,12 +126,15 @@ pub(crate) fn members(_scope: &TreeScope<'_>) -> Vec<Member> {
                 continue;
             }
             known.insert(pid);
-            frontier.push((pid, stat.threads));
+            frontier.push((pid, stat.threads, Some(members.len())));
             members.push(Member {
                 pid,
                 pgrp: stat.pgrp,
                 pidfd,
             });
+        }
+        if let Some(index) = index {
+            visit(&members[index]);
         }
     }
     members

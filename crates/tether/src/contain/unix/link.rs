@@ -69,6 +69,9 @@ pub(crate) struct KeeperLink {
     /// The keeper now serves another session through another link; this one
     /// is inert (reads nothing, sends nothing, closes nothing).
     detached: bool,
+    /// The keeper was told to go (its tree is empty); it is reaped when
+    /// the link is dropped.
+    draining: bool,
 }
 
 impl KeeperLink {
@@ -122,6 +125,7 @@ impl KeeperLink {
             eof: false,
             path: keeper.to_owned(),
             detached: false,
+            draining: false,
         })
     }
 
@@ -145,6 +149,7 @@ impl KeeperLink {
             eof: false,
             path: self.path.clone(),
             detached: false,
+            draining: false,
         })
     }
 
@@ -216,6 +221,18 @@ impl KeeperLink {
         self.process.as_ref().map(|p| p.id())
     }
 
+    /// Tells a keeper whose tree is empty to go (EOF), without waiting for
+    /// it: it exits while the owner goes on (a `tether run` records the
+    /// end in the ledger meanwhile), and is reaped when the link is
+    /// dropped — by then, normally, without a wait.
+    pub(crate) fn finish(&mut self) {
+        if self.detached {
+            return;
+        }
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        self.draining = true;
+    }
+
     /// Waits for the keeper process to exit and reaps it. Call once the
     /// keeper said its last word (or the socket hit EOF). Once this
     /// returns, everything the keeper's exit reparented has been
@@ -243,7 +260,15 @@ impl Drop for KeeperLink {
         }
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         if let Some(process) = self.process.take() {
-            reaper().send(process).ok();
+            if self.draining {
+                // Its tree is empty and it was told to go a while ago:
+                // reap it here rather than wake the reaper thread (or
+                // start it, in a one-shot `tether run`).
+                guard().forget(process.id());
+                reap_resuming(process.id());
+            } else {
+                reaper().send(process).ok();
+            }
         }
     }
 }

@@ -117,10 +117,10 @@ impl Tree {
                     self.settled = true;
                     // The keeper waits for another command: back to the
                     // warm pool if it wants one (a PID namespace is spent),
-                    // else told to go (EOF) and reaped.
+                    // else told to go (EOF), to be reaped with the link.
                     let reusable = self.containment != Containment::PidNamespace;
                     if !(reusable && super::pool::recycle(&mut self.link)) {
-                        self.link.reap();
+                        self.link.finish();
                     }
                     TreeEvent::Settled { killed }
                 }

@@ -487,14 +487,16 @@ impl Keeper {
             s.group_signalled.clear();
         }
         // One walk of the tree serves both the count and the delivery:
-        // the members alive now, listed before the first signal.
-        let listed = delivery(s).members();
+        // every member is listed before a signal reaches it (see
+        // `Delivery::deliver`).
+        let mut alive = Vec::new();
+        delivery(s).deliver(&rungs, |m| {
+            if starting {
+                alive.push(m.pid);
+            }
+        });
         if starting {
-            note_doomed(s, &listed);
-            s.trace.listed();
-        }
-        delivery(s).deliver(&rungs, &listed);
-        if starting {
+            note_doomed(s, &alive);
             s.trace.signalled();
         }
         s.ladder = match std::mem::replace(&mut s.ladder, Ladder::Idle) {
@@ -532,8 +534,7 @@ impl Keeper {
                     // A fork racing the first sweep made a process that
                     // never saw the signals, or an orphan was reparented
                     // to the keeper: sweep again, new ones only.
-                    let listed = delivery(s).members();
-                    delivery(s).deliver(&rungs, &listed);
+                    delivery(s).deliver(&rungs, |_| {});
                 }
             }
             Ladder::Forced { give_up } => {
@@ -566,19 +567,18 @@ impl Keeper {
 
 /// The forced rung: `SIGKILL` to everything of the tree alive now.
 fn force(s: &mut Session) {
-    let listed = delivery(s).members();
-    delivery(s).force(libc::SIGKILL, &listed);
+    delivery(s).force(libc::SIGKILL);
 }
 
-/// Adds the tree's members `alive` (listed before the kill's first
-/// signal), other than the main process and the namespace init, to the
-/// processes a kill is counted against.
-fn note_doomed(s: &mut Session, alive: &[os::Member]) {
+/// Adds the tree's members `alive` (each listed before the kill's first
+/// signal reached it), other than the main process and the namespace
+/// init, to the processes a kill is counted against.
+fn note_doomed(s: &mut Session, alive: &[u32]) {
     let (main, child) = (s.main.pid(), s.child);
     s.doomed.extend(
         alive
             .iter()
-            .map(|m| m.pid)
+            .copied()
             .filter(|&pid| Some(pid) != main && pid != child),
     );
 }
