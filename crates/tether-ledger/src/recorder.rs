@@ -55,6 +55,17 @@ impl Recorder {
         self.with_ledger(|ledger, _| ledger.record_session_end(id, outcome).map(|_| ()));
     }
 
+    /// Records how the owner's last session ended and that the owner is
+    /// done, in one write (what an owner of one command does at its end).
+    pub fn finish_after(&self, id: &tether::SessionId, outcome: Outcome) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (ledger, owner, _) = &mut *state;
+        let result = ledger
+            .record_session_and_owner_end(*owner, id, outcome)
+            .map(|_| ());
+        warn_once(&mut state.2, result);
+    }
+
     /// Records that this owner is done (call at a clean shutdown).
     pub fn finish(&self) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

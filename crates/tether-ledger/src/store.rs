@@ -6,7 +6,7 @@
 //!   write lock up front, so a transaction never fails half-way on a lock
 //!   upgrade). SQLite's locks are released by the kernel when a process
 //!   dies, so a writer `SIGKILL`ed mid-transaction leaves the store as it
-//!   was before that transaction. No `fsync` on the spawn path: see
+//!   was before that transaction. No `fsync`: see
 //!   [`configure`] for why, crash case by crash case.
 //! - **Trust.** The state directory and the ledger's files must be this
 //!   user's alone — no symbolic links, owned by the effective uid, not
@@ -221,6 +221,31 @@ impl Ledger {
                 "UPDATE sessions SET ended_at_ms = ?1, outcome = ?2, exit_code = ?3, exit_signal = ?4
                  WHERE id = ?5",
                 params![now_ms(), kind, code, signal, session.as_str()],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Records how a session ended and that its owner is done, in one
+    /// transaction: the end of an owner of one command (`tether run`).
+    /// Returns `false` if the ledger has no such session.
+    pub fn record_session_and_owner_end(
+        &mut self,
+        owner: OwnerId,
+        session: &SessionId,
+        outcome: Outcome,
+    ) -> Result<bool> {
+        let (kind, code, signal) = outcome.columns();
+        self.write(|tx| {
+            let now = now_ms();
+            let n = tx.execute(
+                "UPDATE sessions SET ended_at_ms = ?1, outcome = ?2, exit_code = ?3, exit_signal = ?4
+                 WHERE id = ?5",
+                params![now, kind, code, signal, session.as_str()],
+            )?;
+            tx.execute(
+                "UPDATE owners SET ended_at_ms = ?1 WHERE id = ?2",
+                params![now, owner.0],
             )?;
             Ok(n > 0)
         })
@@ -670,34 +695,38 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
 
 /// Busy timeout, WAL, durability, foreign keys.
 ///
-/// **No `fsync` on the spawn path.** `synchronous = NORMAL` in WAL mode
-/// syncs nothing at commit, only around checkpoints; and no checkpoint
-/// runs when a connection closes (`SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`), so
-/// the WAL is not deleted and re-created (and its directory synced) by
-/// every `tether run`. The WAL is checkpointed when it passes SQLite's
-/// 1,000 pages, by the writer that crossed it — one checkpoint (two
-/// syncs) per ~100 runs. Before: four `fsync`s per `tether run` (the new
-/// WAL's header, its directory, and the checkpoint at close on both
-/// files), 5–40 ms each on this machine's loaded disk — most of a
-/// 50–85 ms `tether run -- /bin/true`.
+/// **No `fsync`, ever (`synchronous = OFF`).** With `NORMAL` — which in
+/// WAL mode syncs nothing at commit — every `tether run` still paid four:
+/// the last connection to close checkpoints the WAL (a sync of the WAL,
+/// one of the database) and deletes it, so the next run creates it again
+/// (a sync of its header, one of the directory). 5–40 ms each on this
+/// machine's loaded disk: most of a 50–85 ms `tether run -- /bin/true`.
+/// Keeping the WAL instead (no checkpoint at close) costs more than it
+/// saves: a process that opens the store alone rebuilds the WAL index by
+/// reading the whole WAL (up to SQLite's 1,000-page checkpoint), which
+/// took 11 % of a `tether run`'s CPU.
 ///
 /// What each crash costs, with this:
-/// - **The owner `SIGKILL`ed** (or any writer, mid-transaction): a
-///   transaction without its commit frame is ignored, and the kernel
-///   drops the dead writer's locks; what committed is in the page cache,
-///   where every other process reads it. Nothing lost.
+/// - **The owner `SIGKILL`ed** (or any writer, mid-transaction or
+///   mid-checkpoint): a transaction without its commit frame is ignored,
+///   a checkpoint that did not finish leaves the WAL in place for the
+///   next opener to finish, and the kernel drops the dead writer's
+///   locks. Whatever a process wrote is in the page cache, which every
+///   other process reads: syncing has no part in this. Nothing lost.
 /// - **The keeper `SIGKILL`ed**: the keeper never opens the ledger.
 /// - **Concurrent writers**: serialised by `BEGIN IMMEDIATE` and the busy
 ///   timeout; they see each other's commits through the shared page
-///   cache and `-shm`, which syncing has no part in.
-/// - **Power loss or a kernel crash**: the last transactions may be lost,
-///   never consistency (a checkpoint still syncs the WAL before it writes
-///   the database and the database before the WAL is reused). What can
-///   be lost is rows about processes of the boot that just ended — every
-///   one of them died with it, and a row of an earlier boot proves
-///   nothing a live process could be killed for. The ledger's need for
-///   durability ends at reboot; its need for consistency does not, and
-///   `quick_check` at open still guards that.
+///   cache and `-shm`. Unaffected.
+/// - **Power loss or a kernel crash**: recent transactions may be lost,
+///   and writes that reached the disk out of order can leave the file
+///   damaged. Every row that can be lost or damaged names processes of
+///   the boot that just ended — all dead, and a row of an earlier boot
+///   proves nothing a live process could be killed for (the ledger is
+///   treated as attacker-shaped input anyway: every kill is re-proven
+///   against the live process). A damaged file is found by
+///   `quick_check` at the next open (or by the first write that meets
+///   it), quarantined and rebuilt from the spawn tags of live processes.
+///   The ledger's need for durability ends at reboot.
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // Persistent in the file; a no-op when already WAL.
@@ -708,8 +737,10 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
             Some(format!("cannot switch the ledger to WAL mode (got {mode})")),
         ));
     }
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    conn.pragma_update(None, "synchronous", "OFF")?;
+    // Checked and found sound (see `open_existing`): a closing connection
+    // may fold the WAL into the file again.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())
 }

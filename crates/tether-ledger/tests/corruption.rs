@@ -41,18 +41,8 @@ fn damaged_store(t: &TestInstall, damage: impl FnOnce(&Path)) -> Vec<u8> {
         .unwrap();
     let path = ledger.path().to_path_buf();
     drop(ledger);
-    checkpoint(&path);
     damage(&path);
     std::fs::read(&path).unwrap()
-}
-
-/// Folds the WAL into the store file, as SQLite does every ~1,000 pages
-/// written (a closing connection does not: see `store.rs`), so damage to
-/// the file hits the pages themselves rather than copies the WAL shadows.
-fn checkpoint(path: &Path) {
-    let conn = rusqlite::Connection::open(path).unwrap();
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-        .unwrap();
 }
 
 fn assert_quarantined(t: &TestInstall, damaged: &[u8]) -> Ledger {
@@ -121,7 +111,6 @@ fn truncated_stores_are_quarantined() {
                 ledger.record_session_start(owner, &s).unwrap();
             }
             drop(ledger);
-            checkpoint(p);
             let len = std::fs::metadata(p).unwrap().len() as usize;
             assert!(len > keep, "store has {len} bytes");
             let file = std::fs::OpenOptions::new().write(true).open(p).unwrap();
