@@ -59,7 +59,8 @@ impl Sender {
 /// A running keeper and the socket to it.
 #[derive(Debug)]
 pub(crate) struct KeeperLink {
-    sock: UnixStream,
+    /// The socket; `None` once the keeper moved to another link.
+    sock: Option<UnixStream>,
     sender: Arc<Sender>,
     frames: FrameBuffer,
     process: Option<std::process::Child>,
@@ -119,7 +120,7 @@ impl KeeperLink {
         guard().watch(pid);
         Ok(KeeperLink {
             sender: Sender::new(&ours, pid).map_err(Error::Keeper)?,
-            sock: ours,
+            sock: Some(ours),
             frames: FrameBuffer::default(),
             process: Some(process),
             eof: false,
@@ -137,13 +138,14 @@ impl KeeperLink {
     /// Moves the keeper to a new link, leaving this one inert. Handles of
     /// the old session lose their way to the keeper.
     pub(crate) fn detach(&mut self) -> io::Result<KeeperLink> {
-        let (placeholder, _) = UnixStream::pair()?;
-        let sock = std::mem::replace(&mut self.sock, placeholder);
+        let Some(sock) = self.sock.take() else {
+            return Err(io::ErrorKind::NotConnected.into());
+        };
         self.sender.close();
         self.detached = true;
         Ok(KeeperLink {
             sender: Sender::new(&sock, self.sender.keeper)?,
-            sock,
+            sock: Some(sock),
             frames: std::mem::take(&mut self.frames),
             process: self.process.take(),
             eof: false,
@@ -167,6 +169,9 @@ impl KeeperLink {
         if self.detached {
             return Ok(None);
         }
+        let Some(sock) = self.sock.as_ref() else {
+            return Err(io::ErrorKind::NotConnected.into());
+        };
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             if let Some(payload) = self.frames.next_payload()? {
@@ -186,7 +191,7 @@ impl KeeperLink {
                 }
             };
             let mut pfd = [libc::pollfd {
-                fd: self.sock.as_raw_fd(),
+                fd: sock.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             }];
@@ -202,7 +207,7 @@ impl KeeperLink {
             if rc == 0 {
                 return Ok(None);
             }
-            let (n, _fds) = recv_into(self.sock.as_fd(), &mut self.frames)?;
+            let (n, _fds) = recv_into(sock.as_fd(), &mut self.frames)?;
             if n == 0 {
                 self.eof = true;
             }
@@ -212,8 +217,11 @@ impl KeeperLink {
     /// The socket's descriptor, for an event loop that waits for it to
     /// become readable and then calls [`recv`](Self::recv) with a zero
     /// timeout (the registry does this instead of a thread per session).
-    pub(crate) fn event_fd(&self) -> BorrowedFd<'_> {
-        self.sock.as_fd()
+    pub(crate) fn event_fd(&self) -> io::Result<BorrowedFd<'_>> {
+        self.sock
+            .as_ref()
+            .map(|s| s.as_fd())
+            .ok_or_else(|| io::ErrorKind::NotConnected.into())
     }
 
     /// The keeper's pid.
@@ -229,7 +237,9 @@ impl KeeperLink {
         if self.detached {
             return;
         }
-        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        if let Some(sock) = &self.sock {
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
         self.draining = true;
     }
 
@@ -242,7 +252,9 @@ impl KeeperLink {
             return;
         }
         // An idle keeper waits for the next command: the EOF tells it to go.
-        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        if let Some(sock) = &self.sock {
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
         if let Some(mut process) = self.process.take() {
             guard().forget(process.id());
             resume(process.id());
@@ -258,7 +270,9 @@ impl Drop for KeeperLink {
         if self.detached {
             return;
         }
-        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+        if let Some(sock) = &self.sock {
+            let _ = sock.shutdown(std::net::Shutdown::Both);
+        }
         if let Some(process) = self.process.take() {
             if self.draining {
                 // Its tree is empty and it was told to go a while ago:

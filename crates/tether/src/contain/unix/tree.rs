@@ -166,7 +166,7 @@ impl Tree {
     /// Readiness of this tree's events for an async event loop: wait on it,
     /// then call [`recv`](Self::recv) with a zero timeout until `Ok(None)`.
     pub(crate) fn watcher(&self) -> io::Result<TreeWatcher> {
-        TreeWatcher::new(self.link.event_fd().try_clone_to_owned()?)
+        TreeWatcher::new(self.link.event_fd()?.try_clone_to_owned()?)
     }
 
     /// The keeper died without reporting an empty tree. With a PID
