@@ -172,6 +172,9 @@ pub(crate) struct Session {
     pub screen_parsed: AtomicU64,
     /// A background task is parsing the screen.
     pub screen_worker: AtomicBool,
+    /// The runtime the session was started on: its writer and screen
+    /// tasks go there, whichever thread (in a runtime or not) asks.
+    pub runtime: tokio::runtime::Handle,
     pub driver: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -223,6 +226,7 @@ impl Session {
             screen: Mutex::new(screen),
             screen_parsed: AtomicU64::new(0),
             screen_worker: AtomicBool::new(false),
+            runtime: tokio::runtime::Handle::current(),
             driver: Mutex::new(None),
         });
         (session, requests)

@@ -22,7 +22,8 @@ pub(crate) struct SpawnPlan {
     pub cwd: Option<PathBuf>,
     pub containment: ContainmentPolicy,
     pub leftovers: Leftovers,
-    /// Time a kill waits at each rung of its ladder.
+    /// How long a kill waits after its gentle signals before the forced
+    /// end (an upper bound: the kill ends when the tree is empty).
     pub grace: Duration,
     pub timeout: Option<Duration>,
     /// Unix: a new session (`setsid`), not only a new process group.

@@ -109,7 +109,7 @@ impl Session {
             return;
         }
         let session = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
+        self.runtime.clone().spawn_blocking(move || {
             loop {
                 let end = session.shared().output.buffer.end_offset();
                 let parsed = session.screen_parsed.load(Ordering::SeqCst);

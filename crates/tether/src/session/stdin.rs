@@ -150,7 +150,7 @@ impl StdinQueue {
     ) -> &'a mpsc::UnboundedSender<Pending> {
         state.sender.get_or_insert_with(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
-            tokio::spawn(write_queue(
+            session.runtime.spawn(write_queue(
                 Arc::downgrade(session),
                 Arc::clone(&self.queued),
                 Arc::clone(&self.answers),

@@ -193,8 +193,9 @@ pub(crate) struct TreeHandle {
 }
 
 impl TreeHandle {
-    /// Starts the kill ladder on the whole tree (the command's own ladder,
-    /// `grace` per rung, then SIGKILL) without waiting for it.
+    /// Starts the kill ladder on the whole tree (the command's own gentle
+    /// signals at once, SIGKILL for what is alive `grace` later) without
+    /// waiting for it.
     pub(crate) fn start_kill(&self, grace: Duration) -> Result<()> {
         self.send(&Request::Kill {
             ladder: self.ladder.to_vec(),

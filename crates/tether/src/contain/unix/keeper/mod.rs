@@ -487,16 +487,14 @@ impl Keeper {
             s.group_signalled.clear();
         }
         // One walk of the tree serves both the count and the delivery:
-        // every member is listed before a signal reaches it (see
-        // `Delivery::deliver`).
-        let mut alive = Vec::new();
-        delivery(s).deliver(&rungs, |m| {
-            if starting {
-                alive.push(m.pid);
-            }
-        });
+        // the members alive now, all listed before the first signal.
+        let listed = delivery(s).members();
         if starting {
-            note_doomed(s, &alive);
+            note_doomed(s, &listed);
+            s.trace.listed();
+        }
+        delivery(s).deliver(&rungs, &listed);
+        if starting {
             s.trace.signalled();
         }
         s.ladder = match std::mem::replace(&mut s.ladder, Ladder::Idle) {
@@ -534,7 +532,8 @@ impl Keeper {
                     // A fork racing the first sweep made a process that
                     // never saw the signals, or an orphan was reparented
                     // to the keeper: sweep again, new ones only.
-                    delivery(s).deliver(&rungs, |_| {});
+                    let listed = delivery(s).members();
+                    delivery(s).deliver(&rungs, &listed);
                 }
             }
             Ladder::Forced { give_up } => {
@@ -565,20 +564,21 @@ impl Keeper {
     }
 }
 
-/// The forced rung: `SIGKILL` to everything of the tree alive now.
+/// The forced rung: `SIGKILL` to everything of the tree alive now. (Where
+/// a session has a cgroup of its own, its `cgroup.kill` belongs here.)
 fn force(s: &mut Session) {
     delivery(s).force(libc::SIGKILL);
 }
 
-/// Adds the tree's members `alive` (each listed before the kill's first
-/// signal reached it), other than the main process and the namespace
-/// init, to the processes a kill is counted against.
-fn note_doomed(s: &mut Session, alive: &[u32]) {
+/// Adds the tree's members `alive` (listed before the kill's first
+/// signal), other than the main process and the namespace init, to the
+/// processes a kill is counted against.
+fn note_doomed(s: &mut Session, alive: &[os::Member]) {
     let (main, child) = (s.main.pid(), s.child);
     s.doomed.extend(
         alive
             .iter()
-            .copied()
+            .map(|m| m.pid)
             .filter(|&pid| Some(pid) != main && pid != child),
     );
 }

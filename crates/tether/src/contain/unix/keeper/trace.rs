@@ -12,6 +12,7 @@ pub(crate) const DEBUG_VAR: &str = "TETHER_KEEPER_DEBUG";
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct KillTrace {
     began: u64,
+    listed: u64,
     signalled: u64,
 }
 
@@ -24,8 +25,12 @@ impl KillTrace {
         }
     }
 
-    /// The first signals reached every member (each as the walk of the
-    /// tree listed it, the main process's group last).
+    /// The tree's members are listed and pinned.
+    pub(super) fn listed(&mut self) {
+        self.listed = monotonic_ns();
+    }
+
+    /// The first signals reached every listed member.
     pub(super) fn signalled(&mut self) {
         self.signalled = monotonic_ns();
     }
@@ -36,8 +41,9 @@ impl KillTrace {
             return;
         }
         eprintln!(
-            "tether-keeper: kill phases: began={} signalled={} empty={} killed={killed}",
+            "tether-keeper: kill phases: began={} listed={} signalled={} empty={} killed={killed}",
             self.began,
+            self.listed,
             self.signalled,
             monotonic_ns()
         );
