@@ -571,7 +571,7 @@ fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result
                     status.bytes += n;
                     let terminal = session.is_terminal();
                     if terminal {
-                        keep_screen_readable(session, n);
+                        keep_screen_close(session, n);
                     }
                     let lines = count_newlines(&buf[..n]);
                     let mut guard = session.shared();
@@ -613,9 +613,14 @@ fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result
     })
 }
 
-/// Parses a PTY session's screen now if `more` bytes of output would
-/// otherwise push bytes it has not parsed out of the session's buffer.
-fn keep_screen_readable(session: &Arc<Session>, more: usize) {
+/// Parses a PTY session's screen now, before `more` bytes of output are
+/// appended, if they would push bytes it has not parsed out of the
+/// session's buffer, or if [`BATCH`](super::screen::BATCH) bytes wait
+/// already (the background parse fell behind: a look at the screen must
+/// never have more than that to catch up on, and a program that prints
+/// faster than the screen is built is read no faster than that — as a
+/// terminal reads no faster than it draws).
+fn keep_screen_close(session: &Arc<Session>, more: usize) {
     let parsed = session
         .screen_parsed
         .load(std::sync::atomic::Ordering::SeqCst);
@@ -624,7 +629,7 @@ fn keep_screen_readable(session: &Arc<Session>, more: usize) {
         let buffer = &shared.output.buffer;
         (buffer.keeps(parsed, more), buffer.end_offset())
     };
-    if !keeps {
+    if !keeps || end.saturating_sub(parsed) >= super::screen::BATCH {
         session.with_screen(end, |_| ());
     }
 }

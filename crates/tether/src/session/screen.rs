@@ -11,9 +11,10 @@
 //!
 //! * when someone looks — the screen, the cursor-key mode for named keys,
 //!   a resize (bytes printed before it were laid out at the old size);
-//! * by a background task on the blocking pool once [`BATCH`] bytes wait,
-//!   so a look never has more than that to catch up on;
-//! * at once, on the read path, before bytes not parsed yet would become
+//! * by a background task on the blocking pool once [`START`] bytes wait;
+//! * at once, on the read path, when [`BATCH`] bytes wait all the same
+//!   (the background task fell behind), so a look never has more than
+//!   that to catch up on — or before bytes not parsed yet would become
 //!   unreadable (leave the ring with no spill file to keep them).
 //!
 //! The parse state is in its own lock: a long catch-up never holds the
@@ -25,9 +26,12 @@ use std::sync::atomic::Ordering;
 use super::{Session, lock};
 use crate::terminal::{Emulator, PtySize, Screen};
 
-/// Output a screen may lag behind before a background task parses it:
-/// 4 MiB, ~40 ms of parsing here, the most a look at the screen waits.
+/// Output a screen may lag behind at most: 4 MiB, ~40 ms of parsing here
+/// (~150 ms on a machine loaded by other work), the most a look at the
+/// screen waits. Beyond it the read path parses before reading on.
 pub(crate) const BATCH: u64 = 4 << 20;
+/// Output a screen lags behind when a background task starts parsing it.
+const START: u64 = 512 << 10;
 /// Largest piece parsed per hold of the screen's lock (the reader, with
 /// a query to answer, waits at most for one piece).
 const PIECE: usize = 256 << 10;
@@ -97,12 +101,12 @@ impl Session {
         self.with_screen(end, |e| e.screen())
     }
 
-    /// Starts a background parse if the screen lags [`BATCH`] bytes behind
+    /// Starts a background parse if the screen lags [`START`] bytes behind
     /// `end` and none runs.
     pub(crate) fn parse_behind(self: &Arc<Self>, end: u64) {
-        // A ring smaller than two batches (no spill file to fall back on)
+        // A ring smaller than twice that (no spill file to fall back on)
         // would make the read path parse first: start before that.
-        let batch = BATCH.min(self.shared().output.buffer.memory_cap() as u64 / 2);
+        let batch = START.min(self.shared().output.buffer.memory_cap() as u64 / 2);
         if end.saturating_sub(self.screen_parsed.load(Ordering::SeqCst)) < batch
             || self.screen_worker.swap(true, Ordering::SeqCst)
         {
@@ -127,7 +131,7 @@ impl Session {
                 let end = session.shared().output.buffer.end_offset();
                 let behind = end.saturating_sub(session.screen_parsed.load(Ordering::SeqCst));
                 if parsed >= end
-                    && behind >= BATCH.min(session.shared().output.buffer.memory_cap() as u64 / 2)
+                    && behind >= START.min(session.shared().output.buffer.memory_cap() as u64 / 2)
                     && !session.screen_worker.swap(true, Ordering::SeqCst)
                 {
                     continue;
