@@ -21,9 +21,10 @@ use crate::contain::unix::protocol::{Rung, Scope};
 /// How long SIGKILL rounds go on before a kill is reported as incomplete
 /// (a process in uninterruptible sleep can ignore SIGKILL for a while).
 pub(super) const VERIFY_WINDOW: Duration = Duration::from_secs(5);
-/// Re-sweep interval once a kill is under way: orphans reparented to the
-/// keeper raise no event, so the keeper looks again at this pace until the
-/// tree is empty (measured: a fork-looping tree empties in ~20 ms).
+/// Re-sweep interval once a kill is under way: processes forked during the
+/// kill raise no event, so the keeper walks the tree again at this pace
+/// (and no faster, however often a dying tree wakes it) until the tree
+/// is empty (measured: a fork-looping tree empties in ~20 ms).
 pub(super) const KILL_SWEEP: Duration = Duration::from_millis(5);
 
 /// Where a kill stands.

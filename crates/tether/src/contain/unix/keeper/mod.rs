@@ -53,7 +53,7 @@ use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 use exec::posix_spawn;
 pub(crate) use exec::{Exec, fork_exec};
-use ladder::{Delivery, Ladder, VERIFY_WINDOW};
+use ladder::{Delivery, KILL_SWEEP, Ladder, VERIFY_WINDOW};
 pub(crate) use trace::DEBUG_VAR;
 use trace::KillTrace;
 
@@ -150,9 +150,27 @@ struct Session {
     /// killed by the group signal was often gone before the sweep listed
     /// it: 1, 4 and 3 for three identical 4-process trees).
     doomed: HashSet<u32>,
+    /// When the kill under way last walked the tree (see
+    /// [`sweep_due`](Session::sweep_due)).
+    swept_at: Option<Instant>,
     /// When the phases of the kill under way happened (reported under
     /// `TETHER_KEEPER_DEBUG`).
     trace: KillTrace,
+}
+
+impl Session {
+    /// Whether a kill under way should walk the tree again now: at most
+    /// every [`KILL_SWEEP`]. A dying tree wakes the keeper once per orphan
+    /// it inherits (`SIGCHLD`); a walk at each of those wake-ups read
+    /// `/proc` for every member still alive, over and over, on the CPUs
+    /// the tree needed to die on.
+    fn sweep_due(&mut self, now: Instant) -> bool {
+        if self.swept_at.is_some_and(|at| now < at + KILL_SWEEP) {
+            return false;
+        }
+        self.swept_at = Some(now);
+        true
+    }
 }
 
 struct Keeper {
@@ -321,6 +339,7 @@ impl Keeper {
                 signalled: HashSet::new(),
                 group_signalled: HashSet::new(),
                 doomed: HashSet::new(),
+                swept_at: None,
                 trace: KillTrace::default(),
             },
             event,
@@ -488,6 +507,7 @@ impl Keeper {
         }
         // One walk of the tree serves both the count and the delivery:
         // the members alive now, all listed before the first signal.
+        s.swept_at = Some(now);
         let listed = delivery(s).members();
         if starting {
             note_doomed(s, &listed);
@@ -527,8 +547,9 @@ impl Keeper {
                     s.ladder = Ladder::Forced {
                         give_up: now + VERIFY_WINDOW,
                     };
+                    s.swept_at = Some(now);
                     force(s);
-                } else if rungs.iter().any(|r| r.scope == Scope::Tree) {
+                } else if rungs.iter().any(|r| r.scope == Scope::Tree) && s.sweep_due(now) {
                     // A fork racing the first sweep made a process that
                     // never saw the signals, or an orphan was reparented
                     // to the keeper: sweep again, new ones only.
@@ -541,7 +562,9 @@ impl Keeper {
                 if os::tree_is_empty(&scope(s)) {
                     return;
                 }
-                force(s);
+                if s.sweep_due(now) {
+                    force(s);
+                }
                 if now >= give_up {
                     let survivors = os::members(&scope(s))
                         .into_iter()
