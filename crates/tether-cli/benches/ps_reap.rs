@@ -8,7 +8,9 @@
 //! starting the binary at all) and procps `ps -e -o pid,args` (which reads
 //! every process's command line, as `tether ps` reads every environment).
 //! The divan section times the library calls behind the commands, in
-//! process: the tag scan, the census, the reap plan.
+//! process: the tag scan, the census, the reap plan. `tether ps --holding
+//! DIR` (a directory nothing holds: every object of every process is
+//! compared) is timed end to end too, against the same goal.
 //!
 //! The crowd is cheap: three "forker" processes (this binary re-run) fork
 //! the rest, and every member blocks reading a pipe from this process, so

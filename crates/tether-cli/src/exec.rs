@@ -29,7 +29,8 @@ kills it once the spawner is provably dead — unless its purpose is interactive
 
 Then tether replaces itself with the program (execvp): same pid, nothing in between. \
 Exit status: the program's; 127 if it was not found, 126 if it is not executable, 125 \
-on bad arguments or a spawner that cannot be identified.
+on bad arguments or a spawner that is not alive (--spawner or the owner TETHER_SPAWN names: \
+a program registered under a dead spawner would be reaped at once).
 
 Examples:
   tether exec --purpose serve -- python3 -m http.server 8000

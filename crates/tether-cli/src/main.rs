@@ -1,10 +1,14 @@
 //! `tether`: run commands whose whole process tree is contained, identified,
 //! and dead when its owner is done.
 
+mod completions;
+mod doctor;
 mod duration;
 mod exec;
+mod help;
 mod holding;
 mod init;
+mod man_page;
 mod ps;
 mod reap;
 mod registered;
@@ -13,7 +17,7 @@ mod spawn_tag;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{FromArgMatches, Parser, Subcommand};
 
 /// Exit code for tether's own errors (as `timeout(1)`).
 pub const EXIT_TETHER_ERROR: u8 = 125;
@@ -25,7 +29,15 @@ pub const EXIT_TETHER_ERROR: u8 = 125;
     about = "Run commands so that every process they start is identified and dies with its owner",
     long_about = "Run commands so that every process they start — setsid and double-fork escapes, \
                   daemons, processes ignoring SIGTERM — is contained, identified by a spawn tag, \
-                  and verifiably dead when tether is done with it, however tether itself ends."
+                  and verifiably dead when tether is done with it, however tether itself ends.",
+    after_help = "\
+Examples:
+  tether run --timeout 30s -- make test
+  tether mcp                    (your agent's MCP server)
+  tether ps
+  tether doctor
+
+`tether COMMAND -h`: one screen; `--help`: the long form; `tether man`: pages."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,12 +60,21 @@ enum Command {
     SpawnTag(spawn_tag::SpawnTagArgs),
     /// PID 1 for containers: reap zombies, forward signals, kill leftovers.
     Init(init::InitArgs),
+    /// What this machine gives tether, mechanism by mechanism.
+    Doctor(doctor::DoctorArgs),
+    /// Print a shell completion script.
+    Completions(completions::CompletionsArgs),
+    /// Print the man pages, or write them into a directory.
+    Man(man_page::ManArgs),
 }
 
 fn main() -> ExitCode {
     // A `tether` started as a keeper runs the keeper and never returns.
     tether::keeper::run_if_requested();
-    let cli = match Cli::try_parse() {
+    let cli = match help::command()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches))
+    {
         Ok(cli) => cli,
         Err(err) => {
             let code = if err.use_stderr() {
@@ -73,5 +94,8 @@ fn main() -> ExitCode {
         Command::Exec(args) => exec::main(args),
         Command::SpawnTag(args) => spawn_tag::main(args),
         Command::Init(args) => init::main(args),
+        Command::Doctor(args) => doctor::main(args),
+        Command::Completions(args) => completions::main(args),
+        Command::Man(args) => man_page::main(args),
     }
 }

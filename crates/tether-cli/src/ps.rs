@@ -203,6 +203,13 @@ fn render_session(out: &mut String, session: &SessionEntry, tree: bool) {
         let _ = write!(out, "  $ {cmd}");
     }
     out.push('\n');
+    if let Some(limits) = &session.limits {
+        let _ = write!(out, "    limits: {}", limits.summary());
+        if let Some(hit) = &session.limit_hit {
+            let _ = write!(out, "; hit its {hit} limit");
+        }
+        out.push('\n');
+    }
     if session.processes.is_empty() {
         return;
     }

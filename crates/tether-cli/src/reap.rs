@@ -198,6 +198,20 @@ pub fn render(report: &ReapReport) -> String {
             other.len()
         );
     }
+    if !report.cgroups_removed.is_empty() {
+        let _ = writeln!(
+            out,
+            "removed {} leftover session cgroup(s)",
+            report.cgroups_removed.len()
+        );
+    }
+    for kept in &report.cgroups_kept {
+        let _ = writeln!(
+            out,
+            "kept session {}'s cgroup {}: {}",
+            kept.session, kept.path, kept.reason
+        );
+    }
     if report.survivors > 0 {
         let _ = writeln!(
             out,

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tether::terminal::Passthrough;
 use tether::{Command, ContainmentPolicy, Error, ExitStatus, SignalForwarder};
-use tether_ledger::{Outcome, Recorder, SessionStart};
+use tether_ledger::{LimitsRecord, Outcome, Recorder, SessionStart};
 
 use crate::EXIT_TETHER_ERROR;
 
@@ -57,9 +57,11 @@ pub struct RunArgs {
     /// Run one command string with the platform's shell (/bin/sh -c; on Windows cmd.exe /d /s /c).
     #[arg(long)]
     shell: bool,
-    /// How to hold the tree: a subreaper keeper, a PID namespace (airtight even if the keeper is
-    /// SIGKILLed; needs root or user namespaces), or auto (pidns when possible).
-    #[arg(long, value_enum, default_value = "standard")]
+    /// How to hold the tree (`tether doctor` says what this machine offers).
+    ///
+    /// A subreaper keeper, a PID namespace (airtight even if the keeper is SIGKILLed; needs
+    /// root or user namespaces), or auto (pidns when possible).
+    #[arg(long, value_enum, value_name = "HOW", default_value = "standard")]
     containment: ContainmentArg,
     /// Capture stdout and stderr and print one JSON object with the result.
     #[arg(long)]
@@ -67,13 +69,30 @@ pub struct RunArgs {
     /// With --json: keep at most this many bytes of each stream (the last ones).
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     max_output: usize,
-    /// Run the program on a pseudo-terminal of its own, attached to this terminal (for
-    /// programs that need a terminal of their own: REPLs, TUIs, ssh).
+    /// Run the program on a pseudo-terminal of its own (REPLs, TUIs, ssh).
+    ///
+    /// The pseudo-terminal is attached to this terminal, for programs that need a terminal of
+    /// their own.
     #[arg(long, conflicts_with = "json")]
     pty: bool,
     /// Purpose written into the spawn tag of every process.
     #[arg(long, default_value = "run")]
     purpose: String,
+    /// Memory limit for the whole tree (e.g. 512M, 2G).
+    ///
+    /// Past it the kernel's OOM killer kills one of its processes (never tether); the result
+    /// says the limit was hit. How it is enforced (cgroup v2, v1, a job) is in `--json`'s
+    /// `limits`; `tether doctor` says what this machine offers.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory: Option<u64>,
+    /// Most processes the tree may have at once: past it fork fails.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pids: Option<u64>,
+    /// CPU limit in cores, fractional (e.g. 0.5, 2).
+    ///
+    /// The tree is throttled to it, never killed for it.
+    #[arg(long, value_name = "CORES", value_parser = parse_cores)]
+    cpu: Option<f64>,
     /// The program and its arguments (with --shell: the command string).
     #[arg(
         required = true,
@@ -96,6 +115,22 @@ enum ContainmentArg {
     Pidns,
     /// Windows: no job at all — the tree does NOT die with tether (reported as `none`).
     None,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    tether::parse_size(text).map_err(|e| e.to_string())
+}
+
+fn parse_cores(text: &str) -> Result<f64, String> {
+    let cores: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number of cores such as 0.5 or 2, got {text:?}"))?;
+    tether::Limits::new()
+        .cpu(cores)
+        .validate()
+        .map_err(|e| e.to_string())?;
+    Ok(cores)
 }
 
 fn parse_env(text: &str) -> Result<(OsString, OsString), String> {
@@ -121,6 +156,13 @@ struct JsonResult {
     containment: String,
     pid: u32,
     session: String,
+    /// Per limit asked for: the value and how it was enforced (`{}`: no
+    /// limits).
+    limits: LimitsRecord,
+    /// `"memory"`, `"pids"`, or null.
+    limit_hit: Option<&'static str>,
+    /// Processes the OOM killer killed for the memory limit (0 if none).
+    oom_kills: u32,
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
@@ -198,6 +240,11 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     if let Some(timeout) = args.timeout {
         command.timeout(timeout);
     }
+    command.limits(tether::Limits {
+        memory: args.memory,
+        pids: args.pids,
+        cpu: args.cpu,
+    });
     if args.json {
         command
             .stdin(tether::Stdio::Null)
@@ -246,13 +293,14 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         return Ok(exit_code(&status));
     }
     let containment = child.containment().to_string();
+    let limits = LimitsRecord::of(child.limits()).unwrap_or_default();
     let pid = child.id();
     let session = child.session_id().to_string();
     let session_id = child.session_id().clone();
     let output = child.wait_with_output_limited(args.max_output)?;
     let status = output.status;
     if let Some(recorder) = recorder {
-        recorder.finish_after(&session_id, Outcome::of_status(&status));
+        recorder.finish_after(&session_id, Outcome::of_status(&status), status.limit_hit());
     }
     let result = JsonResult {
         exit_code: status.code(),
@@ -269,6 +317,12 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         containment,
         pid,
         session,
+        limits,
+        limit_hit: status.limit_hit().map(|hit| hit.name()),
+        oom_kills: match status.limit_hit() {
+            Some(tether::LimitHit::Memory { victims }) => victims,
+            _ => 0,
+        },
     };
     println!("{}", serde_json::to_string(&result).expect("serializable"));
     Ok(exit_code(&status))
@@ -305,7 +359,11 @@ fn record_start(recorder: Option<&Recorder>, child: &tether::Child, args: &RunAr
 
 fn record_end(recorder: Option<Recorder>, child: &tether::Child, status: &ExitStatus) {
     if let Some(recorder) = recorder {
-        recorder.finish_after(child.session_id(), Outcome::of_status(status));
+        recorder.finish_after(
+            child.session_id(),
+            Outcome::of_status(status),
+            status.limit_hit(),
+        );
     }
 }
 

@@ -1,7 +1,8 @@
 //! `tether mcp` is wired to the MCP server: it answers the handshake and a
 //! tool call on stdio, and on stdin EOF exits 0 with every process it
 //! started dead. (The server's behaviour is tested in depth, with the
-//! official Python client, by crates/tether-mcp/tests.)
+//! official Python and TypeScript clients, by mcp_python_client.rs and
+//! mcp_typescript_client.rs.)
 
 // Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
 // suite runs on Linux; macOS is type-checked, Windows has its own tests.

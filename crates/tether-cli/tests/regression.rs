@@ -309,6 +309,9 @@ const TREE_WITH_ENV_I_CHILD: &str =
 #[test]
 fn a_lost_keepers_env_i_child_dies_and_the_count_is_honest() {
     let guard = TagGuard::new("regression-env-i-orphan");
+    // A ledger of its own: the user's may be one this build cannot use
+    // (a newer schema), and its warning would come first on stderr.
+    let home = tempfile::tempdir().unwrap();
     let mut owner = support::tether()
         .args([
             "run",
@@ -320,6 +323,7 @@ fn a_lost_keepers_env_i_child_dies_and_the_count_is_honest() {
             TREE_WITH_ENV_I_CHILD,
         ])
         .env(TAG_VAR, guard.tag())
+        .env("TETHER_HOME", home.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1051,4 +1055,608 @@ fn what_the_command_leaves_after_a_forwarded_sigint_gets_sigterm_at_once() {
     );
     assert_eq!(status.code(), Some(128 + libc::SIGINT));
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+// issue 16 item 7: `tether exec` accepted TETHER_SPAWN naming a dead owner (or pid 0), registered the program as orphaned at once, and the next `tether reap` killed it.
+#[test]
+fn exec_refuses_a_spawn_tag_whose_owner_is_dead() {
+    let home = Home::new("regression-exec-dead-tag");
+    // The launcher idiom that goes wrong: the tag names the subshell that
+    // ran `tether spawn-tag`, which has exited by the time `tether exec`
+    // runs (`--owner $$` would name the shell; without it, the subshell).
+    let spawn_tag = home.tether(&["spawn-tag", "--purpose", "launcher"]);
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", "sh -c '\"$0\" \"$@\"' \"$@\"", "sh"])
+        .arg(spawn_tag.get_program())
+        .args(spawn_tag.get_args())
+        .envs(spawn_tag.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let dead_tag = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let tag: tether::SpawnTag = dead_tag.parse().unwrap();
+    assert!(
+        tether::sys::process(tag.owner_pid)
+            .map_or(true, |p| p.has_exited() || p.start_time != tag.owner_start),
+        "the subshell the tag names has exited"
+    );
+    let pid_zero = format!("v1:{}:launcher:0:1:deadowner", home.install().id());
+    for (what, value) in [("a dead owner", dead_tag.as_str()), ("pid 0", &pid_zero)] {
+        // `true` stands in for the server: before the fix it ran, exit 0.
+        let out = home
+            .tether(&["exec", "--purpose", "serve", "--", "true"])
+            .env(tether::SPAWN_TAG_VAR, value)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!("tether exec with {what}: {:?}: {stderr}", out.status.code());
+        assert_eq!(out.status.code(), Some(125), "{what}: {stderr}");
+        assert!(
+            stderr.contains("TETHER_SPAWN") && stderr.contains("--spawner"),
+            "{what}: the error says which variable and what to do: {stderr}"
+        );
+    }
+    let registrations = tether_ledger::Ledger::open(&home.install())
+        .and_then(|l| l.registrations())
+        .unwrap();
+    assert!(registrations.is_empty(), "{registrations:?}");
+    // A live owner's tag still works (the refusal is about death only).
+    let out = std::process::Command::new("/bin/sh")
+        .args([
+            "-c",
+            "TETHER_SPAWN=$(\"$0\" \"$@\" --owner $$) exec \"$0\" exec --purpose serve -- true",
+        ])
+        .arg(spawn_tag.get_program())
+        .args(spawn_tag.get_args())
+        .envs(spawn_tag.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+// issue 16 item 8: host `tether ps` called a live `tether run` inside `unshare --pid --fork` dead ("pid reused by another process") and its session ORPHANED, while `tether reap` listed the same processes as unprovable.
+#[test]
+fn ps_classifies_a_live_owner_in_a_pid_namespace_as_reap_does() {
+    let home = Home::new("regression-owner-in-pidns");
+    let mut unshare = std::process::Command::new("unshare");
+    if !tether_testkit::is_root() {
+        unshare.args(["--user", "--map-root-user"]);
+    }
+    let run = home.tether(&["run", "--grace", "200ms"]);
+    unshare
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(run.get_program())
+        .args(run.get_args())
+        .args(["--", "/bin/sh", "-c", "echo ready; exec sleep 900"])
+        .envs(run.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env_remove(tether::SPAWN_TAG_VAR)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut unshare = unshare.spawn().unwrap();
+    let mut pending = Vec::new();
+    let line = support::read_line_bounded(
+        unshare.stdout.as_mut().unwrap(),
+        &mut pending,
+        Duration::from_secs(30),
+    );
+    assert_eq!(line.as_deref(), Some("ready"), "the run in the namespace");
+    // The session (the only one of this install): keeper and command,
+    // both tagged, inside the namespace.
+    let session = tether_ledger::Scan::take()
+        .of_install(home.install().id())
+        .find(|p| p.is_keeper())
+        .map(|p| p.tag.session.clone())
+        .expect("the keeper's tag");
+    let pids: Vec<u32> = session_alive(&home, &session)
+        .iter()
+        .map(|p| p.pid)
+        .collect();
+    assert!(pids.len() >= 2, "keeper and command: {pids:?}");
+    assert!(
+        pids.iter().all(|&p| !tether::sys::in_own_pid_namespace(p)),
+        "all in the nested namespace"
+    );
+
+    let (_, ps) = home.json(&["ps"]);
+    let (_, reap) = home.json(&["reap", "--dry-run"]);
+    let (_, text) = home.text(&["ps"]);
+    // The namespace's init is `tether run`: killing it ends the namespace.
+    for init in tether::sys::children(unshare.id()) {
+        if let Ok(id) = tether::ProcessIdentity::of_pid(init)
+            && let Ok(Some(pin)) = tether::sys::Pinned::pin(&id)
+        {
+            let _ = pin.kill();
+        }
+    }
+    unshare.wait().unwrap();
+
+    let owner = ps["owners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| {
+            o["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["id"] == session.as_str())
+        })
+        .unwrap_or_else(|| panic!("ps lists the session: {ps}"));
+    let listed = owner["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == session.as_str())
+        .unwrap();
+    eprintln!(
+        "ps: owner {} {}, session {}; reap: {} targets, skipped {}",
+        owner["pid"], owner["status"], listed["state"], reap["targets"], reap["skipped"]
+    );
+    // reap: unprovable, never a target.
+    let skipped: Vec<&serde_json::Value> = reap["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["session"] == session.as_str())
+        .collect();
+    assert!(
+        !skipped.is_empty()
+            && skipped
+                .iter()
+                .all(|s| s["reason"]["kind"] == "nested_pid_namespace"),
+        "{reap}"
+    );
+    assert!(
+        reap["targets"].as_array().unwrap().is_empty(),
+        "reap would kill a live owner's session: {reap}"
+    );
+    // ps: the same judgement — unknown, not dead; nothing orphaned.
+    assert_eq!(owner["status"]["status"], "unknown", "{owner}");
+    assert_eq!(listed["state"]["state"], "unknown", "{listed}");
+    assert!(
+        listed["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["orphaned"] == false),
+        "{listed}"
+    );
+    assert!(!text.contains("ORPHANED"), "{text}");
+    assert!(!text.contains("pid reused"), "{text}");
+}
+
+/// Polls until `ready` holds for the process `pid` (an exec or a loader
+/// finishing raises no event outside the process), bounded.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// `ps --holding PATH --json`: (exit code, the holder with pid `pid`).
+fn holder(home: &Home, path: &Path, pid: u32) -> (i32, Option<serde_json::Value>) {
+    let (code, report) = home.json(&["ps", "--holding", path.to_str().unwrap()]);
+    let found = report["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["pid"] == pid)
+        .cloned();
+    eprintln!("ps --holding {path:?}: exit {code}, pid {pid}: {found:?}");
+    (code, found)
+}
+
+/// Kills and reaps a child however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// issue 16 item 6(a): a file only memory-mapped under a directory whose name contains a newline (`/proc/<pid>/maps` writes it `\012`) was not seen: `ps --holding` said "free", exit 0.
+#[test]
+fn holding_sees_a_file_mapped_under_a_directory_named_with_a_newline() {
+    let home = Home::new("regression-holding-newline");
+    let base = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(base.path()).unwrap().join("lib\ndir");
+    std::fs::create_dir(&dir).unwrap();
+    // This process's libc, copied there: `sleep` then maps that copy (the
+    // loader closes the descriptor), and holds nothing else under `dir`.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let libc_path = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libc.so.6"))
+        .expect("this test links libc.so.6");
+    std::fs::copy(libc_path, dir.join("libc.so.6")).unwrap();
+    let sleeper = Reaped(
+        std::process::Command::new("sleep")
+            .arg("1000")
+            .env("LD_LIBRARY_PATH", &dir)
+            .env(TAG_VAR, home.tag())
+            .env_remove(tether::SPAWN_TAG_VAR)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = sleeper.0.id();
+    wait_until("sleep maps the copy", || {
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains("lib\\012dir/libc.so.6"))
+    });
+    let fds: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .collect();
+    assert!(
+        fds.iter().all(|f| !f.starts_with(&dir)),
+        "only mapped, not open: {fds:?}"
+    );
+
+    let (code, found) = holder(&home, &dir, pid);
+    assert_eq!(code, 3, "the directory is held");
+    let found = found.expect("sleep is a holder");
+    let held = &found["holds"][0];
+    assert_eq!(held["how"], "mapped", "{found}");
+    assert_eq!(
+        held["path"].as_str(),
+        dir.join("libc.so.6").to_str(),
+        "the path as it is, newline and all: {found}"
+    );
+}
+
+/// A directory holding a copy of `sleep`, and an empty mount point.
+fn app_and_mount_point() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let base = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(base.path()).unwrap();
+    let (app, mnt) = (root.join("app"), root.join("mnt"));
+    std::fs::create_dir(&app).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let sleep = std::fs::canonicalize(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap())
+            .map(|d| d.join("sleep"))
+            .find(|p| p.exists())
+            .expect("sleep on PATH"),
+    )
+    .unwrap();
+    std::fs::copy(sleep, app.join("sleep")).unwrap();
+    (base, app, mnt)
+}
+
+/// Unmounts a bind mount however the test ends (lazily: a process may
+/// still run from it).
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+// issue 16 item 6(b): an executable run through a bind mount of the path was not seen (`ps --holding` said "free", and the updater's `cp` then failed with "Text file busy").
+#[test]
+fn holding_sees_a_program_run_through_a_bind_mount() {
+    if !tether_testkit::require_root("mount --bind in this mount namespace") {
+        return;
+    }
+    let home = Home::new("regression-holding-bind");
+    let (_base, app, mnt) = app_and_mount_point();
+    let mounted = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(&app)
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount --bind");
+    let _mounted = Mounted(mnt.clone());
+    let sleeper = Reaped(
+        std::process::Command::new(mnt.join("sleep"))
+            .arg("1000")
+            .env(TAG_VAR, home.tag())
+            .env_remove(tether::SPAWN_TAG_VAR)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = sleeper.0.id();
+    wait_until("sleep runs from the mount", || {
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == mnt.join("sleep"))
+    });
+    let (code, found) = holder(&home, &app, pid);
+    assert_eq!(code, 3, "the directory is held");
+    let found = found.expect("sleep is a holder");
+    let hows: Vec<&str> = found["holds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["how"].as_str().unwrap())
+        .collect();
+    assert!(hows.contains(&"exe"), "{found}");
+    // A symlinked spelling of the directory is the same directory.
+    let link = app.with_file_name("link-to-app");
+    std::os::unix::fs::symlink(&app, &link).unwrap();
+    let (code, found) = holder(&home, &link, pid);
+    assert_eq!(code, 3);
+    assert!(found.is_some(), "the symlinked spelling finds the holder");
+    // And the executable itself, named through the mount or not.
+    for file in [app.join("sleep"), mnt.join("sleep")] {
+        let (code, found) = holder(&home, &file, pid);
+        assert_eq!(code, 3, "{file:?}");
+        assert!(found.is_some(), "{file:?}");
+    }
+}
+
+// issue 16 item 6(b), in a container's shape: the program runs in another mount namespace, from a bind mount of the path made there.
+#[test]
+fn holding_sees_a_program_run_through_a_bind_mount_in_another_namespace() {
+    let home = Home::new("regression-holding-bind-ns");
+    let (_base, app, mnt) = app_and_mount_point();
+    let mut unshare = std::process::Command::new("unshare");
+    if !tether_testkit::is_root() {
+        unshare.args(["--user", "--map-root-user"]);
+    }
+    unshare
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("mount --bind \"$1\" \"$2\" && exec \"$2/sleep\" 1000")
+        .args(["sh".as_ref(), app.as_os_str(), mnt.as_os_str()])
+        .env(TAG_VAR, home.tag())
+        .env_remove(tether::SPAWN_TAG_VAR)
+        .current_dir("/")
+        .stdin(Stdio::null());
+    // `unshare` without --fork becomes `sh`, which becomes `sleep`.
+    let sleeper = Reaped(unshare.spawn().unwrap());
+    let pid = sleeper.0.id();
+    wait_until("sleep runs from the mount", || {
+        std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == mnt.join("sleep"))
+    });
+    assert!(!mnt.join("sleep").exists(), "the mount is not visible here");
+    let (code, found) = holder(&home, &app, pid);
+    assert_eq!(code, 3, "the directory is held");
+    assert!(found.is_some(), "sleep is a holder");
+}
+
+/// A `tether mcp` server driven over stdio, minimally (the MCP client
+/// suites live with tether-mcp; this is enough to run one command).
+struct McpServer {
+    child: std::process::Child,
+    pending: Vec<u8>,
+    next_id: u64,
+}
+
+impl McpServer {
+    fn start(mut cmd: std::process::Command) -> McpServer {
+        let child = cmd
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start tether mcp");
+        let mut server = McpServer {
+            child,
+            pending: Vec::new(),
+            next_id: 1,
+        };
+        let init = server.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                               "clientInfo": {"name": "regression", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "tether", "{init}");
+        server.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, message: &serde_json::Value) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write to the server");
+    }
+
+    /// Sends a request and returns its response (bounded: 30 s).
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = support::read_line_bounded(
+                self.child.stdout.as_mut().unwrap(),
+                &mut self.pending,
+                Duration::from_secs(30),
+            )
+            .unwrap_or_else(|| panic!("no answer to {method}"));
+            let message: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Runs `command` through the `run` tool; its output.
+    fn run(&mut self, command: &str) -> String {
+        let answer = self.request(
+            "tools/call",
+            serde_json::json!({"name": "run", "arguments": {"command": command}}),
+        );
+        let result = &answer["result"]["structuredContent"];
+        assert_eq!(result["status"], "exited", "{answer}");
+        result["output"].as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Closes stdin and waits for the exit (bounded).
+    fn close(mut self) {
+        drop(self.child.stdin.take());
+        assert!(
+            support::wait_pid_exit(self.child.id(), Duration::from_secs(20)),
+            "the server exits on stdin EOF"
+        );
+        self.child.wait().unwrap();
+    }
+}
+
+/// How many times each of `needles` occurs in the writable memory of
+/// `pid` (`/proc/<pid>/mem`, mapping by mapping; as root).
+fn occurrences_in_memory(pid: u32, needles: &[&str]) -> Vec<usize> {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut counts = vec![0; needles.len()];
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        // Copies made at run time are in writable memory (the stack the
+        // environment was put on, the heap); file-backed code is not.
+        if !perms.starts_with("rw") {
+            continue;
+        }
+        let (start, end) = range.split_once('-').unwrap();
+        let start = u64::from_str_radix(start, 16).unwrap();
+        let end = u64::from_str_radix(end, 16).unwrap();
+        let mut data = vec![0u8; (end - start) as usize];
+        // [vvar] and the like refuse to be read: nothing of ours is there.
+        if mem.seek(SeekFrom::Start(start)).is_err() || mem.read_exact(&mut data).is_err() {
+            continue;
+        }
+        for (needle, count) in needles.iter().zip(&mut counts) {
+            let needle = needle.as_bytes();
+            let mut at = 0;
+            // Candidates by their first byte (a plain `windows` scan takes
+            // seconds over a debug build's tens of MB).
+            while let Some(i) = data[at..].iter().position(|&b| b == needle[0]) {
+                at += i + 1;
+                if data[at - 1..].starts_with(needle) {
+                    *count += 1;
+                }
+            }
+        }
+    }
+    counts
+}
+
+// issue 16 item 1: `tether mcp` removed GITHUB_TOKEN, ANTHROPIC_API_KEY, AWS_SECRET_ACCESS_KEY and *_PASSWORD from commands' environments, but an unprivileged command read all four back from `/proc/<server>/environ` (the server's pid is field 4 of TETHER_SPAWN).
+#[test]
+fn a_command_cannot_read_withheld_credentials_from_the_server() {
+    if !tether_testkit::require_root("running tether mcp as a throwaway unprivileged user") {
+        return;
+    }
+    let guard = TagGuard::new("regression-withheld-credentials");
+    // A throwaway user: a uid no passwd entry names, with a home of its own.
+    let uid = uid_without_passwd_entry();
+    let home = tempfile::tempdir().unwrap();
+    chown(home.path(), uid);
+    let unique = guard.tag().replace(['-', '_'], "");
+    let secrets = [
+        ("GITHUB_TOKEN", format!("ghp{unique}gh")),
+        ("ANTHROPIC_API_KEY", format!("sk{unique}ant")),
+        ("AWS_SECRET_ACCESS_KEY", format!("aws{unique}key")),
+        ("MY_DB_PASSWORD", format!("pw{unique}db")),
+    ];
+    let mut cmd = support::tether();
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", home.path())
+        .env("TETHER_HOME", home.path().join("state"))
+        .env(TAG_VAR, guard.tag())
+        .envs(secrets.iter().map(|(k, v)| (k, v)))
+        .current_dir(home.path())
+        .uid(uid)
+        .gid(uid);
+    let mut server = McpServer::start(cmd);
+    let server_pid = server.child.id();
+    let output = server.run(
+        "owner=$(printf %s \"$TETHER_SPAWN\" | cut -d: -f4); echo \"uid $(id -u) owner $owner\"; \
+         tr '\\0' '\\n' < /proc/$owner/environ; echo END",
+    );
+    let memory = occurrences_in_memory(
+        server_pid,
+        &secrets.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>(),
+    );
+    server.close();
+    eprintln!("the command saw:\n{output}\nin the server's memory: {memory:?}");
+    // The command ran unprivileged and did read the server's environment.
+    assert!(
+        output.contains(&format!("uid {uid} owner {server_pid}")),
+        "{output}"
+    );
+    assert!(
+        output.contains("PATH=/usr/bin:/bin") && output.contains("END"),
+        "the read succeeded: {output}"
+    );
+    for (name, value) in &secrets {
+        assert!(
+            !output.contains(value.as_str()),
+            "{name} read back from the server's environment: {output}"
+        );
+    }
+    // Nor anywhere else in the server's memory (ptrace, /proc/<pid>/mem).
+    assert_eq!(memory, vec![0; secrets.len()], "{secrets:?}");
+}
+
+// issue 17 item 6 (found by `tether doctor`): the keeper is non-dumpable, so its /proc/self
+// files are root's and an unprivileged keeper could not write its own uid_map —
+// `--containment pidns` (and `auto`) failed with EACCES where `unshare --user --pid` works.
+#[test]
+fn an_unprivileged_user_gets_a_pid_namespace_where_user_namespaces_work() {
+    if !tether_testkit::require_root("running tether as an unprivileged uid") {
+        return;
+    }
+    let uid = uid_without_passwd_entry();
+    let userns = std::process::Command::new("unshare")
+        .args(["--user", "--pid", "--fork", "true"])
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !tether_testkit::require(
+        userns,
+        &format!("unprivileged user namespaces (`unshare --user --pid` as uid {uid})"),
+    ) {
+        return;
+    }
+    let guard = TagGuard::new("regression-unprivileged-pidns");
+    let home = tempfile::tempdir().unwrap();
+    chown(home.path(), uid);
+    for containment in ["pidns", "auto"] {
+        let out = support::tether()
+            .args(["run", "--json", "--containment", containment])
+            .args(["--", "sh", "-c", "echo $$"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TETHER_HOME", home.path().join("state"))
+            .env(TAG_VAR, guard.tag())
+            .uid(uid)
+            .gid(uid)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "--containment {containment} as uid {uid}: {}: {stdout}{stderr}",
+            out.status
+        );
+        let result: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(result["containment"], "pidns", "{containment}: {result}");
+        // Pid 1 is the namespace's init; the command is the next process.
+        assert_eq!(result["stdout"], "2\n", "{containment}: {result}");
+    }
 }

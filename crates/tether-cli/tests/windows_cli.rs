@@ -413,3 +413,37 @@ fn tether_mcp_runs_a_pty_session_in_a_job() {
 fn wine_version() -> Option<String> {
     tether::windows::wine_version()
 }
+
+#[test]
+fn doctor_reports_a_session_job_and_a_pseudoconsole() {
+    let mut cmd = tether_exe();
+    cmd.args(["doctor", "--json"]).stdin(Stdio::null());
+    // Bound: one session of `exit 0` and a pseudoconsole opened and closed
+    // take well under a second even under Wine.
+    let out = output_within(cmd, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}: {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(report["can_run"], true, "{report}");
+    let status = |topic: &str| {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["topic"] == topic)
+            .unwrap_or_else(|| panic!("no {topic} in {report}"))["status"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(status("job"), "available");
+    assert_eq!(status("conpty"), "available");
+    assert_eq!(status("system"), "info");
+    assert_eq!(status("state_dir"), "available");
+    assert!(["available", "info"].contains(&status("nested_jobs").as_str()));
+}

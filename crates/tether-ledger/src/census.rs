@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use tether::ProcessIdentity;
 
-use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover};
+use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover, Standing};
 use crate::records::{Outcome, OwnerRow, Quarantine, SessionRow};
 use crate::registration::{RegisteredEntry, RegistrationRow};
 use crate::scan::{Scan, TaggedProcess, UnreadableProcess, argv_of};
@@ -91,6 +91,12 @@ pub struct SessionEntry {
     pub cwd: Option<String>,
     /// Whether the ledger knows it.
     pub tracked: bool,
+    /// Its limits and how each was enforced, if it had any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::LimitsRecord>,
+    /// The limit it ran into (`memory`, `pids`), if recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_hit: Option<String>,
     /// Its live processes, by pid.
     pub processes: Vec<ProcessEntry>,
 }
@@ -251,8 +257,12 @@ impl Census {
                 .or_default()
                 .insert(row.id.clone(), session_from_row(row));
         }
+        // Each process as the reaper judges it (`Prover::standing`): a
+        // session whose processes all sit in a nested pid namespace that
+        // its tags' owner pids cannot be read in is unprovable, whatever the
+        // pid means here — and so is an owner named only by such processes.
+        let mut unprovable: HashMap<(String, OwnerKey), HashMap<String, String>> = HashMap::new();
         for (k, by_session) in &live {
-            let owner_dead = matches!(owners[k].status, OwnerStatus::Dead { .. });
             for (id, procs) in by_session {
                 let entry = sessions
                     .entry(k.clone())
@@ -260,21 +270,49 @@ impl Census {
                     .entry(id.clone())
                     .or_insert_with(|| untracked_session(id, procs));
                 let row = sessions_by_id.get(id.as_str()).copied();
+                let mut nested = None;
+                let mut ours = false;
                 entry.processes = procs
                     .iter()
-                    .map(|p| ProcessEntry {
-                        pid: p.pid,
-                        ppid: p.ppid,
-                        start_time: p.start_time,
-                        age_ms: scan.clock.age_ms(p.start_time),
-                        state: state_word(p),
-                        role: role_of(p, row),
-                        purpose: p.tag.purpose.clone(),
-                        command: argv_of(p.pid).join(" "),
-                        orphaned: owner_dead
-                            && prover.tag_names_our_owner(p.pid, p.tag.owner_start).is_ok(),
+                    .map(|p| {
+                        let standing = prover.standing(p.pid, &p.tag);
+                        match &standing {
+                            Standing::NestedPidNamespace { reason } => {
+                                nested.get_or_insert_with(|| reason.clone());
+                            }
+                            Standing::Owner(_) => ours = true,
+                        }
+                        ProcessEntry {
+                            pid: p.pid,
+                            ppid: p.ppid,
+                            start_time: p.start_time,
+                            age_ms: scan.clock.age_ms(p.start_time),
+                            state: state_word(p),
+                            role: role_of(p, row),
+                            purpose: p.tag.purpose.clone(),
+                            command: argv_of(p.pid).join(" "),
+                            orphaned: standing.is_orphaned(),
+                        }
                     })
                     .collect();
+                if let (Some(reason), false) = (nested, ours) {
+                    unprovable
+                        .entry(k.clone())
+                        .or_default()
+                        .insert(id.clone(), reason);
+                }
+            }
+        }
+        for (k, by_session) in &unprovable {
+            let all_nested = live[k].len() == by_session.len();
+            if all_nested && let Some(reason) = by_session.values().next() {
+                owners
+                    .get_mut(k)
+                    .expect("every live owner is listed")
+                    .status = Standing::NestedPidNamespace {
+                    reason: reason.clone(),
+                }
+                .status();
             }
         }
 
@@ -286,15 +324,21 @@ impl Census {
                 .unwrap_or_default()
                 .into_values()
                 .collect();
+            let nested = unprovable.get(&k);
             for s in &mut owner_sessions {
-                if !matches!(s.state, SessionState::Ended { .. }) {
-                    s.state = match (&owner.status, s.processes.is_empty()) {
+                if matches!(s.state, SessionState::Ended { .. }) {
+                    continue;
+                }
+                s.state = if nested.is_some_and(|n| n.contains_key(&s.id)) {
+                    SessionState::Unknown
+                } else {
+                    match (&owner.status, s.processes.is_empty()) {
                         (OwnerStatus::Alive, _) => SessionState::Running,
                         (OwnerStatus::Dead { .. }, false) => SessionState::Orphaned,
                         (OwnerStatus::Dead { .. }, true) => SessionState::Lost,
                         (OwnerStatus::Unknown { .. }, _) => SessionState::Unknown,
-                    };
-                }
+                    }
+                };
             }
             let has_live = owner_sessions.iter().any(|s| !s.processes.is_empty());
             let active = owner.status == OwnerStatus::Alive && owner.tracked;
@@ -381,6 +425,8 @@ fn session_from_row(row: &SessionRow) -> SessionEntry {
         command: (!row.command.is_empty()).then(|| row.command.join(" ")),
         cwd: row.cwd.clone(),
         tracked: true,
+        limits: row.limits.clone(),
+        limit_hit: row.limit_hit.clone(),
         processes: Vec::new(),
     }
 }
@@ -399,6 +445,8 @@ fn untracked_session(id: &str, procs: &[&TaggedProcess]) -> SessionEntry {
         command: None,
         cwd: None,
         tracked: false,
+        limits: None,
+        limit_hit: None,
         processes: Vec::new(),
     }
 }

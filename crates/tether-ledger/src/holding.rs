@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 use tether::SpawnTag;
-use tether::sys::{self, Held};
+use tether::sys::{self, Held, HeldUnder};
 
-use crate::proof::{OwnerKey, OwnerStatus, Prover};
+use crate::proof::{OwnerStatus, Prover};
 use crate::reaper::{LedgerView, ReapOptions, SkipReason, Target, execute, plan};
 
 /// At most this many held paths are listed per holder (the count says how
@@ -199,8 +199,8 @@ pub fn holders(
     ledger: LedgerView<'_>,
     opts: &ReapOptions,
 ) -> std::io::Result<HoldingReport> {
-    let path = canonical(path)?;
-    Ok(find(&path, install, ledger, opts).0)
+    let under = HeldUnder::new(path)?;
+    Ok(find(&under, install, ledger, opts).0)
 }
 
 /// Kills the proven orphans among the holders of `path` (unless
@@ -214,8 +214,8 @@ pub fn reap_holding(
     ledger: LedgerView<'_>,
     opts: &ReapOptions,
 ) -> std::io::Result<HoldingReap> {
-    let path = canonical(path)?;
-    let (mut report, mut targets) = find(&path, install, ledger, opts);
+    let under = HeldUnder::new(path)?;
+    let (mut report, mut targets) = find(&under, install, ledger, opts);
     if opts.dry_run {
         return Ok(HoldingReap {
             dry_run: true,
@@ -239,7 +239,7 @@ pub fn reap_holding(
         rounds += 1;
         seen.extend(targets.iter().map(|t| (t.pid, t.start_time)));
         done.append(&mut targets);
-        let (now, mut fresh) = find(&path, install, ledger, opts);
+        let (now, mut fresh) = find(&under, install, ledger, opts);
         fresh.retain(|t| !seen.contains(&(t.pid, t.start_time)));
         report = now;
         targets = fresh;
@@ -254,41 +254,11 @@ pub fn reap_holding(
     })
 }
 
-/// `path` resolved, in the spelling `sys::held_paths` uses: on Windows
-/// without the `\\?\` prefix `canonicalize` adds (`C:\work`, not
-/// `\\?\C:\work`; `\\?\UNC\host\share` becomes `\\host\share`).
-fn canonical(path: &Path) -> std::io::Result<PathBuf> {
-    let path = std::fs::canonicalize(path)?;
-    if cfg!(windows)
-        && let Some(text) = path.to_str()
-    {
-        if let Some(unc) = text.strip_prefix(r"\\?\UNC\") {
-            return Ok(PathBuf::from(format!(r"\\{unc}")));
-        }
-        if let Some(disk) = text.strip_prefix(r"\\?\")
-            && disk.as_bytes().get(1) == Some(&b':')
-        {
-            return Ok(PathBuf::from(disk));
-        }
-    }
-    Ok(path)
-}
-
-/// Whether `held` is `path` or lies under it, component by component —
-/// and on Windows without regard to case, as its file systems compare.
-fn is_under(held: &Path, path: &Path) -> bool {
-    if cfg!(windows) {
-        let lower = |p: &Path| PathBuf::from(p.to_string_lossy().to_lowercase());
-        lower(held).starts_with(lower(path))
-    } else {
-        held.starts_with(path)
-    }
-}
-
-/// One scan: the holders of `path` (canonical), classified, and the
-/// reaper's targets among them.
+/// One scan: the holders of the path `under` resolved (compared by path
+/// text and by identity: see [`HeldUnder`]), classified, and the reaper's
+/// targets among them.
 fn find(
-    path: &Path,
+    under: &HeldUnder,
     install: &str,
     ledger: LedgerView<'_>,
     opts: &ReapOptions,
@@ -296,7 +266,7 @@ fn find(
     let me = std::process::id();
     let uid = sys::current_uid();
     let mut report = HoldingReport {
-        path: path.to_path_buf(),
+        path: under.path().to_path_buf(),
         holders: Vec::new(),
         uninspectable: Vec::new(),
         other_users_not_inspected: 0,
@@ -309,14 +279,10 @@ fn find(
             continue;
         }
         report.scanned += 1;
-        match sys::held_paths(pid) {
+        match under.held_by(pid) {
             Ok(held) => {
-                let under: Vec<Held> = held
-                    .into_iter()
-                    .filter(|h| is_under(&h.path, path))
-                    .collect();
-                if !under.is_empty() {
-                    found.push((pid, under));
+                if !held.is_empty() {
+                    found.push((pid, held));
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
@@ -386,7 +352,7 @@ fn find(
                 _ => Verdict::Untagged,
             }
         };
-        let owner = tag.as_ref().map(|t| owner_entry(t, &mut prover));
+        let owner = tag.as_ref().map(|t| owner_entry(pid, t, &mut prover));
         let held_count = under.len();
         report.holders.push(Holder {
             pid,
@@ -424,11 +390,10 @@ fn find(
     (report, chosen)
 }
 
-fn owner_entry(tag: &SpawnTag, prover: &mut Prover) -> OwnerEntry {
-    let status = prover.owner_status(OwnerKey {
-        pid: tag.owner_pid,
-        start_time: tag.owner_start,
-    });
+/// The owner `tag` names, judged from the holder `pid` as `ps` and `reap`
+/// judge it ([`Prover::standing`]).
+fn owner_entry(pid: u32, tag: &SpawnTag, prover: &mut Prover) -> OwnerEntry {
+    let status = prover.standing(pid, tag).status();
     let command = if status == OwnerStatus::Alive {
         sys::describe(tag.owner_pid)
     } else {
@@ -520,14 +485,5 @@ mod windows_tests {
             "{:?}",
             report.path
         );
-    }
-
-    #[test]
-    fn paths_compare_without_case() {
-        assert!(is_under(
-            Path::new(r"C:\Work\App\x.dll"),
-            Path::new(r"c:\work\app")
-        ));
-        assert!(!is_under(Path::new(r"C:\Workshop"), Path::new(r"C:\Work")));
     }
 }

@@ -48,6 +48,7 @@ mod census;
 mod clock;
 mod error;
 pub mod holding;
+mod limits;
 pub mod proof;
 mod reaper;
 mod rebuild;
@@ -62,10 +63,11 @@ mod store;
 pub use census::{Census, LedgerState, OwnerEntry, ProcessEntry, Role, SessionEntry, SessionState};
 pub use clock::Clock;
 pub use error::{Insecurity, LedgerError, Result};
-pub use proof::{DeathProof, OwnerKey, OwnerStatus};
+pub use limits::{LimitRecord, LimitsRecord};
+pub use proof::{DeathProof, OwnerKey, OwnerStatus, Standing};
 pub use reaper::{
-    CHASE_BUDGET, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason, Skipped,
-    StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
+    CHASE_BUDGET, CgroupKept, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason,
+    Skipped, StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
 };
 pub use recorder::Recorder;
 pub use records::{

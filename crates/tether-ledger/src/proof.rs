@@ -113,6 +113,44 @@ impl std::fmt::Display for OwnerStatus {
     }
 }
 
+/// How a live tagged process stands with the owner its tag names, seen
+/// from tether's pid namespace: the one classification `tether ps`, `tether
+/// reap` and `--holding` all use ([`Prover::standing`]). Before it, `ps`
+/// judged the owner pid alone and called a live `tether run` inside
+/// `unshare --pid --fork` "dead: pid reused" (its pid 1 is not ours) and
+/// its session orphaned, while `reap` listed the same processes as
+/// unprovable (issue 16).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The tag's owner pid names a process of our pid namespace: its status.
+    Owner(OwnerStatus),
+    /// The process lives in a nested pid namespace whose tags cannot be
+    /// proven to name owners of ours: the owner pid names nobody here,
+    /// alive or dead ([`Prover::tag_names_our_owner`]). Never reaped.
+    NestedPidNamespace {
+        /// Why not.
+        reason: String,
+    },
+}
+
+impl Standing {
+    /// The owner's status as listings show it: a nested namespace's owner
+    /// is unknown.
+    pub fn status(&self) -> OwnerStatus {
+        match self {
+            Standing::Owner(status) => status.clone(),
+            Standing::NestedPidNamespace { reason } => OwnerStatus::Unknown {
+                reason: format!("unprovable: {reason}"),
+            },
+        }
+    }
+
+    /// Whether the owner is provably dead (the process is orphaned).
+    pub fn is_orphaned(&self) -> bool {
+        matches!(self, Standing::Owner(OwnerStatus::Dead { .. }))
+    }
+}
+
 /// An owner as a tag names it: pid and start time in this boot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct OwnerKey {
@@ -250,6 +288,19 @@ impl Prover {
             Err(e) => OwnerStatus::Unknown {
                 reason: format!("owner changed while being checked: {e}"),
             },
+        }
+    }
+
+    /// How the live process `pid`, carrying `tag`, stands with the owner
+    /// the tag names (see [`Standing`]): first whether that owner pid can
+    /// be read here at all, then the owner's status (cached per prover).
+    pub fn standing(&mut self, pid: u32, tag: &tether::SpawnTag) -> Standing {
+        match self.tag_names_our_owner(pid, tag.owner_start) {
+            Err(reason) => Standing::NestedPidNamespace { reason },
+            Ok(()) => Standing::Owner(self.owner_status(OwnerKey {
+                pid: tag.owner_pid,
+                start_time: tag.owner_start,
+            })),
         }
     }
 

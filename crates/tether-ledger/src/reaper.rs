@@ -44,7 +44,7 @@ use serde::Serialize;
 use tether::sys::{self, Pinned, Sighting};
 use tether::{ProcessIdentity, SpawnTag};
 
-use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover, is_interactive};
+use crate::proof::{DeathProof, OwnerKey, OwnerStatus, Prover, Standing, is_interactive};
 use crate::records::{OwnerRow, SessionRow};
 use crate::registration::RegistrationRow;
 use crate::scan::{KEEPER_PURPOSE, Scan, TaggedProcess, UnreadableProcess, argv_of};
@@ -243,6 +243,23 @@ pub struct ReapReport {
     /// fork-and-exit "pid hopper" forks before it can be read, so it
     /// cannot be proven, pinned and killed) — and how often.
     pub still_appearing: Vec<StillAppearing>,
+    /// Leftover cgroups of sessions of proven-dead owners that were
+    /// removed (their keeper was killed too, so nobody else would).
+    pub cgroups_removed: Vec<String>,
+    /// Such cgroups left in place, and why (still holding a process, not
+    /// provably a session's cgroup, …).
+    pub cgroups_kept: Vec<CgroupKept>,
+}
+
+/// A session's leftover cgroup the reaper did not remove.
+#[derive(Clone, Debug, Serialize)]
+pub struct CgroupKept {
+    /// Its directory.
+    pub path: String,
+    /// Its session.
+    pub session: String,
+    /// Why it stays.
+    pub reason: String,
 }
 
 /// A session whose processes kept appearing while the reaper chased them.
@@ -289,6 +306,8 @@ pub fn plan(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions) -> ReapRe
         survivors: 0,
         verified: false,
         still_appearing: Vec::new(),
+        cgroups_removed: Vec::new(),
+        cgroups_kept: Vec::new(),
     }
 }
 
@@ -303,6 +322,7 @@ pub fn reap(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions) -> ReapRe
     report.dry_run = false;
     execute(&mut report.targets, opts.grace);
     chase(install, ledger, opts, &mut report);
+    remove_cgroups(ledger, &mut report);
     report.survivors = report
         .targets
         .iter()
@@ -509,6 +529,42 @@ fn chase(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions, report: &mut
     });
 }
 
+/// Removes the leftover cgroups the ledger records for sessions whose
+/// owner is proven dead (after the kill, so they are empty unless
+/// something survived). Each must provably be that session's cgroup
+/// ([`tether::sys::remove_session_cgroup`]) and be empty — the kernel
+/// refuses `rmdir` otherwise — so nothing is ever killed or removed on the
+/// ledger's word alone. A session of an earlier boot has none left.
+fn remove_cgroups(ledger: LedgerView<'_>, report: &mut ReapReport) {
+    let mut prover = Prover::new(ledger.owners);
+    for session in ledger.sessions.iter().filter(|s| !s.cgroups.is_empty()) {
+        let Some(owner) = ledger.owners.iter().find(|o| o.id == session.owner) else {
+            continue;
+        };
+        if owner.identity.boot_id != sys::boot_id() {
+            continue;
+        }
+        let key = OwnerKey {
+            pid: owner.identity.pid,
+            start_time: owner.identity.start_time,
+        };
+        if !matches!(prover.owner_status(key), OwnerStatus::Dead { .. }) {
+            continue;
+        }
+        for dir in &session.cgroups {
+            match sys::remove_session_cgroup(std::path::Path::new(dir), &session.id) {
+                Ok(true) => report.cgroups_removed.push(dir.clone()),
+                Ok(false) => {}
+                Err(e) => report.cgroups_kept.push(CgroupKept {
+                    path: dir.clone(),
+                    session: session.id.clone(),
+                    reason: e.to_string(),
+                }),
+            }
+        }
+    }
+}
+
 /// Pins a tagged process as the scan read it (pid and start time).
 fn pin_tagged(p: &TaggedProcess) -> Option<Pinned> {
     let expected = ProcessIdentity {
@@ -619,15 +675,15 @@ fn skip_reason(
     if ancestry.contains(&p.pid) {
         return Some(SkipReason::Reaper);
     }
-    // Before the owner's status: in a namespace whose pids are not ours,
-    // the tag's owner pid names nobody here, alive or dead.
-    if let Err(reason) = prover.tag_names_our_owner(p.pid, p.tag.owner_start) {
-        return Some(SkipReason::NestedPidNamespace { reason });
-    }
-    match prover.owner_status(p.owner()) {
-        OwnerStatus::Alive => Some(SkipReason::OwnerAlive),
-        OwnerStatus::Unknown { reason } => Some(SkipReason::OwnerUnknown { reason }),
-        OwnerStatus::Dead { .. } => {
+    // The classification `tether ps` shows too: in a namespace whose pids
+    // are not ours, the tag's owner pid names nobody here, alive or dead.
+    match prover.standing(p.pid, &p.tag) {
+        Standing::NestedPidNamespace { reason } => Some(SkipReason::NestedPidNamespace { reason }),
+        Standing::Owner(OwnerStatus::Alive) => Some(SkipReason::OwnerAlive),
+        Standing::Owner(OwnerStatus::Unknown { reason }) => {
+            Some(SkipReason::OwnerUnknown { reason })
+        }
+        Standing::Owner(OwnerStatus::Dead { .. }) => {
             // A registered process also answers to its registered purpose
             // and spawner (both must allow the reap).
             let reg_purpose = reg.map(|r| r.purpose.as_str());

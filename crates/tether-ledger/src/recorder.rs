@@ -55,15 +55,29 @@ impl Recorder {
         self.with_ledger(|ledger, _| ledger.record_session_end(id, outcome).map(|_| ()));
     }
 
-    /// Records how the owner's last session ended and that the owner is
-    /// done, in one write (what an owner of one command does at its end).
-    pub fn finish_after(&self, id: &tether::SessionId, outcome: Outcome) {
+    /// Records how the owner's last session ended (and the limit it ran
+    /// into, if any) and that the owner is done, in one write (what an
+    /// owner of one command does at its end).
+    pub fn finish_after(
+        &self,
+        id: &tether::SessionId,
+        outcome: Outcome,
+        limit_hit: Option<tether::LimitHit>,
+    ) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let (ledger, owner, _) = &mut *state;
         let result = ledger
-            .record_session_and_owner_end(*owner, id, outcome)
+            .record_session_and_owner_end(*owner, id, outcome, limit_hit)
             .map(|_| ());
         warn_once(&mut state.2, result);
+    }
+
+    /// Records the limit a session ran into (best effort; nothing for
+    /// `None`).
+    pub fn record_limit_hit(&self, id: &tether::SessionId, hit: Option<tether::LimitHit>) {
+        if let Some(hit) = hit {
+            self.with_ledger(|ledger, _| ledger.record_limit_hit(id, hit).map(|_| ()));
+        }
     }
 
     /// Records that this owner is done (call at a clean shutdown).
@@ -111,11 +125,19 @@ impl SessionObserver for Recorder {
             main: Some(info.identity.clone()),
             keeper: None,
             started_at_ms: now_ms(),
+            limits: crate::LimitsRecord::of(&info.limits),
+            cgroups: info
+                .limits
+                .cgroups
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         };
         self.record_start(&session);
     }
 
     fn settled(&self, info: &SessionInfo) {
         self.record_end(&info.id, outcome(info));
+        self.record_limit_hit(&info.id, info.limit_hit);
     }
 }

@@ -87,6 +87,11 @@ pub struct SessionStart {
     pub keeper: Option<ProcessIdentity>,
     /// When it started, Unix ms (default: now).
     pub started_at_ms: u64,
+    /// Its limits and how each was enforced (`None`: none asked for).
+    pub limits: Option<crate::LimitsRecord>,
+    /// The cgroup directories made for it (Linux), for `tether reap` to
+    /// remove if its keeper cannot.
+    pub cgroups: Vec<String>,
 }
 
 impl SessionStart {
@@ -101,6 +106,8 @@ impl SessionStart {
             main: None,
             keeper: None,
             started_at_ms: now_ms(),
+            limits: None,
+            cgroups: Vec::new(),
         }
     }
 
@@ -116,6 +123,13 @@ impl SessionStart {
             .keeper_pid()
             .and_then(|pid| ProcessIdentity::of_pid(pid).ok());
         start.command = bounded_argv(command.iter().cloned());
+        start.limits = crate::LimitsRecord::of(child.limits());
+        start.cgroups = child
+            .limits()
+            .cgroups
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         start
     }
 }
@@ -271,6 +285,12 @@ pub struct SessionRow {
     pub outcome: Option<Outcome>,
     /// Who wrote the row.
     pub source: Source,
+    /// Its limits and how each was enforced.
+    pub limits: Option<crate::LimitsRecord>,
+    /// The limit it ran into (`memory`, `pids`), once recorded.
+    pub limit_hit: Option<String>,
+    /// The cgroup directories made for it.
+    pub cgroups: Vec<String>,
 }
 
 /// A quarantine of a corrupt store, as recorded in the fresh one.

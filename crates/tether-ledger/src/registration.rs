@@ -248,7 +248,7 @@ fn resolve(
     match spawner {
         Spawner::Process(identity) => Ok((Some(identity.clone()), SpawnerSource::Given)),
         Spawner::Tag => match own_tag() {
-            Some(tag) => Ok((Some(tag_owner(&tag, me)), SpawnerSource::Tag)),
+            Some(tag) => Ok((Some(tag_owner(&tag, me)?), SpawnerSource::Tag)),
             None => Err(err(format!(
                 "{} is not set to a valid spawn tag",
                 tether::SPAWN_TAG_VAR
@@ -256,24 +256,46 @@ fn resolve(
         },
         Spawner::Parent => parent(me).map(|p| (Some(p), SpawnerSource::Parent)),
         Spawner::Auto => match own_tag() {
-            Some(tag) => Ok((Some(tag_owner(&tag, me)), SpawnerSource::Tag)),
+            Some(tag) => Ok((Some(tag_owner(&tag, me)?), SpawnerSource::Tag)),
             None => parent(me).map(|p| (Some(p), SpawnerSource::Parent)),
         },
     }
 }
 
-/// The owner a tag names, with its pidfs inode when it is alive and is
-/// that very process (read through a pidfd).
-fn tag_owner(tag: &SpawnTag, me: &ProcessIdentity) -> ProcessIdentity {
+/// The owner a tag names: the live process with its pid and start time,
+/// read through a pidfd (so with its pidfs inode where the kernel has one).
+///
+/// A tag naming an owner that is not alive is refused, as `--spawner` with
+/// a gone pid is: a registration under a dead spawner is an orphan from its
+/// first instruction, and the next `tether reap` would kill the program
+/// just started (issue 16: `TETHER_SPAWN` from `$(sh -c 'tether
+/// spawn-tag …')` names the subshell, gone before `tether exec` runs); so
+/// is owner pid 0, which names no process. Inside a pid
+/// namespace that cannot see the owner the tag's pid cannot be checked
+/// either: pass the spawner explicitly there.
+fn tag_owner(tag: &SpawnTag, me: &ProcessIdentity) -> Result<ProcessIdentity> {
     let named = ProcessIdentity {
         boot_id: me.boot_id.clone(),
         pid: tag.owner_pid,
         start_time: tag.owner_start,
         pidfs_inode: None,
     };
+    let refuse = |why: String| LedgerError::Spawner {
+        reason: format!(
+            "{} names owner {} (started at {}), which {why}; set it to a live owner's tag or \
+             name the spawner with --spawner",
+            tether::SPAWN_TAG_VAR,
+            tag.owner_pid,
+            tag.owner_start
+        ),
+    };
     match ProcessIdentity::of_pid(named.pid) {
-        Ok(live) if live.matches(&named) => live,
-        _ => named,
+        Ok(live) if live.matches(&named) => Ok(live),
+        Ok(live) => Err(refuse(format!(
+            "is gone: its pid now names a process started at {}",
+            live.start_time
+        ))),
+        Err(e) => Err(refuse(format!("is gone ({e})"))),
     }
 }
 

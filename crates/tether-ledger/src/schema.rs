@@ -84,8 +84,18 @@ CREATE TABLE registrations (
 );
 ";
 
+/// Version 3: each session's limits (JSON: value and enforcement per
+/// limit), the limit it ran into (`memory`, `pids`), and the cgroup
+/// directories made for it (NUL-separated), which `tether reap` removes
+/// once its owner and keeper are gone.
+const V3: &str = "
+ALTER TABLE sessions ADD COLUMN limits TEXT;
+ALTER TABLE sessions ADD COLUMN limit_hit TEXT;
+ALTER TABLE sessions ADD COLUMN cgroups TEXT;
+";
+
 /// Every migration, oldest first.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The tables a store of schema `version` has (0: none yet).
 pub fn tables_at(version: i64) -> &'static [&'static str] {
@@ -164,6 +174,36 @@ mod tests {
             .unwrap();
         assert_eq!(kept, 1);
         conn.execute("SELECT count(*) FROM registrations", []).ok();
+    }
+
+    #[test]
+    fn a_version_2_store_gains_the_limit_columns_keeping_its_sessions() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.execute_batch(V2).unwrap();
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        conn.execute(
+            "INSERT INTO owners (install, boot_id, pid, start_time, uid, purpose, argv,
+                                 started_at_ms, registered_at_ms, source)
+             VALUES ('i', 'b', 1, 1, 0, 'run', '', 0, 0, 'registered')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO sessions (id, owner_id, purpose, started_at_ms, source)
+             VALUES ('s', 1, 'run', 0, 'registered')",
+            [],
+        )
+        .unwrap();
+        assert_eq!(migrate(&mut conn).unwrap(), 2);
+        let (limits, hit, cgroups): (Option<String>, Option<String>, Option<String>) = conn
+            .query_row(
+                "SELECT limits, limit_hit, cgroups FROM sessions WHERE id = 's'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!((limits, hit, cgroups), (None, None, None));
     }
 
     #[test]

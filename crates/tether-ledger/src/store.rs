@@ -226,14 +226,16 @@ impl Ledger {
         })
     }
 
-    /// Records how a session ended and that its owner is done, in one
-    /// transaction: the end of an owner of one command (`tether run`).
-    /// Returns `false` if the ledger has no such session.
+    /// Records how a session ended (and the limit it ran into, if any)
+    /// and that its owner is done, in one transaction: the end of an owner
+    /// of one command (`tether run`). Returns `false` if the ledger has no
+    /// such session.
     pub fn record_session_and_owner_end(
         &mut self,
         owner: OwnerId,
         session: &SessionId,
         outcome: Outcome,
+        limit_hit: Option<tether::LimitHit>,
     ) -> Result<bool> {
         let (kind, code, signal) = outcome.columns();
         self.write(|tx| {
@@ -243,9 +245,27 @@ impl Ledger {
                  WHERE id = ?5",
                 params![now, kind, code, signal, session.as_str()],
             )?;
+            if let Some(hit) = limit_hit {
+                tx.execute(
+                    "UPDATE sessions SET limit_hit = ?1 WHERE id = ?2",
+                    params![hit.name(), session.as_str()],
+                )?;
+            }
             tx.execute(
                 "UPDATE owners SET ended_at_ms = ?1 WHERE id = ?2",
                 params![now, owner.0],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Records the limit a session ran into (`memory` or `pids`).
+    /// Returns `false` if the ledger has no such session.
+    pub fn record_limit_hit(&mut self, session: &SessionId, hit: tether::LimitHit) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE sessions SET limit_hit = ?1 WHERE id = ?2",
+                params![hit.name(), session.as_str()],
             )?;
             Ok(n > 0)
         })
@@ -416,7 +436,7 @@ impl Ledger {
                         s.main_pid, s.main_start_time, s.main_pidfs_inode,
                         s.keeper_pid, s.keeper_start_time, s.keeper_pidfs_inode,
                         s.started_at_ms, s.ended_at_ms, s.outcome, s.exit_code, s.exit_signal,
-                        s.source, o.boot_id
+                        s.source, o.boot_id, s.limits, s.limit_hit, s.cgroups
                  FROM sessions s JOIN owners o ON o.id = s.owner_id ORDER BY s.rowid",
             )
             .map_err(|e| self.sql(e))?;
@@ -445,6 +465,13 @@ impl Ledger {
                 outcome: outcome
                     .and_then(|k| Outcome::from_columns(&k, r.get(15).ok()?, r.get(16).ok()?)),
                 source: Source::parse(&r.get::<_, String>(17)?),
+                limits: r
+                    .get::<_, Option<String>>(19)?
+                    .and_then(|text| crate::LimitsRecord::from_json(&text)),
+                limit_hit: r
+                    .get::<_, Option<String>>(20)?
+                    .filter(|hit| matches!(hit.as_str(), "memory" | "pids")),
+                cgroups: split_args(&r.get::<_, Option<String>>(21)?.unwrap_or_default()),
             })
         })
         .and_then(|rows| rows.collect())
@@ -546,8 +573,9 @@ fn insert_session(
     tx.execute(
         "INSERT OR REPLACE INTO sessions (id, owner_id, purpose, containment, command, cwd,
              main_pid, main_start_time, main_pidfs_inode,
-             keeper_pid, keeper_start_time, keeper_pidfs_inode, started_at_ms, source)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             keeper_pid, keeper_start_time, keeper_pidfs_inode, started_at_ms, source,
+             limits, cgroups)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         params![
             s.id.as_str(),
             owner.0,
@@ -563,6 +591,8 @@ fn insert_session(
             inode(&s.keeper),
             s.started_at_ms,
             source.as_str(),
+            s.limits.as_ref().map(crate::LimitsRecord::to_json),
+            (!s.cgroups.is_empty()).then(|| join_args(&s.cgroups)),
         ],
     )
     .map(drop)

@@ -118,8 +118,14 @@ fn a_version_1_store_is_migrated_keeping_its_rows() {
     // Make it a version-1 store again (as an older tether left it).
     {
         let conn = rusqlite_open(&t.ledger_path());
-        conn.execute_batch("DROP TABLE registrations; PRAGMA user_version = 1;")
-            .unwrap();
+        conn.execute_batch(
+            "DROP TABLE registrations;
+             ALTER TABLE sessions DROP COLUMN limits;
+             ALTER TABLE sessions DROP COLUMN limit_hit;
+             ALTER TABLE sessions DROP COLUMN cgroups;
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
     }
     let ledger = Ledger::open(&t.install).unwrap();
     assert!(ledger.quarantined().is_none(), "an old store is not damage");

@@ -114,3 +114,42 @@ fn an_unwritable_state_dir_is_an_error_not_a_quarantine() {
         Err(LedgerError::Io { .. })
     ));
 }
+
+#[test]
+fn a_sessions_limits_what_it_hit_and_its_cgroups_round_trip() {
+    let t = TestInstall::new();
+    let mut ledger = Ledger::open(&t.install).unwrap();
+    let owner = ledger
+        .register_owner(&OwnerRecord::current(&t.install, "run").unwrap())
+        .unwrap();
+    let id = SessionId::generate();
+    let mut start = SessionStart::new(id.clone(), "run");
+    let report = tether::LimitReport {
+        memory: Some((256 << 20, tether::Enforcement::Cgroup1)),
+        pids: Some((64, tether::Enforcement::None("no delegation".into()))),
+        cpu_millis: None,
+        cgroup: Some("/sys/fs/cgroup/unified/tether-x".into()),
+        cgroups: vec!["/sys/fs/cgroup/unified/tether-x".into()],
+    };
+    start.limits = tether_ledger::LimitsRecord::of(&report);
+    start.cgroups = vec![
+        "/sys/fs/cgroup/unified/tether-x".into(),
+        "/sys/fs/cgroup/pids/tether-x".into(),
+    ];
+    ledger.record_session_start(owner, &start).unwrap();
+    assert!(
+        ledger
+            .record_limit_hit(&id, tether::LimitHit::Memory { victims: 1 })
+            .unwrap()
+    );
+    drop(ledger);
+    let sessions = Ledger::open(&t.install).unwrap().sessions().unwrap();
+    let s = &sessions[0];
+    assert_eq!(s.limits, start.limits);
+    assert_eq!(s.limit_hit.as_deref(), Some("memory"));
+    assert_eq!(s.cgroups, start.cgroups);
+    assert_eq!(
+        s.limits.as_ref().unwrap().summary(),
+        "memory 256 MiB (cgroup1), pids 64 (none)"
+    );
+}

@@ -51,6 +51,8 @@ pub struct RunArgs {
     pub separate_stderr: bool,
     /// Run on a PTY of this size.
     pub pty: Option<PtySize>,
+    /// Limits asked for in this call (the server's defaults fill the rest).
+    pub limits: tether::Limits,
 }
 
 /// What `read` shows.
@@ -73,6 +75,8 @@ pub enum ReadMode {
         context: usize,
         /// Most matches listed.
         max_matches: usize,
+        /// Line number of the line at the offset searched from.
+        first_line: Option<u64>,
     },
 }
 
@@ -279,6 +283,11 @@ pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
         keep_stdin_open,
         separate_stderr: args.boolean("separate_stderr"),
         pty,
+        limits: tether::Limits {
+            memory: args.size("memory"),
+            pids: args.integer("pids"),
+            cpu: args.number("cpu"),
+        },
     })
 }
 
@@ -317,6 +326,13 @@ pub fn read(map: &Map<String, Value>) -> Result<ReadArgs, ArgError> {
             ),
         });
     }
+    if args.has("first_line") && !(args.has("grep") && args.has("offset")) {
+        return Err(ArgError::Invalid {
+            name: "first_line",
+            reason: "numbers the lines grep finds from `offset`: give it with grep and offset"
+                .into(),
+        });
+    }
     let raw = args.boolean("raw");
     if raw && !chosen.is_empty() {
         return Err(ArgError::Invalid {
@@ -337,6 +353,7 @@ pub fn read(map: &Map<String, Value>) -> Result<ReadArgs, ArgError> {
             pattern: pattern.to_owned(),
             context: count("context").unwrap_or(0),
             max_matches: count("max_matches").unwrap_or(1),
+            first_line: args.integer("first_line"),
         }
     } else {
         ReadMode::Page { raw }
@@ -524,9 +541,21 @@ mod tests {
             ReadMode::Grep {
                 pattern: "x".into(),
                 context: 2,
-                max_matches: 50
+                max_matches: 50,
+                first_line: None,
             }
         );
+        assert!(read(&map(json!({"id": "abcd", "grep": "x", "first_line": 5}))).is_err());
+        let r = read(&map(
+            json!({"id": "abcd", "grep": "x", "offset": 9, "first_line": 5}),
+        ));
+        assert!(matches!(
+            r.unwrap().mode,
+            ReadMode::Grep {
+                first_line: Some(5),
+                ..
+            }
+        ));
         assert_eq!(
             read(&map(json!({"id": "abcd", "tail_lines": 5})))
                 .unwrap()

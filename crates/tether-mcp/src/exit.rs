@@ -69,11 +69,48 @@ pub fn ending(info: &SessionInfo) -> Ending {
             _ => None,
         },
     };
+    // A limit the session ran into is the explanation: the OOM killer's
+    // SIGKILL inside the session is that, not a mystery.
+    let note = match (limit_note(info), note) {
+        (Some(limit), _) if signo == Some(9) => Some(limit),
+        (Some(limit), Some(note)) => Some(format!("{limit}; {note}")),
+        (limit, note) => limit.or(note),
+    };
     Ending {
         status: info.state.name(),
         exit_code,
         signal,
         note,
+    }
+}
+
+/// The sentence for a limit the session ran into.
+fn limit_note(info: &SessionInfo) -> Option<String> {
+    match info.limit_hit? {
+        tether::LimitHit::Memory { victims } => {
+            let limit = info
+                .limits
+                .memory
+                .as_ref()
+                .map(|(bytes, _)| format!(" ({})", tether::format_size(*bytes)))
+                .unwrap_or_default();
+            Some(format!(
+                "the session reached its memory limit{limit}: the kernel killed {victims} of its \
+                 processes for it (limit_hit: memory); raise `memory` if it needs more"
+            ))
+        }
+        tether::LimitHit::Pids { refused } => {
+            let limit = info
+                .limits
+                .pids
+                .as_ref()
+                .map(|(n, _)| format!(" ({n})"))
+                .unwrap_or_default();
+            Some(format!(
+                "the session reached its process limit{limit}: {refused} fork(s) failed \
+                 (limit_hit: pids)"
+            ))
+        }
     }
 }
 

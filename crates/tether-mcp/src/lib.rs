@@ -30,8 +30,11 @@
 //!   back after a burst, runs each call in its own task, catches panics,
 //!   sends progress notifications, and makes calls in flight return the
 //!   moment the server starts closing.
-//! - `tools.rs` holds the names, descriptions, output schemas and
-//!   annotations the model sees, and each tool's argument table;
+//! - `tools.rs` holds the names, descriptions, output schemas (which every
+//!   result, errors included, validates against) and annotations the model
+//!   sees, and each tool's argument table; `names.rs` puts
+//!   `--tool-prefix` before every tool's name, in the list and in every
+//!   text that names one;
 //!   `params.rs` turns a table into the JSON schema *and* the checks and
 //!   error messages (the SDK validates nothing), so every limit is written
 //!   once; `arguments.rs` adds the rules that span arguments.
@@ -40,14 +43,18 @@
 //!   far ends, where the last `until` match ended); the command line, the
 //!   timeout and the stdin queue are the registry's. A call that carries a
 //!   progress token reports every second while it waits; a cancelled `run`
-//!   kills its session.
+//!   kills its session. No call waits longer than 50 s (clients give up at
+//!   60 s); a `grep` runs on a blocking thread for at most `--grep-time-s`
+//!   and returns a partial result with the call that goes on.
 //! - `reply.rs` holds the typed results (`status`, `exit_code`, `output`
 //!   first) and their short text summaries.
 //! - `screen.rs` and `excerpt.rs` turn output bytes into what the model is
 //!   shown: no ANSI escapes, progress lines collapsed, invalid UTF-8
 //!   replaced, head and tail within a budget with the exact `read` call
-//!   for what was cut; `read.rs` and `grep.rs` are `read`'s pages, head and
-//!   tail lines, raw bytes and search. `exit.rs` explains endings (signal
+//!   for what was cut, and output that is gone (a gap: the spill cap, or a
+//!   spill file that could not be written) with its cause; `read.rs` and
+//!   `grep.rs` are `read`'s pages, head and tail lines, raw bytes and
+//!   search. `exit.rs` explains endings (signal
 //!   names, a SIGKILL nobody sent → maybe the OOM killer, timeouts);
 //!   `prompt.rs` notices a command that wants an editor or waits at a
 //!   prompt.
@@ -69,6 +76,7 @@ mod excerpt;
 mod exit;
 mod grep;
 mod lifecycle;
+mod names;
 mod options;
 mod params;
 mod prompt;
@@ -110,6 +118,7 @@ const EXIT_START_FAILED: u8 = 125;
 /// a stderr logger (`TETHER_LOG`, default `warn`): call it from a
 /// program that is the server, after [`tether::keeper::run_if_requested`].
 pub fn serve(options: Options) -> ExitCode {
+    withhold_credentials(&options);
     init_logging();
     match serve_until_closed(options) {
         Ok(code) => code,
@@ -121,6 +130,7 @@ pub fn serve(options: Options) -> ExitCode {
 }
 
 fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
+    let limits = options.limits();
     let cwd = default_cwd(options.cwd)?;
     if let Err(e) = tether::become_subreaper() {
         tracing::warn!("cannot become a child subreaper ({e}); keepers still contain each tree");
@@ -137,6 +147,10 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
             None
         }
     };
+    // Before any keeper exists: where cgroup v2 needs this process out of
+    // its own cgroup to give sessions controllers, it can only move while
+    // it is alone there.
+    tether::prepare_limits();
     let env = EnvPolicy::new(options.env_allow, options.env_deny).apply(std::env::vars_os());
     let config = TerminalConfig {
         cwd,
@@ -150,7 +164,10 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
                 .map(|o| o as Arc<dyn tether::registry::SessionObserver>),
             ..tether::registry::RegistryConfig::default()
         },
+        limits,
         shell: options.shell,
+        names: names::Names::new(options.tool_prefix),
+        grep_time: Duration::from_secs_f64(options.grep_time_s),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -183,6 +200,21 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
         (true, Cause::Signal(sig)) => 128 + sig as u8,
         (true, _) => 0,
     }))
+}
+
+/// Withholds what the policy removes from commands' environments from the
+/// server's own too — first, while this is the only thread: otherwise a
+/// command reads them back from the server (`/proc/<pid>/environ`, the
+/// owner pid being field 4 of its `TETHER_SPAWN`; issue 16). A failure is
+/// reported, not fatal: the commands still never get them.
+fn withhold_credentials(options: &Options) {
+    let policy = EnvPolicy::new(options.env_allow.clone(), options.env_deny.clone());
+    if let Err(e) = tether::withhold_environment(|name| !policy.passes(name)) {
+        eprintln!(
+            "tether mcp: warning: credentials kept from commands stay readable in this \
+             server's own environment: {e}"
+        );
+    }
 }
 
 /// `--reap-on-start`: what `tether reap` does, reported on stderr.

@@ -74,6 +74,21 @@ pub enum Kind {
         /// When not given.
         default: &'static str,
     },
+    /// A number (not necessarily whole) in a range, in `unit`s.
+    Number {
+        /// What it counts, for errors ("cores").
+        unit: &'static str,
+        /// Lowest value.
+        min: f64,
+        /// Highest value.
+        max: f64,
+    },
+    /// A size in bytes: a whole number, or a string such as `"512M"` or
+    /// `"2G"` (binary units), up to `max` bytes.
+    Size {
+        /// Highest value, in bytes.
+        max: u64,
+    },
     /// A non-empty array of strings.
     StringArray,
     /// An object of string values.
@@ -99,6 +114,10 @@ impl Kind {
             } => format!("{what}an integer from {min}"),
             Kind::Integer { what, min, max, .. } => format!("{what}an integer from {min} to {max}"),
             Kind::Choice { values, .. } => format!("one of {}", values.join(", ")),
+            Kind::Number { unit, min, max } => format!("a number of {unit} from {min} to {max}"),
+            Kind::Size { max } => format!(
+                "a size from 1 byte to {max} bytes: a number of bytes or a string such as \"512M\" or \"2G\""
+            ),
             _ => String::new(),
         }
     }
@@ -139,6 +158,10 @@ impl Kind {
             Kind::Choice { values, default } => {
                 json!({"type": "string", "enum": values, "default": default})
             }
+            Kind::Number { min, max, .. } => {
+                json!({"type": "number", "minimum": min, "maximum": max})
+            }
+            Kind::Size { .. } => json!({"type": ["integer", "string"]}),
             Kind::StringArray => {
                 json!({"type": "array", "items": {"type": "string"}, "minItems": 1})
             }
@@ -276,6 +299,15 @@ fn check_value(p: &Param, value: &Value) -> Result<(), ArgError> {
                 return Err(out_of_range(p, n));
             }
         }
+        Kind::Number { min, max, .. } => {
+            let n = number_of(value).ok_or_else(|| wrong_type(p.name, "a number", value))?;
+            if n < min || n > max {
+                return Err(out_of_range(p, n));
+            }
+        }
+        Kind::Size { .. } => {
+            size_of(p, value)?;
+        }
         Kind::Choice { values, .. } => match value {
             Value::String(s) if values.contains(&s.as_str()) => {}
             other => {
@@ -375,6 +407,23 @@ impl<'a> Checked<'a> {
             .or(default)
     }
 
+    /// A number, if given.
+    pub fn number(&self, name: &str) -> Option<f64> {
+        let Kind::Number { .. } = self.param(name).kind else {
+            panic!("`{name}` is not a number");
+        };
+        self.get(name).and_then(number_of)
+    }
+
+    /// A size in bytes, if given (checked already).
+    pub fn size(&self, name: &str) -> Option<u64> {
+        let p = self.param(name);
+        let Kind::Size { .. } = p.kind else {
+            panic!("`{name}` is not a size");
+        };
+        self.get(name).and_then(|v| size_of(p, v).ok())
+    }
+
     /// A choice, or its default.
     pub fn choice(&self, name: &str) -> &'a str {
         let Kind::Choice { default, .. } = self.param(name).kind else {
@@ -427,6 +476,36 @@ fn number_of(value: &Value) -> Option<f64> {
         _ => None,
     }?;
     n.is_finite().then_some(n)
+}
+
+/// A size argument in bytes: a whole number, or text such as `512M`.
+fn size_of(p: &Param, value: &Value) -> Result<u64, ArgError> {
+    let Kind::Size { max } = p.kind else {
+        unreachable!("size_of on a non-size")
+    };
+    let bytes = match value {
+        Value::Number(_) => {
+            let n = number_of(value).ok_or_else(|| wrong_type(p.name, "a size", value))?;
+            if n.fract() != 0.0 || n < 1.0 {
+                return Err(out_of_range(p, n));
+            }
+            n as u64
+        }
+        Value::String(text) => tether::parse_size(text).map_err(|_| ArgError::OutOfRange {
+            name: p.name,
+            range: p.kind.range(),
+            got: shown(value),
+        })?,
+        other => return Err(wrong_type(p.name, "a size such as \"512M\"", other)),
+    };
+    if bytes > max {
+        return Err(ArgError::OutOfRange {
+            name: p.name,
+            range: p.kind.range(),
+            got: shown(value),
+        });
+    }
+    Ok(bytes)
 }
 
 fn out_of_range(p: &Param, n: f64) -> ArgError {

@@ -2,7 +2,9 @@
 //! budget: a page from an offset (rendered, or the exact bytes with
 //! `raw`), the first or last lines. `grep` lives in [`grep`](crate::grep).
 
-use crate::excerpt::{Source, fit_prefix, fit_suffix, read_range};
+use tether::output::Gap;
+
+use crate::excerpt::{ReadCall, Source, fit_prefix, fit_suffix, read_range};
 use crate::screen::{complete_len, render};
 
 /// Output shown by `read`, before the session's status and id are added.
@@ -20,6 +22,9 @@ pub struct Shown {
     pub eof: bool,
     /// Bytes before `offset` that are gone.
     pub dropped: u64,
+    /// Those bytes (or, for `tail_lines`, the gap the lines shown follow),
+    /// with their cause.
+    pub gap: Option<Gap>,
     /// With `raw`: `utf-8` or `base64`.
     pub encoding: Option<&'static str>,
     /// Lines shown (head/tail).
@@ -28,15 +33,26 @@ pub struct Shown {
     pub note: Option<String>,
 }
 
-/// Where the held output starts (at or after `from`), where it ends, and
-/// how much before `from`'s position is gone.
-fn bounds(source: &impl Source, from: u64) -> Result<(u64, u64, u64), tether::Error> {
+/// Where the held output starts (at or after `from`), where it ends, how
+/// much from `from` on is gone, and the stream's gap.
+fn bounds(source: &impl Source, from: u64) -> Result<(u64, u64, u64, Option<Gap>), tether::Error> {
     let first = source.read(from, 0)?;
     Ok((
         first.offset.max(from.min(first.end_offset)),
         first.end_offset,
         first.dropped,
+        first.gap,
     ))
+}
+
+/// The part of the stream's gap that a read from `from` skipped.
+pub fn skipped(gap: Option<Gap>, from: u64, dropped: u64) -> Option<Gap> {
+    let gap = gap.filter(|_| dropped > 0)?;
+    Some(Gap {
+        start: from.max(gap.start),
+        newlines: gap.newlines.filter(|_| from <= gap.start),
+        ..gap
+    })
 }
 
 /// Up to `max_bytes` (at most `budget`) from `from`: rendered, or with
@@ -56,6 +72,7 @@ pub fn page(
         offset: start,
         end_offset: end,
         dropped,
+        gap: skipped(first.gap, from, dropped),
         ..Shown::default()
     };
     let used = if raw {
@@ -104,14 +121,16 @@ pub fn page(
     Ok(shown)
 }
 
-/// The first `lines` lines from `from`, within the budget.
+/// The first `lines` lines from `from`, within the budget (up to a gap:
+/// the next call, which the note names, says what is gone).
 pub fn head(
     source: &impl Source,
+    call: &ReadCall<'_>,
     from: u64,
     lines: usize,
     budget: usize,
 ) -> Result<Shown, tether::Error> {
-    let (start, end, dropped) = bounds(source, from)?;
+    let (start, end, dropped, gap) = bounds(source, from)?;
     let (data, eof) = read_range(source, start, (start + budget as u64).min(end))?;
     let mut cut = 0;
     let mut counted = 0;
@@ -145,13 +164,17 @@ pub fn head(
         end_offset: end,
         eof: eof && next_offset == end,
         dropped,
+        gap: skipped(gap, from, dropped),
         encoding: None,
         lines: Some(counted as u64),
         note: (counted < lines && next_offset < end).then(|| {
             format!(
-                "{counted} of {lines} lines fit in the output budget ({budget} bytes); \
-                 continue with read {{\"offset\": {next_offset}, \"head_lines\": {}}}",
-                lines - counted
+                "{counted} of {lines} lines fit in the output budget ({budget} bytes) or end \
+                 where bytes are gone; continue with {}",
+                call.with(&format!(
+                    "\"offset\": {next_offset}, \"head_lines\": {}",
+                    lines - counted
+                ))
             )
         }),
     })
@@ -159,9 +182,12 @@ pub fn head(
 
 /// The last `lines` lines of the stream, within the budget.
 pub fn tail(source: &impl Source, lines: usize, budget: usize) -> Result<Shown, tether::Error> {
-    let (_, end, _) = bounds(source, 0)?;
-    let window = end.saturating_sub(budget as u64);
-    let (start, _, dropped) = bounds(source, window)?;
+    let (_, end, _, gap) = bounds(source, 0)?;
+    // The last lines come after the gap when it is in the window.
+    let by_budget = end.saturating_sub(budget as u64);
+    let gap = gap.filter(|g| g.end > by_budget);
+    let window = by_budget.max(gap.as_ref().map_or(0, |g| g.end));
+    let (start, _, dropped, _) = bounds(source, window)?;
     let (data, eof) = read_range(source, start, end)?;
     // A last line without a newline counts as a line.
     let body = data.strip_suffix(b"\n").unwrap_or(&data);
@@ -193,6 +219,7 @@ pub fn tail(source: &impl Source, lines: usize, budget: usize) -> Result<Shown, 
         fit_suffix(&data[cut..], budget)
     };
     let offset = start + (cut + skip) as u64;
+    let gap_before = gap.as_ref().is_some_and(|g| g.end == start);
     Ok(Shown {
         output,
         offset,
@@ -200,9 +227,11 @@ pub fn tail(source: &impl Source, lines: usize, budget: usize) -> Result<Shown, 
         end_offset: end,
         eof,
         dropped: if offset > start { 0 } else { dropped },
+        // Fewer lines than asked because the ones before are gone.
+        gap: gap.filter(|_| gap_before && shown_lines < lines),
         encoding: None,
         lines: Some(shown_lines as u64),
-        note: (shown_lines < lines && offset > 0).then(|| {
+        note: (shown_lines < lines && offset > 0 && !gap_before).then(|| {
             format!(
                 "{shown_lines} of {lines} lines fit in the output budget ({budget} bytes); the \
                  rest ends at offset {offset} (read with offset and max_bytes, or grep)"
@@ -236,6 +265,12 @@ mod tests {
     use crate::excerpt::Memory;
 
     use super::*;
+
+    const CALL: ReadCall<'static> = ReadCall {
+        tool: "read",
+        id: "abcd",
+        stream: None,
+    };
 
     /// `bytes`, served 700 bytes a read; `eof`: the stream has ended.
     fn memory(bytes: Vec<u8>, eof: bool) -> Memory {
@@ -280,7 +315,7 @@ mod tests {
     #[test]
     fn head_and_tail_show_whole_lines() {
         let s = numbers(1000);
-        let h = head(&s, 0, 3, 1000).unwrap();
+        let h = head(&s, &CALL, 0, 3, 1000).unwrap();
         assert_eq!(
             (h.output.as_str(), h.next_offset, h.lines),
             ("1\n2\n3\n", 6, Some(3))

@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use tether_ledger::LimitsRecord;
 
 /// A tool's answer.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,6 +59,50 @@ pub struct Span {
     pub end: u64,
 }
 
+/// Output that is gone (see [`tether::output::Gap`]), as results report it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GapReport {
+    /// Offset of the first byte gone.
+    pub start: u64,
+    /// Offset just past the last byte gone.
+    pub end: u64,
+    /// Bytes gone.
+    pub bytes: u64,
+    /// Newlines among them, when known.
+    pub lines: Option<u64>,
+    /// Why they are gone, in words (the spill cap, or the spill file's
+    /// write error).
+    pub cause: String,
+}
+
+impl From<&tether::output::Gap> for GapReport {
+    fn from(gap: &tether::output::Gap) -> GapReport {
+        GapReport {
+            start: gap.start,
+            end: gap.end,
+            bytes: gap.len(),
+            lines: gap.newlines,
+            cause: gap.cause.to_string(),
+        }
+    }
+}
+
+impl GapReport {
+    /// One sentence for the text content.
+    pub fn sentence(&self) -> String {
+        format!(
+            "{} bytes of output (offsets {}..{}{}) are gone: {}",
+            self.bytes,
+            self.start,
+            self.end,
+            self.lines
+                .map(|n| format!(", {n} lines"))
+                .unwrap_or_default(),
+            self.cause
+        )
+    }
+}
+
 /// A process of the session other than the main one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Alive {
@@ -90,9 +135,13 @@ pub struct SessionReport {
     pub next_offset: u64,
     /// Bytes between head and tail that were not shown.
     pub truncated_bytes: u64,
-    /// Bytes gone beyond the spill cap before they could be shown.
+    /// Bytes gone (beyond the spill cap, or lost with a spill file that
+    /// failed) before they could be shown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dropped_bytes: Option<u64>,
+    /// Those bytes: where, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<GapReport>,
     /// The output could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_error: Option<String>,
@@ -140,6 +189,14 @@ pub struct SessionReport {
     /// A PTY session drawing full-screen: its terminal's text rows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub screen: Option<String>,
+    /// The session's limits and how each is enforced (sessions with
+    /// limits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsRecord>,
+    /// The limit the session ran into: `memory` or `pids` (sessions with
+    /// limits; null while none was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_hit: Option<Option<&'static str>>,
 }
 
 /// The result of `screen`: what a PTY session's terminal displays.
@@ -220,8 +277,10 @@ impl SessionReport {
                 text.push('\n');
             }
         }
+        let gap = self.gap.as_ref().map(GapReport::sentence);
         for line in [
             self.note.as_deref(),
+            gap.as_deref(),
             self.stdin_error.as_deref(),
             self.output_error.as_deref(),
             self.hint.as_deref(),
@@ -285,8 +344,12 @@ pub struct ReadReport {
     pub end_offset: u64,
     /// Nothing more will come and all of it was read.
     pub eof: bool,
-    /// Bytes before `offset` that are gone (beyond the spill cap).
+    /// Bytes before `offset` that are gone (grep: every byte it could not
+    /// search because it is gone).
     pub dropped: u64,
+    /// Those bytes: where, how many lines, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<GapReport>,
     /// `raw`: how `output` holds the bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encoding: Option<&'static str>,
@@ -299,9 +362,15 @@ pub struct ReadReport {
     /// `grep`: the matches listed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub matches: Option<Vec<GrepMatch>>,
+    /// `grep`: the search stopped before the end (at `next_offset`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// Something to know about what was shown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What to do next (a partial grep: the call that goes on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 impl ReadReport {
@@ -326,8 +395,11 @@ impl ReadReport {
         if !self.output.is_empty() && !self.output.ends_with('\n') {
             text.push('\n');
         }
-        if let Some(note) = &self.note {
-            text.push_str(note);
+        for line in [self.note.as_deref(), self.hint.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            text.push_str(line);
             text.push('\n');
         }
         text
@@ -337,8 +409,10 @@ impl ReadReport {
 /// One line `grep` found.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct GrepMatch {
-    /// Its line number (1 = the first line of the output; null when bytes
-    /// before it are gone or the search started past offset 0).
+    /// Its line number (1 = the first line of the output; counted across
+    /// bytes that are gone from the newlines counted as they went; null
+    /// when that count is unknown, or the search started past offset 0
+    /// without `first_line`).
     pub line: Option<u64>,
     /// Offset of the line's first byte.
     pub offset: u64,
@@ -369,6 +443,12 @@ pub struct Listed {
     pub descendants_alive: usize,
     /// Stdin open for `write`.
     pub stdin_open: bool,
+    /// Its limits and how each is enforced (sessions with limits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsRecord>,
+    /// The limit it ran into (sessions with limits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_hit: Option<Option<&'static str>>,
 }
 
 /// The result of `list`.
@@ -392,7 +472,7 @@ impl ListReport {
                 (status, ..) => status.to_owned(),
             };
             text.push_str(&format!(
-                "{}  {:<12} {:>9}  {}{}\n",
+                "{}  {:<12} {:>9}  {}{}{}\n",
                 s.id,
                 state,
                 millis(s.duration_ms),
@@ -401,6 +481,10 @@ impl ListReport {
                     format!("  (+{} running)", s.descendants_alive)
                 } else {
                     String::new()
+                },
+                match s.limit_hit {
+                    Some(Some(limit)) => format!("  (hit its {limit} limit)"),
+                    _ => String::new(),
                 }
             ));
         }

@@ -5,17 +5,21 @@
 //!
 //! Everything else about a session — its command line, its timeout, its
 //! stdin queue — is the registry's. Every call is bounded: waits by the
-//! caller's window (at most 300 s), stdin writes by the registry's queue
-//! (a command slow to read never blocks a call), kills by their grace plus
-//! a margin. Calls run concurrently (the adapter gives each its own task);
-//! a call that carries a progress sink reports every second while it
-//! waits, and a cancelled `run` kills the session it started.
+//! caller's window (at most 50 s, under clients' request timeouts), stdin
+//! writes by the registry's queue (a command slow to read never blocks a
+//! call), kills by their grace plus a margin, a `grep` by `--grep-time-s`.
+//! Calls run concurrently (the adapter gives each its own task); scans of
+//! the output with a regex run on blocking threads, off the request loop,
+//! so a slow one delays nothing else; a call that carries a progress sink
+//! reports every second while it waits, and a cancelled `run` kills the
+//! session it started (a cancelled `grep` stops searching).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tether_ledger::LimitsRecord;
 
 use futures::FutureExt as _;
 use regex::bytes::{Regex, RegexBuilder};
@@ -29,15 +33,17 @@ use tokio_util::sync::CancellationToken;
 use crate::arguments::{
     self, CommandArg, KillArgs, ReadArgs, ReadMode, RunArgs, ScreenArgs, WaitArgs, WriteArgs,
 };
-use crate::excerpt::{Source, excerpt};
+use crate::excerpt::{ReadCall, Source, excerpt};
 use crate::exit::{ending, seconds};
-use crate::grep::grep;
+use crate::grep::{Found, Query, Stop, grep};
+use crate::names::Names;
 use crate::prompt::{editor_refused, waiting_prompt};
 use crate::read::{Shown, head, page, tail};
 use crate::reply::{
-    Alive, ListReport, Listed, ReadReport, Reply, ScreenReport, SessionReport, Span,
+    Alive, GapReport, ListReport, Listed, ReadReport, Reply, ScreenReport, SessionReport, Span,
 };
 use crate::screen::render;
+use crate::tools::MAX_WAIT_S;
 
 /// Purpose written into the spawn tag of every process the server starts.
 pub const PURPOSE: &str = "mcp";
@@ -75,6 +81,13 @@ pub struct TerminalConfig {
     pub registry: RegistryConfig,
     /// The shell of `command` strings (`--shell`).
     pub shell: crate::shell::Shell,
+    /// The tools' names (`--tool-prefix`), for hints that name a tool.
+    pub names: Names,
+    /// Longest one `grep` searches (`--grep-time-s`).
+    pub grep_time: Duration,
+    /// Limits every session gets unless its `run` sets its own
+    /// (`--memory`, `--pids`, `--cpu`).
+    pub limits: tether::Limits,
 }
 
 /// One progress report of a waiting call.
@@ -140,7 +153,27 @@ impl Terminal {
         &self.config.shell
     }
 
-    /// Runs tool `name`; `None` if there is no such tool.
+    /// The tools' names.
+    pub fn names(&self) -> &Names {
+        &self.config.names
+    }
+
+    /// The name a client calls `tool` by.
+    fn tool(&self, tool: &str) -> String {
+        self.config.names.of(tool)
+    }
+
+    /// How texts name the `read` call for session `id`'s `stream`.
+    fn read_call<'a>(&self, read: &'a str, id: &'a str, stream: Stream) -> ReadCall<'a> {
+        ReadCall {
+            tool: read,
+            id,
+            stream: (stream == Stream::Stderr).then_some("stderr"),
+        }
+    }
+
+    /// Runs tool `name` (its own name, without the prefix); `None` if
+    /// there is no such tool.
     pub async fn call(
         &self,
         name: &str,
@@ -150,31 +183,31 @@ impl Terminal {
         let reply = match name {
             "run" => match arguments::run(args) {
                 Ok(a) => self.run(a, &context).await,
-                Err(e) => invalid("run", e),
+                Err(e) => self.invalid("run", e),
             },
             "read" => match arguments::read(args) {
-                Ok(a) => self.read(a),
-                Err(e) => invalid("read", e),
+                Ok(a) => self.read(a, &context).await,
+                Err(e) => self.invalid("read", e),
             },
             "write" => match arguments::write(args) {
                 Ok(a) => self.write(a, &context).await,
-                Err(e) => invalid("write", e),
+                Err(e) => self.invalid("write", e),
             },
             "wait" => match arguments::wait(args) {
                 Ok(a) => self.wait(a, &context).await,
-                Err(e) => invalid("wait", e),
+                Err(e) => self.invalid("wait", e),
             },
             "kill" => match arguments::kill(args) {
                 Ok(a) => self.kill(a).await,
-                Err(e) => invalid("kill", e),
+                Err(e) => self.invalid("kill", e),
             },
             "list" => match arguments::list(args) {
                 Ok(()) => self.list(),
-                Err(e) => invalid("list", e),
+                Err(e) => self.invalid("list", e),
             },
             "screen" => match arguments::screen(args) {
                 Ok(a) => self.screen(a, &context).await,
-                Err(e) => invalid("screen", e),
+                Err(e) => self.invalid("screen", e),
             },
             _ => return None,
         };
@@ -205,6 +238,7 @@ impl Terminal {
         .env_clear()
         .timeout(a.timeout)
         .grace(self.config.grace)
+        .limits(a.limits.or(self.config.limits))
         .purpose(PURPOSE);
         let stand_in = crate::prompt::no_editor_command();
         for (key, value) in &self.config.env {
@@ -233,7 +267,7 @@ impl Terminal {
         }
         let id = match self.registry.run(spec).await {
             Ok(id) => id,
-            Err(e) => return failed_start(&e, &cwd),
+            Err(e) => return self.failed_start(&e, &cwd),
         };
         {
             let mut views = lock(&self.views);
@@ -252,7 +286,7 @@ impl Terminal {
                 .queue_write(id.as_str(), data.into_bytes(), close)
             {
                 Ok(queued) => stdin = Some(queued),
-                Err(e) => stdin_error = Some(stdin_error_text(&e, &id)),
+                Err(e) => stdin_error = Some(self.stdin_error_text(&e, &id)),
             }
         }
         let mut options = WaitOptions::new(a.yield_for);
@@ -265,7 +299,7 @@ impl Terminal {
         let waited = match self.waiting(&id, options, a.yield_for, context).await {
             Ok(Waited::Done(w)) => *w,
             Ok(Waited::Cancelled) => return self.cancelled_run(&id).await,
-            Err(e) => return session_error(&e, id.as_str()),
+            Err(e) => return self.session_error(&e, id.as_str()),
         };
         let stdin_error = stdin_error.or_else(|| stdin.and_then(stdin_outcome));
         self.reply(&id, waited, a.until.is_some(), stdin_error)
@@ -293,26 +327,23 @@ impl Terminal {
         }
     }
 
-    fn read(&self, a: ReadArgs) -> Reply {
+    async fn read(&self, a: ReadArgs, context: &CallContext) -> Reply {
         let id = match self.registry.resolve(&a.id) {
             Ok(id) => id,
-            Err(e) => return session_error(&e, &a.id),
+            Err(e) => return self.session_error(&e, &a.id),
         };
         let info = match self.registry.info(id.as_str()) {
             Ok(info) => info,
-            Err(e) => return session_error(&e, id.as_str()),
+            Err(e) => return self.session_error(&e, id.as_str()),
         };
         if a.stream == Stream::Stderr && info.stderr_bytes.is_none() {
             return Reply::error(format!(
-                "{id} merges stderr into its output (read it without `stream`); start a command \
-                 with separate_stderr: true to read stderr apart"
+                "{id} merges stderr into its output ({} it without `stream`); start a command \
+                 with separate_stderr: true to read stderr apart",
+                self.tool("read")
             ));
         }
-        let source = RegistrySource {
-            registry: &self.registry,
-            id: id.as_str(),
-            stream: a.stream,
-        };
+        let source = self.source(&id, a.stream);
         let budget = self.config.budget;
         let view = self.view(&id);
         let cursor = match a.stream {
@@ -331,6 +362,8 @@ impl Terminal {
                  leave `offset` out to continue where you left off"
             ));
         }
+        let read_tool = self.tool("read");
+        let call = self.read_call(&read_tool, id.as_str(), a.stream);
         let mut report = ReadReport {
             status: info.state.name(),
             id: id.to_string(),
@@ -346,88 +379,158 @@ impl Terminal {
                 }
                 shown
             }
-            ReadMode::Head(n) => head(&source, a.offset.unwrap_or(0), *n, budget),
+            ReadMode::Head(n) => head(&source, &call, a.offset.unwrap_or(0), *n, budget),
             ReadMode::Tail(n) => tail(&source, *n, budget),
             ReadMode::Grep {
                 pattern,
-                context,
+                context: lines_around,
                 max_matches,
+                first_line,
             } => {
                 let regex = match until_regex(pattern) {
                     Ok(regex) => regex,
-                    Err(e) => return Reply::error(format!("read: `grep` {e}")),
+                    Err(e) => return Reply::error(format!("{read_tool}: `grep` {e}")),
                 };
-                match grep(
-                    &source,
-                    &regex,
-                    a.offset.unwrap_or(0),
-                    *context,
-                    *max_matches,
+                let query = Query {
+                    regex: &regex,
+                    from: a.offset.unwrap_or(0),
+                    first_line: *first_line,
+                    context: *lines_around,
+                    max_matches: *max_matches,
                     budget,
-                ) {
-                    Ok(found) => {
-                        report.match_count = Some(found.count);
-                        report.matches = Some(found.matches);
-                        let listed = report.matches.as_ref().map_or(0, Vec::len) as u64;
-                        let note = if found.cut || listed < found.count {
-                            Some(format!(
-                                "{} matching line(s); {} listed{} (narrow the pattern, or pass \
-                                 max_matches and offset)",
-                                found.count,
-                                listed,
-                                if found.cut {
-                                    ", and the text is cut at the output budget"
-                                } else {
-                                    ""
-                                }
-                            ))
-                        } else {
-                            None
-                        };
-                        Ok(Shown {
-                            output: found.text,
-                            offset: found.offset,
-                            next_offset: found.end,
-                            end_offset: found.end,
-                            eof: info.output_eof && found.end == end,
-                            dropped: found.dropped,
-                            encoding: None,
-                            lines: None,
-                            note,
-                        })
-                    }
-                    Err(e) => Err(e),
-                }
+                };
+                let found = match self.search(&id, a.stream, &query, context).await {
+                    Ok(Some(found)) => found,
+                    Ok(None) => return Reply::error("cancelled by the client"),
+                    Err(e) => return self.session_error(&e, id.as_str()),
+                };
+                crate::grep::report(
+                    &mut report,
+                    &found,
+                    &query,
+                    &call,
+                    pattern,
+                    self.config.grep_time,
+                );
+                Ok(Shown {
+                    output: found.text,
+                    offset: found.offset,
+                    next_offset: found.end,
+                    end_offset: found.stream_end,
+                    eof: info.output_eof && found.end == end,
+                    dropped: found.dropped,
+                    gap: None,
+                    encoding: None,
+                    lines: None,
+                    note: report.note.take(),
+                })
             }
         };
         let shown = match shown {
             Ok(shown) => shown,
-            Err(e) => return session_error(&e, id.as_str()),
+            Err(e) => return self.session_error(&e, id.as_str()),
         };
         report.output = shown.output;
         report.offset = shown.offset;
         report.next_offset = shown.next_offset;
         report.end_offset = shown.end_offset;
         report.eof = shown.eof;
-        report.dropped = shown.dropped;
         report.encoding = shown.encoding;
         report.lines = shown.lines;
-        report.note = match (shown.note, shown.dropped) {
-            (note, 0) => note,
-            (note, dropped) => Some(format!(
-                "{dropped} bytes before offset {} are gone (beyond the spill cap){}",
-                shown.offset,
-                note.map(|n| format!("; {n}")).unwrap_or_default()
-            )),
+        if report.match_count.is_none() {
+            report.dropped = shown.dropped;
+        }
+        report.note = match (shown.note, shown.gap.as_ref()) {
+            (note, None) => note,
+            (note, Some(gap)) => {
+                let gap = GapReport::from(gap);
+                let sentence = gap.sentence();
+                report.gap = Some(gap);
+                Some(format!(
+                    "{sentence}{}",
+                    note.map(|n| format!("; {n}")).unwrap_or_default()
+                ))
+            }
         };
         let text = report.text();
         Reply::ok(&report, text)
     }
 
+    /// Runs a grep on a blocking thread — off the request loop, so a slow
+    /// regex holds up no other call (issue 16: a `list` waited 29–42 s
+    /// behind one) — for at most `--grep-time-s`, stopping at once when
+    /// the client cancels. `None`: cancelled.
+    async fn search(
+        &self,
+        id: &SessionId,
+        stream: Stream,
+        query: &Query<'_>,
+        context: &CallContext,
+    ) -> Result<Option<Found>, Error> {
+        let registry = Arc::clone(&self.registry);
+        let id = id.to_string();
+        let regex = query.regex.clone();
+        let (from, first_line, lines_around, max_matches, budget) = (
+            query.from,
+            query.first_line,
+            query.context,
+            query.max_matches,
+            query.budget,
+        );
+        let cancel = context.cancel.clone();
+        let deadline = Instant::now() + self.config.grep_time;
+        let scan = tokio::task::spawn_blocking(move || {
+            let source = RegistrySource {
+                registry: &registry,
+                id: &id,
+                stream,
+            };
+            let query = Query {
+                regex: &regex,
+                from,
+                first_line,
+                context: lines_around,
+                max_matches,
+                budget,
+            };
+            let stop = || {
+                if cancel.is_cancelled() {
+                    Some(Stop::Cancelled)
+                } else if Instant::now() >= deadline {
+                    Some(Stop::TimeUp)
+                } else {
+                    None
+                }
+            };
+            let found = grep(&source, &query, &stop);
+            if let Ok(Found {
+                stopped: Some(stopped),
+                ..
+            }) = &found
+            {
+                tracing::info!(
+                    "grep of {id} stopped at offset {} ({:?})",
+                    stopped.at,
+                    stopped.why
+                );
+            }
+            found
+        });
+        tokio::select! {
+            scanned = scan => match scanned {
+                Ok(found) => found.map(Some),
+                // A panic in the search: the adapter reports it as a bug.
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            },
+            // The search sees the same token and stops at its next look.
+            _ = context.cancel.cancelled() => Ok(None),
+        }
+    }
+
     async fn write(&self, a: WriteArgs, context: &CallContext) -> Reply {
         let info = match self.registry.info(&a.id) {
             Ok(info) => info,
-            Err(e) => return session_error(&e, &a.id),
+            Err(e) => return self.session_error(&e, &a.id),
         };
         let id = info.id.clone();
         if !info.stdin_open {
@@ -435,7 +538,8 @@ impl Terminal {
                 format!(
                     "{id} takes no input: its stdin is closed (it was started without \
                      keep_stdin_open, or eof was sent). Start interactive programs with \
-                     run {{\"command\": ..., \"keep_stdin_open\": true}}"
+                     {} {{\"command\": ..., \"keep_stdin_open\": true}}",
+                    self.tool("run")
                 )
             } else {
                 format!(
@@ -455,7 +559,7 @@ impl Terminal {
         if !a.keys.is_empty() {
             match self.registry.keys(id.as_str(), &a.keys) {
                 Ok(keys) => bytes.extend(keys),
-                Err(e) => return session_error(&e, id.as_str()),
+                Err(e) => return self.session_error(&e, id.as_str()),
             }
         }
         if a.submit {
@@ -468,14 +572,14 @@ impl Terminal {
             .queue_write(id.as_str(), bytes, a.eof && !terminal)
         {
             Ok(queued) => queued,
-            Err(e) => return Reply::error(stdin_error_text(&e, &id)),
+            Err(e) => return Reply::error(self.stdin_error_text(&e, &id)),
         };
         // A terminal's end of input is its EOF character, queued after.
         if a.eof
             && terminal
             && let Err(e) = self.registry.close_stdin(id.as_str())
         {
-            return Reply::error(stdin_error_text(&e, &id));
+            return Reply::error(self.stdin_error_text(&e, &id));
         }
         // `until` and the quiet rule look at what this write makes the
         // command print, even if it arrives before the wait begins.
@@ -489,7 +593,7 @@ impl Terminal {
         let waited = match self.waiting(&id, options, a.yield_for, context).await {
             Ok(Waited::Done(w)) => *w,
             Ok(Waited::Cancelled) => return Reply::error("cancelled by the client"),
-            Err(e) => return session_error(&e, id.as_str()),
+            Err(e) => return self.session_error(&e, id.as_str()),
         };
         self.reply(&id, waited, a.until.is_some(), stdin_outcome(queued))
     }
@@ -497,7 +601,7 @@ impl Terminal {
     async fn wait(&self, a: WaitArgs, context: &CallContext) -> Reply {
         let id = match self.registry.resolve(&a.id) {
             Ok(id) => id,
-            Err(e) => return session_error(&e, &a.id),
+            Err(e) => return self.session_error(&e, &a.id),
         };
         let from = a.offset.unwrap_or_else(|| self.view(&id).matched);
         let mut options = WaitOptions::new(a.timeout).stream(a.stream);
@@ -507,13 +611,13 @@ impl Terminal {
         let waited = match self.waiting(&id, options, a.timeout, context).await {
             Ok(Waited::Done(w)) => *w,
             Ok(Waited::Cancelled) => return Reply::error("cancelled by the client"),
-            Err(e) => return session_error(&e, id.as_str()),
+            Err(e) => return self.session_error(&e, id.as_str()),
         };
         let still_running = waited.outcome == WaitOutcome::StillRunning;
         let no_match = !matches!(waited.outcome, WaitOutcome::Matched { .. });
         let mut reply_report = self.report(&id, &waited, a.until.is_some());
         if let Some(pattern) = a.until.as_deref().filter(|_| no_match)
-            && let Some(span) = self.earlier_match(&id, a.stream, pattern, from)
+            && let Some(span) = self.earlier_match(&id, a.stream, pattern, from).await
         {
             reply_report.hint = Some(format!(
                 "`until` matched nothing from offset {from}, but the same pattern matched \
@@ -522,21 +626,36 @@ impl Terminal {
                 span.start,
                 span.start,
                 if still_running {
-                    ", or wait again for a new line"
+                    format!(", or call {} again for a new line", self.tool("wait"))
                 } else {
-                    ""
+                    String::new()
                 }
             ));
             reply_report.earlier_match = Some(span);
         } else if still_running {
+            let mut again = format!("\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}");
+            if let Some(pattern) = &a.until {
+                again.push_str(&format!(
+                    ", \"until\": {}",
+                    serde_json::Value::from(pattern.as_str())
+                ));
+            }
+            if a.stream == Stream::Stderr {
+                again.push_str(", \"stream\": \"stderr\"");
+            }
             let base = format!(
-                "still running after {} s{}; wait again, read, or kill",
+                "still running after {} s{}; to wait longer call {} {{{again}}} again, in a loop \
+                 while the status is running (one call waits at most {MAX_WAIT_S} s, under \
+                 clients' request timeouts); or {} the output so far, or {} it",
                 seconds(a.timeout),
                 if a.until.is_some() {
                     " and no output matched `until`"
                 } else {
                     ""
-                }
+                },
+                self.tool("wait"),
+                self.tool("read"),
+                self.tool("kill")
             );
             reply_report.hint = Some(match reply_report.hint.take() {
                 Some(prompt) if prompt.starts_with("it seems") => format!("{base}. {prompt}"),
@@ -550,7 +669,7 @@ impl Terminal {
     async fn kill(&self, a: KillArgs) -> Reply {
         let id = match self.registry.resolve(&a.id) {
             Ok(id) => id,
-            Err(e) => return session_error(&e, &a.id),
+            Err(e) => return self.session_error(&e, &a.id),
         };
         let killed = tokio::time::timeout(
             a.grace + KILL_MARGIN,
@@ -566,23 +685,26 @@ impl Terminal {
                     .collect();
                 return Reply::error(format!(
                     "kill of {id} incomplete: {} process(es) survived: {}. The session is still \
-                     tracked; call kill again",
+                     tracked; call {} again",
                     survivors.len(),
-                    list.join("; ")
+                    list.join("; "),
+                    self.tool("kill")
                 ));
             }
-            Ok(Err(e)) => return session_error(&e, id.as_str()),
+            Ok(Err(e)) => return self.session_error(&e, id.as_str()),
             Err(_) => {
                 return Reply::error(format!(
                     "kill of {id} has not finished after {} s; it goes on in the background. \
-                     Call kill again or list to see where it stands",
-                    seconds(a.grace + KILL_MARGIN)
+                     Call {} again or {} to see where it stands",
+                    seconds(a.grace + KILL_MARGIN),
+                    self.tool("kill"),
+                    self.tool("list")
                 ));
             }
         };
         let info = match self.registry.info(id.as_str()) {
             Ok(info) => info,
-            Err(e) => return session_error(&e, id.as_str()),
+            Err(e) => return self.session_error(&e, id.as_str()),
         };
         let waited = WaitResult {
             outcome: WaitOutcome::Exited,
@@ -615,6 +737,8 @@ impl Terminal {
                     unread_bytes: info.output_bytes.saturating_sub(shown),
                     descendants_alive: info.descendants.len(),
                     stdin_open: info.stdin_open,
+                    limits: LimitsRecord::of(&info.limits),
+                    limit_hit: limit_hit(info),
                 }
             })
             .collect();
@@ -684,15 +808,11 @@ impl Terminal {
         };
         // Stderr apart: it gets up to half the budget, the main stream the rest.
         let mut main_budget = budget;
+        let read_tool = self.tool("read");
         if info.stderr_bytes.is_some() {
             let source = self.source(id, Stream::Stderr);
-            match excerpt(
-                &source,
-                id.as_str(),
-                Some("stderr"),
-                view.stderr_shown,
-                budget / 2,
-            ) {
+            let call = self.read_call(&read_tool, id.as_str(), Stream::Stderr);
+            match excerpt(&source, &call, view.stderr_shown, budget / 2) {
                 Ok(shown) => {
                     main_budget = budget - shown.text.len().min(budget / 2);
                     self.move_cursor(id, Stream::Stderr, shown.next_offset);
@@ -704,13 +824,8 @@ impl Terminal {
             }
         }
         let source = self.source(id, Stream::Output);
-        match excerpt(
-            &source,
-            id.as_str(),
-            None,
-            view.shown,
-            main_budget.max(1024),
-        ) {
+        let call = self.read_call(&read_tool, id.as_str(), Stream::Output);
+        match excerpt(&source, &call, view.shown, main_budget.max(1024)) {
             Ok(shown) => {
                 self.move_cursor(id, Stream::Output, shown.next_offset);
                 report.output = shown.text;
@@ -719,6 +834,7 @@ impl Terminal {
                 if shown.dropped > 0 {
                     report.dropped_bytes = Some(shown.dropped);
                 }
+                report.gap = shown.gap.as_ref().map(GapReport::from);
             }
             Err(e) => report.output_error = Some(e.to_string()),
         }
@@ -748,6 +864,8 @@ impl Terminal {
             })
             .collect();
         report.stdin_open = info.stdin_open;
+        report.limits = LimitsRecord::of(&info.limits);
+        report.limit_hit = limit_hit(info);
         // A full-screen program's stream is cursor moves and redraws: the
         // screen is what can be read.
         if info.pty.is_some()
@@ -763,18 +881,20 @@ impl Terminal {
     async fn screen(&self, a: ScreenArgs, context: &CallContext) -> Reply {
         let info = match self.registry.info(&a.id) {
             Ok(info) => info,
-            Err(e) => return session_error(&e, &a.id),
+            Err(e) => return self.session_error(&e, &a.id),
         };
         let id = info.id.clone();
         if info.pty.is_none() {
             return Reply::error(format!(
                 "{id} runs without a terminal, so it has no screen; its output is all there is \
-                 (read). Start programs that draw on a terminal with run {{\"pty\": true, ...}}"
+                 ({}). Start programs that draw on a terminal with {} {{\"pty\": true, ...}}",
+                self.tool("read"),
+                self.tool("run")
             ));
         }
         if let Some(size) = a.resize {
             if let Err(e) = self.registry.resize(id.as_str(), size) {
-                return session_error(&e, id.as_str());
+                return self.session_error(&e, id.as_str());
             }
             // The redraw the resize asks for: output after it, then quiet.
             let options = WaitOptions::new(RESIZE_REDRAW)
@@ -790,7 +910,7 @@ impl Terminal {
             self.registry.info(id.as_str()),
         ) {
             (Ok(screen), Ok(info)) => (screen, info),
-            (Err(e), _) | (_, Err(e)) => return session_error(&e, id.as_str()),
+            (Err(e), _) | (_, Err(e)) => return self.session_error(&e, id.as_str()),
         };
         let report = ScreenReport {
             id: id.to_string(),
@@ -827,13 +947,18 @@ impl Terminal {
             if let Some(prompt) = waiting_prompt(&tail) {
                 let how = if info.stdin_open {
                     format!(
-                        "answer with write {{\"id\": \"{id}\", \"data\": \"...\", \"submit\": true}}"
+                        "answer with {} {{\"id\": \"{id}\", \"data\": \"...\", \"submit\": true}}",
+                        self.tool("write")
                     )
                 } else {
-                    "its stdin is /dev/null, so nobody can answer: kill it and run it \
-                     non-interactively (-y, --yes, --non-interactive, a token in env), or with \
-                     keep_stdin_open to answer with write"
-                        .to_owned()
+                    format!(
+                        "its stdin is /dev/null, so nobody can answer: {} it and {} it \
+                         non-interactively (-y, --yes, --non-interactive, a token in env), or \
+                         with keep_stdin_open to answer with {}",
+                        self.tool("kill"),
+                        self.tool("run"),
+                        self.tool("write")
+                    )
                 };
                 return Some(format!(
                     "it seems to wait for input (its output ends with the prompt {prompt:?}; \
@@ -841,20 +966,28 @@ impl Terminal {
                 ));
             }
             return Some(format!(
-                "still running: wait {{\"id\": \"{id}\", \"timeout_s\": 30}} for it to finish \
-                 (add \"until\": a regex to stop at a line), read for new output, {}kill to stop it",
+                "still running: {} {{\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}}} waits for \
+                 it to finish (add \"until\": a regex to stop at a line; one call waits at most \
+                 {MAX_WAIT_S} s: call it again while the status is running), {} for new output, \
+                 {}{} to stop it",
+                self.tool("wait"),
+                self.tool("read"),
                 if info.stdin_open {
-                    "write for input, "
+                    format!("{} for input, ", self.tool("write"))
                 } else {
-                    ""
-                }
+                    String::new()
+                },
+                self.tool("kill")
             ));
         }
         if !info.descendants.is_empty() {
             return Some(format!(
                 "the command exited but left processes running (descendants_alive); they stay \
-                 contained in {id}: wait with until for their output, read shows it, kill \
-                 {{\"id\": \"{id}\"}} ends them, and they die when this server exits"
+                 contained in {id}: {} with until for their output, {} shows it, {} \
+                 {{\"id\": \"{id}\"}} ends them, and they die when this server exits",
+                self.tool("wait"),
+                self.tool("read"),
+                self.tool("kill")
             ));
         }
         None
@@ -873,8 +1006,9 @@ impl Terminal {
     }
 
     /// The last match of `pattern` in the [`EARLIER_LOOKBACK`] bytes before
-    /// `before`.
-    fn earlier_match(
+    /// `before`, searched on a blocking thread (a slow regex over 4 MiB
+    /// must not hold up the request loop).
+    async fn earlier_match(
         &self,
         id: &SessionId,
         stream: Stream,
@@ -883,16 +1017,22 @@ impl Terminal {
     ) -> Option<Span> {
         let regex = until_regex(pattern).ok()?;
         let from = before.saturating_sub(EARLIER_LOOKBACK);
-        let chunk = self
-            .registry
-            .read_stream(id.as_str(), stream, from, (before - from) as usize)
-            .ok()?;
-        let m = regex.find_iter(&chunk.data).last()?;
-        Some(Span {
-            text: render(m.as_bytes()),
-            start: chunk.offset + m.start() as u64,
-            end: chunk.offset + m.end() as u64,
+        let registry = Arc::clone(&self.registry);
+        let id = id.to_string();
+        tokio::task::spawn_blocking(move || {
+            let chunk = registry
+                .read_stream(&id, stream, from, (before - from) as usize)
+                .ok()?;
+            let m = regex.find_iter(&chunk.data).last()?;
+            Some(Span {
+                text: render(m.as_bytes()),
+                start: chunk.offset + m.start() as u64,
+                end: chunk.offset + m.end() as u64,
+            })
         })
+        .await
+        .ok()
+        .flatten()
     }
 
     fn source<'a>(&'a self, id: &'a SessionId, stream: Stream) -> RegistrySource<'a> {
@@ -921,6 +1061,12 @@ impl Terminal {
 }
 
 /// The regex `until` and `grep` use, as the registry builds it.
+/// `limit_hit` as results show it: present (null or a name) for a session
+/// with limits, absent otherwise.
+fn limit_hit(info: &SessionInfo) -> Option<Option<&'static str>> {
+    (!info.limits.is_empty() || info.limit_hit.is_some()).then(|| info.limit_hit.map(|h| h.name()))
+}
+
 fn until_regex(pattern: &str) -> Result<Regex, regex::Error> {
     RegexBuilder::new(pattern)
         .multi_line(true)
@@ -966,16 +1112,6 @@ fn stdin_outcome(queued: QueuedWrite) -> Option<String> {
     }
 }
 
-fn stdin_error_text(e: &Error, id: &SessionId) -> String {
-    match e {
-        Error::StdinClosed { why, .. } => format!("stdin of {id} is closed: {why}"),
-        Error::NoStdin { .. } => {
-            format!("{id} has no stdin; start it with keep_stdin_open: true to write to it")
-        }
-        other => other.to_string(),
-    }
-}
-
 /// Output of one session, read through the registry.
 struct RegistrySource<'a> {
     registry: &'a Registry,
@@ -989,55 +1125,87 @@ impl Source for RegistrySource<'_> {
     }
 }
 
-fn invalid(tool: &str, e: crate::error::ArgError) -> Reply {
-    Reply::error(format!("{tool}: {e}"))
-}
-
-/// The reply to a `run` whose command could not start.
-fn failed_start(e: &Error, cwd: &Path) -> Reply {
-    #[derive(serde::Serialize)]
-    struct FailedStart {
-        status: &'static str,
-        error: String,
-        cwd: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        hint: Option<&'static str>,
+impl Terminal {
+    /// The reply to arguments that do not check out, naming the tool as
+    /// the client calls it.
+    fn invalid(&self, tool: &str, e: crate::error::ArgError) -> Reply {
+        let ceiling = matches!(
+            &e,
+            crate::error::ArgError::OutOfRange { name, .. } if *name == "yield_s" || (*name == "timeout_s" && tool == "wait")
+        );
+        let mut message = format!("{}: {e}", self.tool(tool));
+        if ceiling {
+            // Issue 16: one call waits at most MAX_WAIT_S; longer is a loop.
+            message.push_str(&format!(
+                " (one call waits at most {} s, under clients' request timeouts: to wait longer, \
+                 call {} {{\"id\": …, \"timeout_s\": {}}} again while the status is running)",
+                MAX_WAIT_S,
+                self.tool("wait"),
+                MAX_WAIT_S
+            ));
+        }
+        Reply::error(message)
     }
-    let hint = match e {
-        Error::ProgramNotFound { .. } => {
-            Some("check the program name, or use `command` to run it through the shell")
-        }
-        Error::NotExecutable { .. } => {
-            Some("the file is not executable; run it with its interpreter")
-        }
-        Error::BadCwd { .. } => Some("give an existing directory as `cwd`"),
-        Error::TooManySessions { .. } => {
-            Some("kill sessions you no longer need (see list), or wait for one to finish")
-        }
-        _ => None,
-    };
-    let body = FailedStart {
-        status: "failed_start",
-        error: e.to_string(),
-        cwd: cwd.display().to_string(),
-        hint,
-    };
-    let text = format!(
-        "failed to start: {}{}",
-        body.error,
-        hint.map(|h| format!("\n{h}")).unwrap_or_default()
-    );
-    Reply::error_with(&body, text)
-}
 
-/// The reply to an id that names no session, or another registry error.
-fn session_error(e: &Error, id: &str) -> Reply {
-    match e {
-        Error::UnknownSession { .. } => Reply::error(format!(
-            "no session {id:?}: use an id that run returned (list shows them all; finished \
-             sessions are kept for 30 minutes)"
-        )),
-        other => Reply::error(other.to_string()),
+    /// The reply to a `run` whose command could not start.
+    fn failed_start(&self, e: &Error, cwd: &Path) -> Reply {
+        #[derive(serde::Serialize)]
+        struct FailedStart {
+            status: &'static str,
+            error: String,
+            cwd: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            hint: Option<String>,
+        }
+        let hint = match e {
+            Error::ProgramNotFound { .. } => {
+                Some("check the program name, or use `command` to run it through the shell".into())
+            }
+            Error::NotExecutable { .. } => {
+                Some("the file is not executable; run it with its interpreter".into())
+            }
+            Error::BadCwd { .. } => Some("give an existing directory as `cwd`".into()),
+            Error::TooManySessions { .. } => Some(format!(
+                "kill sessions you no longer need (see {}), or wait for one to finish",
+                self.tool("list")
+            )),
+            _ => None,
+        };
+        let text = format!(
+            "failed to start: {e}{}",
+            hint.as_ref().map(|h| format!("\n{h}")).unwrap_or_default()
+        );
+        let body = FailedStart {
+            status: "failed_start",
+            error: e.to_string(),
+            cwd: cwd.display().to_string(),
+            hint,
+        };
+        Reply::error_with(&body, text)
+    }
+
+    fn stdin_error_text(&self, e: &Error, id: &SessionId) -> String {
+        match e {
+            Error::StdinClosed { why, .. } => format!("stdin of {id} is closed: {why}"),
+            Error::NoStdin { .. } => format!(
+                "{id} has no stdin; start it with keep_stdin_open: true to {} to it",
+                self.tool("write")
+            ),
+            other => other.to_string(),
+        }
+    }
+
+    /// The reply to an id that names no session, or another registry error.
+    fn session_error(&self, e: &Error, id: &str) -> Reply {
+        match e {
+            Error::UnknownSession { .. } => Reply::error(format!(
+                "no session {id:?}: use an id that {} returned ({} shows them all; finished \
+                 sessions are kept for 30 minutes)",
+                self.tool("run"),
+                self.tool("list")
+            )),
+            other => Reply::error(other.to_string()),
+        }
     }
 }
 

@@ -3,6 +3,11 @@
 //! their input schemas and checks ([`params`](crate::params)), their
 //! output schemas, and their annotations. (The shell the texts name is the
 //! platform's — `/bin/sh` or `cmd.exe` — picked per OS.)
+//!
+//! Texts name a tool as `§name` (e.g. "continue with `§wait`"): with
+//! `--tool-prefix` the tools are renamed, and
+//! [`Names::render`](crate::names::Names::render) puts the name the client
+//! sees in every such place (see [`names`](crate::names)).
 
 use serde_json::{Value, json};
 
@@ -44,20 +49,42 @@ pub struct Annotations {
     pub idempotent: bool,
 }
 
-/// Instructions sent to the client at initialization.
-pub const INSTRUCTIONS: &str = "A terminal that cannot hang and cannot leak. `run` starts a \
-command and returns as soon as it finishes, or after `yield_s` seconds with an id while it keeps \
-running (with `until`, as soon as its output matches); continue with `read`, `wait`, `write` \
-and `kill`. Every process a command starts (background jobs, daemons, `setsid` escapes) belongs \
-to its session: `kill` ends all of them, and all of them die when this server exits. Output is \
-shown cleaned (no colour codes, progress lines collapsed) and, when long, cut to its head and \
-tail with the exact `read` call that shows the rest. Commands run without a terminal unless \
-`run` gets `pty: true`: without one, editors and password prompts fail fast instead of hanging \
-(pass `-m` to git commit, `-y` to installers); with one, REPLs, prompts and full-screen programs \
-work, `write` takes named `keys`, and `screen` shows what the terminal displays.";
+/// What every waiting tool's description says about the ceiling.
+macro_rules! wait_ceiling {
+    () => {
+        "No call waits longer than 50 s (`yield_s`, `timeout_s` at most 50), safely under \
+clients' request timeouts (the TypeScript SDK's 60 s default, pydantic-ai's 300 s): to wait \
+longer, call `§wait` again, as the result's hint says."
+    };
+}
 
-/// Longest any call waits (`yield_s`, `wait`'s `timeout_s`): 300 s.
-pub const MAX_WAIT_S: f64 = 300.0;
+/// Instructions sent to the client at initialization (tool names as
+/// `§name`, see [`Names::render`](crate::names::Names::render)).
+pub const INSTRUCTIONS: &str = concat!(
+    "A terminal that cannot hang and cannot leak. `§run` starts a \
+command and returns as soon as it finishes, or after `yield_s` seconds with an id while it keeps \
+running (with `until`, as soon as its output matches); continue with `§read`, `§wait`, `§write` \
+and `§kill`. Every process a command starts (background jobs, daemons, `setsid` escapes) belongs \
+to its session: `§kill` ends all of them, and all of them die when this server exits. Output is \
+shown cleaned (no colour codes, progress lines collapsed) and, when long, cut to its head and \
+tail with the exact `§read` call that shows the rest. Commands run without a terminal unless \
+`§run` gets `pty: true`: without one, editors and password prompts fail fast instead of hanging \
+(pass `-m` to git commit, `-y` to installers); with one, REPLs, prompts and full-screen programs \
+work, `§write` takes named `keys`, and `§screen` shows what the terminal displays. ",
+    wait_ceiling!()
+);
+
+/// Longest any call waits (`yield_s`, `wait`'s `timeout_s`): 50 s, safely
+/// under the read timeouts of common clients — the TypeScript SDK gives up
+/// on a request after 60 s by default, pydantic-ai after 300 s (with 300 s
+/// here, pydantic-ai timed out first and the model got a retry prompt
+/// instead of the result, issue 16). Longer waits are a loop of calls;
+/// the hint of a result that is still running names the next one.
+pub const MAX_WAIT_S: f64 = 50.0;
+/// Largest `grace_s` of `kill`: 30 s. A kill call waits for the grace plus
+/// a margin of 10 s for the verified end, so it too returns within the
+/// 60 s clients wait by default.
+pub const MAX_GRACE_S: f64 = 30.0;
 /// Largest `timeout_s` of `run`: one day.
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 /// Rows and columns of a PTY: the library's bounds, written once.
@@ -99,8 +126,8 @@ const ID: Param = Param {
     name: "id",
     kind: Kind::Id,
     required: true,
-    doc: "Session id returned by `run` (a unique prefix of 4 or more characters also works; \
-          see `list`).",
+    doc: "Session id returned by `§run` (a unique prefix of 4 or more characters also works; \
+          see `§list`).",
 };
 
 const fn yield_param(default: f64, doc: &'static str) -> Param {
@@ -223,7 +250,7 @@ pub const RUN: &[Param] = &[
     yield_param(
         10.0,
         "Most seconds to wait for the command to finish (or match `until`) before returning \
-         with status running; it keeps running either way.",
+         with status running; it keeps running either way (continue with `§wait`).",
     ),
     Param {
         name: "until",
@@ -242,7 +269,7 @@ pub const RUN: &[Param] = &[
         name: "keep_stdin_open",
         kind: Kind::Bool { default: false },
         required: false,
-        doc: "Keep standard input open for `write` (interactive programs: cat, python3 -i, a \
+        doc: "Keep standard input open for `§write` (interactive programs: cat, python3 -i, a \
               REPL); the call then also returns once output has gone quiet (quiet_s). Without it \
               and without `stdin`, the command's stdin is /dev/null.",
     },
@@ -255,7 +282,7 @@ pub const RUN: &[Param] = &[
         kind: Kind::Bool { default: false },
         required: false,
         doc: "Capture stderr apart from stdout (results then have `stderr`; read it with \
-              `read {\"stream\": \"stderr\"}`). Default: one stream in arrival order.",
+              `§read {\"stream\": \"stderr\"}`). Default: one stream in arrival order.",
     },
     Param {
         name: "pty",
@@ -264,12 +291,44 @@ pub const RUN: &[Param] = &[
         doc: "Run on a pseudo-terminal: for programs that need one — REPLs (python3, node, \
               psql), prompts (ssh, sudo, installers asking questions), full-screen programs \
               (top, htop, vim, less) and anything that checks isatty or buffers when piped. \
-              Stdin stays open for `write` (keys too); results of full-screen programs carry \
-              `screen`; the `screen` tool shows the terminal. TERM=xterm-256color. Not with \
+              Stdin stays open for `§write` (keys too); results of full-screen programs carry \
+              the screen's text rows (screen); the `§screen` tool shows the terminal. TERM=xterm-256color. Not with \
               separate_stderr.",
     },
     rows_param(Some(30), "With pty: terminal rows."),
     cols_param(Some(120), "With pty: terminal columns."),
+    Param {
+        name: "memory",
+        kind: Kind::Size { max: 1 << 50 },
+        required: false,
+        doc: "Memory limit for the command and everything it starts, e.g. \"512M\", \"2G\" (or \
+              bytes). Past it the kernel kills one of its processes (the result then says \
+              limit_hit: memory); the server is never the one killed. Default: the server's \
+              --memory, else none.",
+    },
+    Param {
+        name: "pids",
+        kind: Kind::Integer {
+            what: "",
+            min: 1,
+            max: 4_194_304,
+            default: None,
+        },
+        required: false,
+        doc: "Most processes the command's tree may have at once: past it fork fails (a fork \
+              bomb is contained; limit_hit: pids). Default: the server's --pids, else none.",
+    },
+    Param {
+        name: "cpu",
+        kind: Kind::Number {
+            unit: "cores",
+            min: tether::MIN_CPU,
+            max: 1024.0,
+        },
+        required: false,
+        doc: "CPU limit in cores (0.5: half a core); the tree is throttled to it. Default: the \
+              server's --cpu, else none.",
+    },
 ];
 
 const STREAM: Param = Param {
@@ -337,7 +396,9 @@ pub const READ: &[Param] = &[
         kind: Kind::Regex,
         required: false,
         doc: "Regex: show only the lines that match (searching all the output from `offset`, \
-              default 0), each with `context` lines around it and its offset and line number.",
+              default 0), each with `context` lines around it and its offset and line number. \
+              One call searches for at most a few seconds: a partial result (partial: true) \
+              says where it stopped, and its hint is the call that goes on from there.",
     },
     Param {
         name: "context",
@@ -360,6 +421,18 @@ pub const READ: &[Param] = &[
         },
         required: false,
         doc: "With grep: most matches listed (all are counted).",
+    },
+    Param {
+        name: "first_line",
+        kind: Kind::Integer {
+            what: "a line number: ",
+            min: 1,
+            max: u64::MAX,
+            default: None,
+        },
+        required: false,
+        doc: "With grep and offset: the line number of the line at `offset`, so matches keep \
+              their numbers (a partial result's hint passes it on).",
     },
     Param {
         name: "raw",
@@ -437,7 +510,8 @@ pub const WAIT: &[Param] = &[
             default: None,
         },
         required: true,
-        doc: "how many seconds to wait at most (see the schema's maximum)",
+        doc: "Most seconds this call waits (at most 50, under clients' request timeouts); if \
+              the session is still running then, call `§wait` again.",
     },
     Param {
         name: "until",
@@ -468,11 +542,12 @@ pub const KILL: &[Param] = &[
         kind: Kind::Seconds {
             min: 0.0,
             min_exclusive: false,
-            max: 60.0,
+            max: MAX_GRACE_S,
             default: Some(2.0),
         },
         required: false,
-        doc: "Seconds between SIGTERM and SIGKILL.",
+        doc: "Seconds between SIGTERM and SIGKILL (at most 30, so the call returns within \
+              clients' request timeouts).",
     },
 ];
 
@@ -490,7 +565,7 @@ pub const SCREEN: &[Param] = &[
     cols_param(None, "Resize to this many columns first (give rows too)."),
 ];
 
-/// Every tool this server offers.
+/// Every tool this server offers (texts name tools as `§name`).
 pub fn all() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
@@ -502,24 +577,23 @@ pub fn all() -> Vec<ToolSpec> {
 (`argv`). Returns as soon as the command's main process exits: {status: exited | killed | \
 timed_out, exit_code, output, id, signal, note, duration_ms, next_offset, truncated_bytes, \
 descendants_alive}. If it is still running after `yield_s` seconds, returns {status: \
-\"running\", output so far, id}: it keeps running, and you continue with `wait`, `read`, `write` \
-(stdin) or `kill`. Servers and watchers: give `until` with their ready line (e.g. {\"command\": \
-\"npm run dev\", \"until\": \"ready|error\", \"yield_s\": 60}): the call returns the moment it \
-appears, even from a process started with `&`. Every process the command starts stays contained: \
-`kill` ends them all. Output merges stdout and stderr in order (separate_stderr splits them). \
-Status failed_start means the program or cwd was not found. `stdin` feeds input (written, then \
-closed); `keep_stdin_open` lets you talk to an interactive program with `write`. Commands get no \
-terminal and no editor (git commit needs -m) unless `pty` is true: then the command runs on a \
-real terminal — choose it for REPLs, programs that prompt (ssh, sudo, installers), full-screen \
-programs (top, vim, less) and anything that refuses or buffers without a terminal; drive it with \
-`write` (text and named `keys`) and look at it with `screen`. If a cancelled call had started a \
-command, that command is killed. ",
-                "Most clients stop waiting for a call after 60 s (the TypeScript SDK's default) \
-unless they reset the timeout on progress, which this server reports every second when the call \
-carries a progressToken; Claude Desktop stops a call at about 4 minutes."
+\"running\", output so far, id}: it keeps running, and you continue with `§wait`, `§read`, \
+`§write` (stdin) or `§kill`. Servers and watchers: give `until` with their ready line (e.g. \
+{\"command\": \"npm run dev\", \"until\": \"ready|error\", \"yield_s\": 50}): the call returns \
+the moment it appears, even from a process started with `&`. Every process the command starts \
+stays contained: `§kill` ends them all. Output merges stdout and stderr in order \
+(separate_stderr splits them). Status failed_start (an error result) means the program or cwd \
+was not found. `stdin` feeds input (written, then closed); `keep_stdin_open` lets you talk to an \
+interactive program with `§write`. Commands get no terminal and no editor (git commit needs -m) \
+unless `pty` is true: then the command runs on a real terminal — choose it for REPLs, programs \
+that prompt (ssh, sudo, installers), full-screen programs (top, vim, less) and anything that \
+refuses or buffers without a terminal; drive it with `§write` (text and named `keys`) and look \
+at it with `§screen`. If a cancelled call had started a command, that command is killed. ",
+                wait_ceiling!(),
+                " With a progressToken the call also reports progress every second."
             ),
             params: RUN,
-            output_schema: session_result_schema(&[]),
+            output_schema: session_result_schema(true, &[]),
             annotations: Annotations {
                 title: "Run a command",
                 read_only: false,
@@ -534,9 +608,13 @@ end_offset, eof, dropped}. Without `offset` it continues where the last output s
 id ended, so repeated calls page through new output; a page is at most the server's output \
 budget. Use the call an omission marker names to see bytes cut from a result. \
 `tail_lines`/`head_lines` show the last/first lines; `grep` searches all the output and lists \
-each matching line with context, offset and line number (matches: [...], match_count); `raw` \
-returns the exact bytes (base64 when not UTF-8); `stream: \"stderr\"` reads stderr of a session \
-started with separate_stderr. Returns at once; to wait for output use `wait`.",
+each matching line with context, offset and line number (matches: [...], match_count) — for a \
+few seconds per call at most: a partial result (partial: true) ends where it stopped, and its \
+hint is the exact call that goes on; `raw` returns the exact bytes (base64 when not UTF-8); \
+`stream: \"stderr\"` reads stderr of a session started with separate_stderr. Output that is \
+gone (beyond the spill cap, or a spill file that could not be written) is reported as `gap` \
+{start, end, bytes, lines, cause}, never skipped silently. Returns at once; to wait for output \
+use `§wait`.",
             params: READ,
             output_schema: read_result_schema(),
             annotations: Annotations {
@@ -558,11 +636,10 @@ F5, ...). Set `submit` to press Enter and `eof` to end the input afterwards (a p
 a PTY gets ",
                 platform_pty_eof!(),
                 "). Input the command has not read yet is written in the background, in order. ",
-                "Most clients stop waiting for a call after 60 s unless they reset the timeout \
-on progress (reported every second when the call carries a progressToken)."
+                wait_ceiling!()
             ),
             params: WRITE,
-            output_schema: session_result_schema(&[]),
+            output_schema: session_result_schema(false, &[]),
             annotations: Annotations {
                 title: "Write to stdin",
                 read_only: false,
@@ -574,20 +651,19 @@ on progress (reported every second when the call carries a progressToken)."
             name: "wait",
             description: concat!(
                 "Wait for a session: returns when its main process exits, when its output \
-matches `until` (a regex), or after `timeout_s` with status running (not an error: wait again, \
-read, or kill). Returns {status, exit_code, output (new since the last output shown), id, \
-matched, match: {text, start, end}, ...}. `until` looks at output from `offset` (default: after \
-the last match in this session, so a ready line that an earlier result already showed still \
-matches), and keeps waiting after the main process exits while processes it left can still \
-print. When the pattern only appeared before where it looked, the result says where \
-(earlier_match). ",
-                "Most clients stop waiting for a call after 60 s (the TypeScript SDK's default) \
-unless they reset the timeout on progress, which this server reports every second when the call \
-carries a progressToken; Claude Desktop stops a call at about 4 minutes: keep timeout_s at 50 or \
-less unless your client waits longer, and call wait again."
+matches `until` (a regex), or after `timeout_s` with status running (not an error: call \
+`§wait` again, `§read`, or `§kill`). Returns {status, exit_code, output (new since the last \
+output shown), id, matched, match: {text, start, end}, ...}. `until` looks at output from \
+`offset` (default: after the last match in this session, so a ready line that an earlier result \
+already showed still matches), and keeps waiting after the main process exits while processes \
+it left can still print. When the pattern only appeared before where it looked, the result says \
+where (earlier_match). ",
+                wait_ceiling!(),
+                " A long wait is a loop: `§wait` with timeout_s 50 until the status is not \
+running (with a progressToken each call also reports progress every second)."
             ),
             params: WAIT,
-            output_schema: session_result_schema(&[]),
+            output_schema: session_result_schema(false, &[]),
             annotations: Annotations {
                 title: "Wait for a session",
                 read_only: true,
@@ -603,7 +679,7 @@ Returns the final result with the output not yet shown: {status, exit_code, outp
 already_exited, descendants_killed, ...}. Also ends the leftovers of a command that already \
 exited.",
             params: KILL,
-            output_schema: session_result_schema(&["already_exited", "descendants_killed"]),
+            output_schema: session_result_schema(false, &["already_exited", "descendants_killed"]),
             annotations: Annotations {
                 title: "Kill a session",
                 read_only: false,
@@ -627,12 +703,13 @@ stdin_open}]}. Finished sessions stay listed for 30 minutes.",
         },
         ToolSpec {
             name: "screen",
-            description: "Show what a PTY session's terminal displays now (run with pty: true): \
-{id, status, rows, cols, cursor_row, cursor_col (1-based), alternate_screen, cursor_hidden, \
-screen (the text rows, trailing blank rows left out)}. Use it for full-screen and redrawing \
-programs (top, htop, vim, less, menus, progress displays), whose output stream is a mess of \
-cursor moves; alternate_screen true means a full-screen program is drawing. With rows and cols \
-it resizes the terminal first and waits briefly for the redraw. Send keys with write.",
+            description: "Show what a PTY session's terminal displays now (`§run` with pty: \
+true): {id, status, rows, cols, cursor_row, cursor_col (1-based), alternate_screen, \
+cursor_hidden, screen (the text rows, trailing blank rows left out)}. Use it for full-screen and \
+redrawing programs (top, htop, vim, less, menus, progress displays), whose output stream is a \
+mess of cursor moves; alternate_screen true means a full-screen program is drawing. With rows \
+and cols it resizes the terminal first and waits briefly for the redraw. Send keys with \
+`§write`.",
             params: SCREEN,
             output_schema: screen_result_schema(),
             annotations: Annotations {
@@ -656,9 +733,46 @@ fn object(properties: Value, required: &[&str]) -> Value {
     })
 }
 
-/// Schema of the results of run, write, wait and kill (`required_extra`:
-/// fields that tool always has).
-fn session_result_schema(required_extra: &[&str]) -> Value {
+/// A tool's output schema, covering every result it returns: a
+/// successful one has the fields in `required`; an error result
+/// (`isError`) has `error` — what went wrong and what to send instead —
+/// and, for a `run` that could not start, `status: "failed_start"`, `cwd`
+/// and `hint`. Clients validate error results too: the TypeScript SDK
+/// (1.32) threw "Structured content does not match the tool's output
+/// schema" for every error result before (issue 16), so the model saw the
+/// SDK's complaint instead of tether's message.
+fn result_schema(mut properties: Value, required: &[&str]) -> Value {
+    properties["error"] = json!({
+        "type": "string",
+        "description": "Error results (isError) only: what went wrong and what to send instead.",
+    });
+    json!({
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": false,
+        "anyOf": [{"required": required}, {"required": ["error"]}],
+    })
+}
+
+/// Output that is gone (see `tether::output::Gap`), in results that
+/// cover it.
+fn gap_schema() -> Value {
+    object(
+        json!({
+            "start": {"type": "integer", "minimum": 0, "description": "Offset of the first byte gone."},
+            "end": {"type": "integer", "minimum": 0, "description": "Offset just past the last byte gone."},
+            "bytes": {"type": "integer", "minimum": 0},
+            "lines": {"type": ["integer", "null"], "minimum": 0, "description": "Newlines among them (null: unknown)."},
+            "cause": {"type": "string", "description": "Why they are gone: the spill cap, or the error writing the spill file."},
+        }),
+        &["start", "end", "bytes", "lines", "cause"],
+    )
+}
+
+/// Schema of the results of run, write, wait and kill (`failed_start`:
+/// `run`, which can fail to start; `required_extra`: fields that tool
+/// always has).
+fn session_result_schema(failed_start: bool, required_extra: &[&str]) -> Value {
     let offsets = json!({"type": "object", "properties": {
         "text": {"type": "string"},
         "start": {"type": "integer", "minimum": 0},
@@ -673,9 +787,12 @@ fn session_result_schema(required_extra: &[&str]) -> Value {
         "duration_ms",
     ];
     required.extend_from_slice(required_extra);
-    object(
-        json!({
-            "status": {"type": "string", "enum": STATUS},
+    let mut status = STATUS.to_vec();
+    if failed_start {
+        status.push("failed_start");
+    }
+    let mut properties = json!({
+            "status": {"type": "string", "enum": status},
             "exit_code": {"type": ["integer", "null"]},
             "output": {"type": "string", "description": "Output not shown before, cleaned, within the budget."},
             "id": {"type": "string"},
@@ -685,6 +802,7 @@ fn session_result_schema(required_extra: &[&str]) -> Value {
             "next_offset": {"type": "integer", "minimum": 0},
             "truncated_bytes": {"type": "integer", "minimum": 0},
             "dropped_bytes": {"type": "integer", "minimum": 0},
+            "gap": gap_schema(),
             "output_error": {"type": "string"},
             "stderr": {"type": "string"},
             "stderr_next_offset": {"type": "integer", "minimum": 0},
@@ -706,13 +824,49 @@ fn session_result_schema(required_extra: &[&str]) -> Value {
             "waiting_for_input": {"type": "string"},
             "hint": {"type": "string"},
             "screen": {"type": "string", "description": "PTY sessions drawing full-screen (alternate screen): the terminal's text rows."},
+            "limits": limits_schema(),
+            "limit_hit": limit_hit_schema(),
+    });
+    if failed_start {
+        properties["cwd"] =
+            json!({"type": "string", "description": "failed_start: the working directory tried."});
+    }
+    result_schema(properties, &required)
+}
+
+/// A session's limits: per limit asked for, its value and how it is
+/// enforced (`none` with the reason).
+fn limits_schema() -> Value {
+    let limit = object(
+        json!({
+            "value": {"type": "number"},
+            "enforced": {"type": "string", "enum": ["cgroup2", "cgroup1", "job", "rlimit", "none"]},
+            "reason": {"type": "string"},
         }),
-        &required,
-    )
+        &["value", "enforced"],
+    );
+    let mut schema = object(
+        json!({
+            "memory": limit,
+            "pids": limit,
+            "cpu": limit,
+            "cgroup": {"type": "string"},
+        }),
+        &[],
+    );
+    schema["description"] = json!(
+        "Per limit: value (bytes, processes, cores) and how it is enforced; `none` with the reason."
+    );
+    schema
+}
+
+fn limit_hit_schema() -> Value {
+    json!({"type": ["string", "null"], "enum": ["memory", "pids", null],
+           "description": "The limit the session ran into (memory: the kernel killed processes of it; pids: forks failed)."})
 }
 
 fn screen_result_schema() -> Value {
-    object(
+    result_schema(
         json!({
             "id": {"type": "string"},
             "status": {"type": "string", "enum": STATUS},
@@ -739,7 +893,7 @@ fn screen_result_schema() -> Value {
 }
 
 fn read_result_schema() -> Value {
-    object(
+    result_schema(
         json!({
             "status": {"type": "string", "enum": STATUS},
             "output": {"type": "string"},
@@ -763,7 +917,10 @@ fn read_result_schema() -> Value {
                 "required": ["line", "offset", "text"],
                 "additionalProperties": false,
             }},
+            "gap": gap_schema(),
+            "partial": {"type": "boolean", "description": "grep: the search stopped before the end (at next_offset); the hint is the call that goes on."},
             "note": {"type": "string"},
+            "hint": {"type": "string"},
         }),
         &[
             "status",
@@ -778,7 +935,7 @@ fn read_result_schema() -> Value {
 }
 
 fn list_result_schema() -> Value {
-    object(
+    result_schema(
         json!({"sessions": {"type": "array", "items": object(json!({
             "id": {"type": "string"},
             "status": {"type": "string", "enum": STATUS},
@@ -790,6 +947,8 @@ fn list_result_schema() -> Value {
             "unread_bytes": {"type": "integer", "minimum": 0},
             "descendants_alive": {"type": "integer", "minimum": 0},
             "stdin_open": {"type": "boolean"},
+            "limits": limits_schema(),
+            "limit_hit": limit_hit_schema(),
         }), &["id", "status", "exit_code", "command", "signal", "duration_ms", "output_bytes",
               "unread_bytes", "descendants_alive", "stdin_open"])}}),
         &["sessions"],
@@ -814,10 +973,12 @@ mod tests {
             assert_eq!(input["type"], "object", "{}", tool.name);
             assert_eq!(input["additionalProperties"], false);
             assert_eq!(tool.output_schema["type"], "object", "{}", tool.name);
-            for required in tool.output_schema["required"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let shapes = tool.output_schema["anyOf"].as_array().unwrap();
+            assert_eq!(shapes.len(), 2, "{}: a result and an error", tool.name);
+            assert_eq!(shapes[1]["required"], json!(["error"]));
+            for required in shapes
+                .iter()
+                .flat_map(|shape| shape["required"].as_array().unwrap())
             {
                 let name = required.as_str().unwrap();
                 assert!(

@@ -10,6 +10,8 @@
 //! - `tree SECS`: starts a grandchild (`sleep SECS`) at once, prints
 //!   `<own pid> <grandchild pid>`, sleeps SECS;
 //! - `tree-exit`: starts a grandchild (`sleep 60`), prints both pids, exits;
+//! - `suspended`: starts a grandchild (`sleep 60`) created suspended — a
+//!   process that has not started yet — prints both pids, sleeps 60 s;
 //! - `breakaway`: tries to start a child outside its job, prints `error <code>`
 //!   or `spawned <pid>`;
 //! - `cat`: copies stdin to stdout;
@@ -21,6 +23,12 @@
 //! - `ctrl-break`: exits 7 on CTRL_BREAK (prints `ready` first);
 //! - `console-events`: exits 10 + the console control event's code
 //!   (Ctrl-C 10, Ctrl-Break 11, console close 12; prints `ready` first);
+//! - `spawn-many N SECS`: starts up to N children (`sleep SECS`), one after
+//!   the other, stopping at the first that fails; prints `started K` or
+//!   `started K error CODE` (the Windows error), then sleeps SECS;
+//! - `alloc MIB`: commits and touches MIB MiB in 1 MiB blocks; prints
+//!   `allocated` or `failed at K` (MiB reached when an allocation was
+//!   refused) and exits 0 either way;
 //! - `self-attach refused|on-request [launcher job handle]`: attaches itself
 //!   to a kill-on-close job, starts a child (`sleep 60`) and, with
 //!   `on-request`, one more with `CREATE_BREAKAWAY_FROM_JOB`; prints
@@ -63,7 +71,52 @@ fn main() {
                 .expect("grandchild");
             println!("{} {}", std::process::id(), gc.id());
         }
+        "suspended" => {
+            let gc = suspended(&me);
+            println!("{} {}", std::process::id(), gc.id());
+            out.flush().unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+        }
         "breakaway" => println!("{}", breakaway(&me)),
+        "spawn-many" => {
+            let n: usize = arg(2).parse().expect("count");
+            let secs = arg(3);
+            let mut children = Vec::new();
+            let mut error = None;
+            for _ in 0..n {
+                match Command::new(&me).args(["sleep", &secs]).spawn() {
+                    Ok(child) => children.push(child),
+                    Err(e) => {
+                        error = Some(e.raw_os_error().unwrap_or(-1));
+                        break;
+                    }
+                }
+            }
+            match error {
+                Some(code) => println!("started {} error {code}", children.len()),
+                None => println!("started {}", children.len()),
+            }
+            out.flush().unwrap();
+            std::thread::sleep(Duration::from_secs(secs.parse().expect("secs")));
+        }
+        "alloc" => {
+            let mib: usize = arg(2).parse().expect("MiB");
+            let mut blocks: Vec<Vec<u8>> = Vec::new();
+            let mut failed = None;
+            for i in 0..mib {
+                let mut block = Vec::new();
+                if block.try_reserve_exact(1 << 20).is_err() {
+                    failed = Some(i);
+                    break;
+                }
+                block.resize(1 << 20, 1u8);
+                blocks.push(block);
+            }
+            match failed {
+                Some(at) => println!("failed at {at}"),
+                None => println!("allocated"),
+            }
+        }
         "cat" => {
             let mut buf = Vec::new();
             std::io::stdin().read_to_end(&mut buf).unwrap();
@@ -129,6 +182,25 @@ fn grandchild_of(child: &tether::Child) -> u32 {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+#[cfg(windows)]
+fn suspended(me: &std::path::Path) -> std::process::Child {
+    use std::os::windows::process::CommandExt;
+    const CREATE_SUSPENDED: u32 = 0x0000_0004;
+    Command::new(me)
+        .args(["sleep", "60"])
+        .creation_flags(CREATE_SUSPENDED)
+        .spawn()
+        .expect("suspended grandchild")
+}
+
+#[cfg(not(windows))]
+fn suspended(me: &std::path::Path) -> std::process::Child {
+    Command::new(me)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("grandchild")
 }
 
 #[cfg(windows)]

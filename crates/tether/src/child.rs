@@ -8,6 +8,7 @@ use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::exit::{ExitStatus, Output};
 use crate::identity::ProcessIdentity;
+use crate::limits::{LimitHit, LimitReport};
 use crate::session_id::SessionId;
 use crate::stdio::{ChildStderr, ChildStdin, ChildStdout};
 use crate::terminal::Pty;
@@ -43,6 +44,8 @@ struct Progress {
     main: Option<ExitStatus>,
     /// The tree is empty; this many descendants were killed.
     settled: Option<u32>,
+    /// A limit the session ran into, as last reported.
+    limit_hit: Option<LimitHit>,
 }
 
 impl Child {
@@ -80,6 +83,12 @@ impl Child {
     /// Which mechanism holds this child's tree.
     pub fn containment(&self) -> Containment {
         self.tree.containment()
+    }
+
+    /// The resource limits applied to this child's session, each with how
+    /// it is enforced (see [`Limits`](crate::Limits)).
+    pub fn limits(&self) -> &LimitReport {
+        self.tree.limits()
     }
 
     /// The session id written into every process's spawn tag.
@@ -123,6 +132,35 @@ impl Child {
             }
             self.next_event(None)?;
         }
+    }
+
+    /// [`wait`](Child::wait) for at most `timeout`: `Ok(None)` if the child
+    /// has not finished by then — or when a signal interrupted the wait, so
+    /// a host can run its signal handlers (Python's Ctrl-C) and wait again.
+    /// Unlike `wait`, stdin stays open.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.finished() {
+                return Ok(Some(status));
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if self.next_event(Some(left))?.is_none() {
+                return Ok(self.finished());
+            }
+        }
+    }
+
+    /// Sends `signal` to the main process's process group (the command
+    /// and what it started without leaving its group — what a terminal's
+    /// Ctrl-C reaches), through the keeper. Unix; on Windows
+    /// [`Error::Unsupported`]. To end the whole tree use
+    /// [`kill`](Child::kill).
+    ///
+    /// # Errors
+    /// [`Error::Keeper`] once the keeper is gone (the tree is empty).
+    pub fn send_signal(&self, signal: i32) -> Result<()> {
+        self.handle().send_signal(signal)
     }
 
     /// The status if the child has finished (see [`wait`](Child::wait)),
@@ -209,6 +247,7 @@ impl Child {
         }
         Some(ExitStatus {
             descendants_killed: self.progress.settled.unwrap_or(0),
+            limit_hit: self.progress.limit_hit,
             ..main
         })
     }
@@ -228,14 +267,20 @@ impl Child {
             TreeEvent::MainExited {
                 termination,
                 timed_out,
+                limit_hit,
             } => {
+                self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
                 self.progress.main = Some(ExitStatus {
                     termination: *termination,
                     timed_out: *timed_out,
                     descendants_killed: 0,
+                    limit_hit: *limit_hit,
                 })
             }
-            TreeEvent::Settled { killed } => self.progress.settled = Some(*killed),
+            TreeEvent::Settled { killed, limit_hit } => {
+                self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
+                self.progress.settled = Some(*killed);
+            }
             TreeEvent::KillFailed { .. } => {}
         }
     }
@@ -270,5 +315,21 @@ impl ChildHandle {
     /// the `Child` says which).
     pub fn start_kill(&self) -> Result<()> {
         self.tree.start_kill(self.grace)
+    }
+
+    /// [`start_kill`](Self::start_kill) with an explicit grace.
+    ///
+    /// # Errors
+    /// As `start_kill`.
+    pub fn start_kill_with_grace(&self, grace: Duration) -> Result<()> {
+        self.tree.start_kill(grace)
+    }
+
+    /// [`Child::send_signal`] from any thread.
+    ///
+    /// # Errors
+    /// As `Child::send_signal`.
+    pub fn send_signal(&self, signal: i32) -> Result<()> {
+        self.tree.signal_group(signal)
     }
 }

@@ -11,6 +11,7 @@ use crate::containment::ContainmentPolicy;
 use crate::error::Result;
 use crate::exit::{ExitStatus, Output};
 use crate::install::Install;
+use crate::limits::Limits;
 use crate::session_id::SessionId;
 use crate::stdio::Stdio;
 use crate::terminal::PtySize;
@@ -47,6 +48,7 @@ pub struct Command {
     pub(crate) session: Option<SessionId>,
     pub(crate) install: Option<Install>,
     pub(crate) pty: Option<PtySize>,
+    pub(crate) limits: Limits,
 }
 
 impl Command {
@@ -72,6 +74,7 @@ impl Command {
             session: None,
             install: None,
             pty: None,
+            limits: Limits::default(),
         }
     }
 
@@ -233,6 +236,19 @@ impl Command {
         if self.ladder == Ladder::Standard {
             self.ladder = Ladder::Terminal;
         }
+        self
+    }
+
+    /// Memory, process-count and CPU limits for the whole session — the
+    /// command and everything it starts (default: none). Enforced by the
+    /// strongest mechanism available here (Linux: a cgroup of the
+    /// session's own, v2 or v1; Windows: the session's job) and never
+    /// pretended: [`Child::limits`](crate::Child::limits) says per limit how
+    /// it is enforced, or `none` and why. A limit the session runs into is
+    /// [`ExitStatus::limit_hit`](crate::ExitStatus::limit_hit). Invalid
+    /// values fail at spawn with [`Error::InvalidInput`](crate::Error::InvalidInput).
+    pub fn limits(&mut self, limits: Limits) -> &mut Command {
+        self.limits = limits;
         self
     }
 

@@ -181,6 +181,18 @@ pub enum Error {
         /// The operating system.
         os: &'static str,
     },
+    /// The handle was inherited across `fork()` (without `exec`): its tree
+    /// belongs to process `owner`, which still holds it (and whose death
+    /// still kills it). A forked child cannot wait for, signal or kill it;
+    /// it can start commands of its own.
+    #[error(
+        "this handle belongs to process {owner}: it was inherited across fork(), and only its \
+         owner can use it (start the child's own commands in the child)"
+    )]
+    InheritedAcrossFork {
+        /// The pid of the process that started the tree.
+        owner: u32,
+    },
     /// The registry has been shut down and starts nothing new.
     #[error("the session registry is shut down")]
     RegistryShutDown,
@@ -280,5 +292,26 @@ pub enum WatchdogError {
     /// pidfds — Linux before 5.3 —, permissions), or the watchdog's thread
     /// could not start.
     #[error("cannot watch the owner: {0}")]
+    Io(#[source] io::Error),
+}
+
+/// Why [`withhold_environment`](crate::withhold_environment) changed
+/// nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum WithholdError {
+    /// Other threads run in this process: the environment cannot be
+    /// changed soundly while one of them may read it. Call it first thing
+    /// in `main`, before anything starts a thread (a tokio runtime, a
+    /// logger, a thread pool).
+    #[error(
+        "{threads} threads run in this process: withhold the environment before any other \
+         thread starts (nothing was changed)"
+    )]
+    OtherThreads {
+        /// How many threads run.
+        threads: u32,
+    },
+    /// Reading this process's own state failed (`/proc/self`, the PEB).
+    #[error("cannot read this process's environment: {0}")]
     Io(#[source] io::Error),
 }

@@ -1,6 +1,7 @@
 //! How a command ended, and what it wrote.
 
 use crate::contain::Termination;
+use crate::limits::LimitHit;
 
 /// How a command's main process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -8,6 +9,7 @@ pub struct ExitStatus {
     pub(crate) termination: Termination,
     pub(crate) timed_out: bool,
     pub(crate) descendants_killed: u32,
+    pub(crate) limit_hit: Option<LimitHit>,
 }
 
 impl ExitStatus {
@@ -47,6 +49,14 @@ impl ExitStatus {
     pub fn descendants_killed(&self) -> u32 {
         self.descendants_killed
     }
+
+    /// The resource limit the session ran into, if it did (see
+    /// [`Limits`](crate::Limits)): a memory limit whose OOM kills ended
+    /// processes of the session — the main process's `SIGKILL` then is
+    /// that, not a mystery — or a process limit that refused forks.
+    pub fn limit_hit(&self) -> Option<LimitHit> {
+        self.limit_hit
+    }
 }
 
 impl std::fmt::Display for ExitStatus {
@@ -57,6 +67,9 @@ impl std::fmt::Display for ExitStatus {
         }
         if self.timed_out {
             write!(f, " (timed out)")?;
+        }
+        if let Some(hit) = self.limit_hit {
+            write!(f, " ({hit})")?;
         }
         Ok(())
     }

@@ -48,9 +48,18 @@
 //!
 //! # Finding the keeper
 //!
-//! `$TETHER_KEEPER`, else this program if it called
-//! [`keeper::run_if_requested`], else `tether-keeper` beside this program or
-//! on `PATH`. The `tether` CLI is its own keeper.
+//! `$TETHER_KEEPER`, else the program set with [`keeper::set_program`] (the
+//! Python package sets the `tether` it bundles), else this program if it
+//! called [`keeper::run_if_requested`], else `tether-keeper` beside this
+//! program or on `PATH`. The `tether` CLI is its own keeper.
+//!
+//! # Fork
+//!
+//! An owner that forks without `exec` (Python's `multiprocessing`, a
+//! pre-fork server) is safe: a `pthread_atfork` handler points the child's
+//! copies of the keeper sockets at `/dev/null`, so the parent's trees still
+//! die with the parent; handles the child inherited fail with
+//! [`Error::InheritedAcrossFork`]; the child's own commands are its own.
 
 #![warn(missing_docs)]
 
@@ -58,12 +67,14 @@ mod child;
 mod command;
 mod contain;
 mod containment;
+pub mod doctor;
 mod error;
 mod exit;
 mod forward;
 mod identity;
 pub mod init;
 mod install;
+mod limits;
 pub mod output;
 pub mod registry;
 mod resolve;
@@ -75,6 +86,7 @@ mod spawn_tag;
 mod stdio;
 pub mod terminal;
 pub mod watchdog;
+mod withheld;
 
 pub use child::{Child, ChildHandle};
 pub use command::{Command, DEFAULT_GRACE};
@@ -82,19 +94,33 @@ pub use contain::Descendant;
 pub use contain::ext::*;
 pub use contain::sys;
 pub use containment::{Containment, ContainmentPolicy};
-pub use error::{Error, Result, Survivor, TagError};
+pub use error::{Error, Result, Survivor, TagError, WithholdError};
 pub use exit::{ExitStatus, Output};
 pub use forward::SignalForwarder;
 pub use identity::ProcessIdentity;
 pub use install::Install;
+pub use limits::{Enforcement, LimitHit, LimitReport, Limits, MIN_CPU, format_size, parse_size};
 pub use session_id::SessionId;
 pub use spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};
+pub use withheld::{NEEDED as NEEDED_ENVIRONMENT, Withheld, withhold_environment};
 
 /// The keeper: run it, or let this program be one. (On Windows there is no
 /// keeper: [`run_if_requested`](keeper::run_if_requested) returns at once.)
 pub mod keeper {
     pub use crate::contain::keeper::{KEEPER_ARG, main, run_if_requested};
+
+    /// Uses `program` — a `tether` or `tether-keeper` executable of this
+    /// library's version — as the keeper from the next spawn on, ahead of
+    /// discovery (`$TETHER_KEEPER` still wins); `None` goes back to
+    /// discovery. For hosts that cannot be their own keeper and ship one
+    /// beside them: the Python package sets its bundled `tether` so. A
+    /// program that is not a file fails each spawn with
+    /// [`Error::KeeperNotFound`](crate::Error::KeeperNotFound). Does
+    /// nothing on Windows (no keeper).
+    pub fn set_program(program: Option<std::path::PathBuf>) {
+        crate::contain::set_keeper_program(program)
+    }
 }
 
 /// Keeps `n` keepers started ahead of need (0, the default, turns the pool
@@ -108,6 +134,19 @@ pub mod keeper {
 /// keeper started.
 pub fn set_warm_keepers(n: usize) {
     contain::set_warm_keepers(n)
+}
+
+/// Does now what the first session with limits would do, before any
+/// session starts (Linux; elsewhere it does nothing). Where cgroup v2 has
+/// the `memory`, `pids` or `cpu` controller available to this process's
+/// cgroup but not enabled for its children, it enables them — first moving
+/// this process into a leaf of its own (`tether-owner`) if it is the only
+/// process in its cgroup, as v2 allows controllers only for cgroups without
+/// processes. Nothing else is ever moved. Programs that serve many
+/// sessions (`tether mcp`) call it at start, while no keeper of theirs
+/// exists yet; a one-shot program needs nothing.
+pub fn prepare_limits() {
+    contain::prepare_limits()
 }
 
 /// Makes this process a child subreaper (Linux; elsewhere it does nothing):

@@ -143,6 +143,11 @@ pub struct ReadResult {
     /// The stream is finished (every writer gone) and this read reached
     /// its end: nothing more will ever come.
     pub eof: bool,
+    /// The stream's bytes that are gone, as of this read, whether or not
+    /// this read reached them: where, their newline count, and why (the
+    /// spill cap, or the error that stopped the spill file — e.g. a full
+    /// disk). `None` while every byte is readable.
+    pub gap: Option<crate::output::Gap>,
 }
 
 /// What [`Registry::run_and_wait`] found.
@@ -355,6 +360,7 @@ impl Registry {
             next_offset: chunk.next_offset,
             dropped: chunk.dropped,
             end_offset,
+            gap: chunk.gap,
         })
     }
 
@@ -520,8 +526,15 @@ impl Registry {
         loop {
             changes.borrow_and_update();
             if let Some(regex) = &regex
-                && let Some((start, end)) =
-                    scan(&session, options.stream, regex, options.from, &mut scanned)?
+                && let Some((start, end)) = scan_off_loop(
+                    &session,
+                    options.stream,
+                    regex,
+                    options.from,
+                    &mut scanned,
+                    deadline,
+                )
+                .await?
             {
                 return Ok(result(WaitOutcome::Matched { start, end }));
             }
@@ -714,6 +727,48 @@ impl Drop for Reservation<'_> {
         if !self.committed {
             lock(&self.inner.table).live -= 1;
         }
+    }
+}
+
+/// Output a `wait` searches inline, on the runtime's thread; more is
+/// searched on a blocking thread. A regex that needs the slow engine (a
+/// Unicode `\b` over non-ASCII text) searched 4 MB of output in 4.1 s on
+/// the caller's worker, and every other call of `tether mcp` on that worker
+/// waited (issue 16); 64 KiB of it takes a few ms.
+const INLINE_SCAN: u64 = 64 << 10;
+
+/// [`scan`], on a blocking thread when more than [`INLINE_SCAN`] bytes are
+/// left to search, stopping at `deadline`.
+async fn scan_off_loop(
+    session: &Arc<Session>,
+    stream: Stream,
+    regex: &regex::bytes::Regex,
+    from: u64,
+    scanned: &mut u64,
+    deadline: Instant,
+) -> Result<Option<(u64, u64)>> {
+    let behind = {
+        let shared = session.shared();
+        shared
+            .buffer(stream)
+            .map_or(0, |b| b.end_offset())
+            .saturating_sub(*scanned)
+    };
+    if behind <= INLINE_SCAN {
+        return scan(session, stream, regex, from, scanned, None);
+    }
+    let (session, regex, mut at) = (Arc::clone(session), regex.clone(), *scanned);
+    let searched = tokio::task::spawn_blocking(move || {
+        let found = scan(&session, stream, &regex, from, &mut at, Some(deadline));
+        (found, at)
+    })
+    .await;
+    match searched {
+        Ok((found, at)) => {
+            *scanned = at;
+            found
+        }
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
     }
 }
 

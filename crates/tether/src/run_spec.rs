@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::command::DEFAULT_GRACE;
+use crate::limits::Limits;
 use crate::output::{DEFAULT_MAX_MEMORY, DEFAULT_SPILL_CAP};
 use crate::terminal::PtySize;
 
@@ -87,6 +88,7 @@ pub struct RunSpec {
     pub(crate) spill_cap: u64,
     pub(crate) purpose: String,
     pub(crate) pty: Option<PtySize>,
+    pub(crate) limits: Limits,
 }
 
 impl RunSpec {
@@ -123,6 +125,7 @@ impl RunSpec {
             spill_cap: DEFAULT_SPILL_CAP,
             purpose: "session".to_owned(),
             pty: None,
+            limits: Limits::default(),
         }
     }
 
@@ -224,6 +227,15 @@ impl RunSpec {
     /// - [`OutputMode::Separate`] is refused (a terminal has one stream).
     pub fn pty(mut self, size: PtySize) -> RunSpec {
         self.pty = Some(size);
+        self
+    }
+
+    /// Memory, process-count and CPU limits for the whole session
+    /// (default: none); see [`Command::limits`](crate::Command::limits).
+    /// The session's [`SessionInfo::limits`](crate::registry::SessionInfo::limits)
+    /// says how each was enforced.
+    pub fn limits(mut self, limits: Limits) -> RunSpec {
+        self.limits = limits;
         self
     }
 

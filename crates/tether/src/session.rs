@@ -37,6 +37,7 @@ use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::exit::ExitStatus;
 use crate::identity::ProcessIdentity;
+use crate::limits::{LimitHit, LimitReport};
 use crate::output::OutputBuffer;
 use crate::run_spec::CommandLine;
 use crate::session_id::SessionId;
@@ -70,6 +71,8 @@ pub(crate) struct Meta {
     pub started: Instant,
     pub identity: ProcessIdentity,
     pub containment: Containment,
+    /// The limits applied, each with its enforcement.
+    pub limits: LimitReport,
     pub stdin_piped: bool,
     /// Grace for kills the registry starts on its own (teardown).
     pub grace: Duration,
@@ -90,6 +93,8 @@ pub(crate) struct Shared {
     pub stderr: Option<Captured>,
     pub settled: bool,
     pub descendants_killed: u32,
+    /// The worst limit the session ran into so far.
+    pub limit_hit: Option<LimitHit>,
     pub spill_error: Option<String>,
     /// A PTY session's terminal size now (`None`: pipes).
     pub pty_size: Option<PtySize>,
@@ -212,6 +217,7 @@ impl Session {
                 stderr: stderr.map(Captured::new),
                 settled: false,
                 descendants_killed: 0,
+                limit_hit: None,
                 spill_error: None,
                 pty_size,
                 query_scan: QueryScan::default(),
@@ -265,6 +271,8 @@ impl Session {
             uptime,
             identity: self.meta.identity.clone(),
             containment: self.meta.containment,
+            limits: self.meta.limits.clone(),
+            limit_hit: s.limit_hit,
             descendants: Vec::new(),
             descendants_killed: s.descendants_killed,
             output_bytes: s.output.buffer.end_offset(),

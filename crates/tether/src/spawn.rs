@@ -26,6 +26,7 @@ impl Command {
             what: "purpose",
             reason: e.to_string(),
         })?;
+        self.limits.validate()?;
         let install = self.install.clone().unwrap_or_else(Install::from_env);
         let (owner_pid, owner_start) = contain::owner_identity();
         let session = self.session.clone().unwrap_or_else(SessionId::generate);
@@ -77,6 +78,7 @@ impl Command {
             foreground: self.foreground,
             tag,
             pty: self.pty,
+            limits: self.limits,
         };
         let spawned = contain::spawn(plan, [&stdin, &stdout, &stderr])?;
         // Our duplicates of the child's ends go now, or a pipe would never

@@ -32,6 +32,18 @@ impl From<File> for Stdio {
 }
 
 impl Stdio {
+    /// The open descriptor `fd` of this process (on Windows a C runtime
+    /// descriptor, as Python's `fileno()` gives), duplicated now: the
+    /// caller keeps its own and may close it after the spawn.
+    ///
+    /// # Errors
+    /// `EBADF` if `fd` is not open; the duplication's own error.
+    pub fn from_descriptor(fd: i32) -> io::Result<Stdio> {
+        Ok(Stdio::Os(OsStdio(crate::contain::duplicate_descriptor(
+            fd,
+        )?)))
+    }
+
     pub(crate) fn to_child_io(&self) -> io::Result<ChildIo> {
         Ok(match self {
             Stdio::Inherit => ChildIo::Inherit,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tether::Install;
 use tether::registry::{Registry, RegistryConfig, RunSpec, WaitOptions, WaitOutcome};
 use tether::unix::ExitStatusExt;
-use tether_testkit::{TAG_VAR, TagGuard, Tree, tagged_pids, wait_all_dead};
+use tether_testkit::{TAG_VAR, TagGuard, Tree, tagged_pids, wait_all_dead, wait_for_count};
 
 /// Set in the re-executed test binary that plays a registry owner.
 const HELPER_VAR: &str = "TETHER_REGRESSION_HELPER";
@@ -474,4 +474,194 @@ fn a_pty_kill_sends_hangup_and_term_together() {
     let status = killer.join().unwrap();
     assert_eq!(status.signal(), Some(libc::SIGHUP), "{status:?}");
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+/// Issue 16 item 5: a spill file that could not be written (its file
+/// system full) was recorded inside the session and never shown: a read
+/// of the lost bytes said only how many were dropped, and the MCP server
+/// blamed "the spill cap". Every read now carries the gap — its offsets,
+/// its newlines and the write error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spill_file_on_a_full_disk_is_reported_with_its_error() {
+    if !tether_testkit::require_root("mounting a 1 MiB tmpfs as the spill directory") {
+        return;
+    }
+    let guard = TagGuard::new("regression-spill-enospc");
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=1m,mode=0700",
+            "tether-spill-test",
+        ])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.path());
+    let registry = Registry::new(RegistryConfig {
+        spill_dir: Some(dir.path().to_owned()),
+        ..RegistryConfig::default()
+    });
+    let n = 1_000_000u64;
+    let id = registry
+        .run(RunSpec::shell(format!("seq 1 {n}")).env(TAG_VAR, guard.tag()))
+        .await
+        .unwrap();
+    let waited = registry
+        .wait(
+            id.as_str(),
+            WaitOptions::new(Duration::from_secs(60)).settled(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(waited.outcome, WaitOutcome::Exited);
+    let text: Vec<u8> = (1..=n)
+        .flat_map(|i| format!("{i}\n").into_bytes())
+        .collect();
+    let total = text.len() as u64;
+    let read = registry.read(id.as_str(), 0, 100).unwrap();
+    let gap = read.gap.expect("bytes are gone");
+    assert!(gap.start > 0 && gap.start <= 1 << 20, "{gap:?}");
+    assert_eq!(gap.end, total - (1 << 20));
+    let newlines = text[gap.start as usize..gap.end as usize]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u64;
+    assert_eq!(gap.newlines, Some(newlines));
+    let tether::output::GapCause::SpillFailed { error } = &gap.cause else {
+        panic!("{:?}", gap.cause);
+    };
+    assert!(error.contains("No space left on device"), "{error}");
+    // A read inside the gap skips it and says so.
+    let inside = registry.read(id.as_str(), gap.start + 1, 10).unwrap();
+    assert_eq!((inside.offset, inside.dropped), (gap.end, gap.len() - 1));
+    assert_eq!(waited.info.spill_error.as_deref(), Some(error.as_str()));
+}
+
+/// The owner the fork test SIGKILLs: a tree (tagged with the tag in
+/// `TREE_TAG`), then a child forked without exec that lives on — holding,
+/// before the fix, copies of the keeper's socket, so the keeper never saw
+/// its owner die. Prints `forked <pid>` and waits for the SIGKILL.
+fn forking_owner() {
+    let tree_tag = std::env::var("TREE_TAG").unwrap();
+    let mut child = tether::Command::new("sh")
+        .args(["-c", Tree::SetsidDoubleFork.script()])
+        .env(TAG_VAR, &tree_tag)
+        .stdout(tether::Stdio::Piped)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    // SAFETY: the child only calls async-signal-safe functions (pause,
+    // _exit) before it is killed.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        loop {
+            // SAFETY: pause(2) only waits for a signal.
+            unsafe { libc::pause() };
+        }
+    }
+    println!("forked {pid}");
+    loop {
+        std::thread::park();
+    }
+}
+
+// issue 18 item 3: an owner that forked without exec left its trees alive when SIGKILLed (the forked child held the lifeline).
+#[test]
+fn a_forked_child_does_not_keep_its_parents_trees_alive() {
+    if std::env::var_os(HELPER_VAR).is_some_and(|v| v == "fork") {
+        return forking_owner();
+    }
+    let owner_guard = TagGuard::new("regression-fork-owner");
+    let tree_guard = TagGuard::new("regression-fork-tree");
+    let mut owner = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_forked_child_does_not_keep_its_parents_trees_alive",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HELPER_VAR, "fork")
+        .env(TAG_VAR, owner_guard.tag())
+        .env("TREE_TAG", tree_guard.tag())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let forked: u32 = BufReader::new(owner.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|line| line.split_once("forked ")?.1.parse().ok())
+        .expect("the owner never forked");
+    let built = Tree::SetsidDoubleFork.min_processes();
+    // The escapes launch after `ready`: wait (bounded) until they all exist.
+    assert!(wait_for_count(tree_guard.tag(), built, Duration::from_secs(10)) >= built);
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    assert!(
+        tagged_pids(owner_guard.tag()).contains(&forked),
+        "the forked child should outlive its parent"
+    );
+    assert_eq!(
+        wait_all_dead(tree_guard.tag(), Duration::from_secs(10)),
+        Vec::<u32>::new(),
+        "the SIGKILLed owner's tree outlived it while its forked child lived"
+    );
+}
+
+/// Issue 19 (found while building it): the keeper removed a session's
+/// cgroups once *its tree* was empty, but a process moved into the
+/// session's cgroup v2 — no descendant of the keeper — kept the leaf busy:
+/// `rmdir` failed (`EBUSY`), the leaf stayed behind, and the process lived
+/// on (an empty `tether-<session>` leaf was found on the machine after a
+/// loaded run of the cgroup.kill test). Whatever is in the session's
+/// cgroup is the session's: it is killed and waited for before the leaf
+/// goes.
+#[test]
+fn a_session_cgroup_holding_a_process_outside_the_keepers_tree_is_emptied_and_removed() {
+    if !tether_testkit::require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("limits-cgroup-end");
+    let mut child = tether::Command::new("/bin/sh")
+        .args(["-c", "read line || true"])
+        .env(TAG_VAR, guard.tag())
+        .limits(tether::Limits::new().pids(100))
+        .stdin(tether::Stdio::Piped)
+        .spawn()
+        .expect("spawn");
+    let leaf = child.limits().cgroup.clone().expect("a cgroup v2 leaf");
+    // No descendant of the keeper: when the command exits on its own, the
+    // keeper's tree is empty, yet the session's cgroup is not.
+    let mut outsider = std::process::Command::new("sleep")
+        .arg("1000")
+        .env(TAG_VAR, guard.tag())
+        .spawn()
+        .unwrap();
+    std::fs::write(leaf.join("cgroup.procs"), outsider.id().to_string()).unwrap();
+    drop(child.stdin.take());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(!leaf.exists(), "the leaf goes with the session");
+    // No waiting: the keeper removes the leaf, before it reports the
+    // session over, only once nothing is in it.
+    let left = tagged_pids(guard.tag());
+    assert!(left.is_empty(), "{left:?} outlived its session's cgroup");
+    let status = outsider.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
 }

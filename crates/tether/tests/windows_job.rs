@@ -170,6 +170,30 @@ fn every_process_carries_the_spawn_tag() {
     child.kill().unwrap();
 }
 
+/// Issue 16 item 13: a tag read of a process that has not finished
+/// starting said `Untagged` (under Wine a new process builds its own
+/// parameters after its creator's `CreateProcessW` returned; `ps` would
+/// have called a fresh session's process untagged). A process created
+/// suspended has not started at all: its read must say so.
+#[test]
+fn a_process_that_has_not_started_is_starting_never_untagged() {
+    let mut child = tree_command(&["suspended"])
+        .stdout(Stdio::Piped)
+        .spawn()
+        .unwrap();
+    let ids = pids(&first_line(&mut child));
+    assert_eq!(
+        tether::sys::read_spawn_tag(ids[1]),
+        tether::sys::TagRead::Starting
+    );
+    // Its running parent, started the same way, is tagged.
+    assert!(matches!(
+        tether::sys::read_spawn_tag(ids[0]),
+        tether::sys::TagRead::Tag(_)
+    ));
+    child.kill().unwrap();
+}
+
 #[test]
 fn uncontained_only_by_explicit_policy_and_reported_as_none() {
     let mut child = tree_command(&["sleep", "60"])
@@ -397,4 +421,101 @@ fn ctrl_c_typed_into_a_pty_reaches_the_command() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(10), "CTRL_C_EVENT reached the command");
     read_to_eof(pty, PTY_BOUND);
+}
+
+/// What a job limit did under this system: the report and what the helper
+/// saw must agree — `job` where the system enforces it, `none` naming the
+/// gap where it does not (Wine 8 takes the flags and ignores them).
+fn check_job_limit(how: &tether::Enforcement, enforced: bool, what: &str) {
+    match (how, tether::windows::wine_version()) {
+        (tether::Enforcement::Job, None) => {
+            assert!(enforced, "{what}: reported `job` but not enforced")
+        }
+        (tether::Enforcement::None(reason), Some(version)) => {
+            assert!(
+                !enforced,
+                "{what}: Wine {version} enforces it, yet it is reported `none` ({reason})"
+            );
+            assert!(reason.contains("Wine"), "{reason}");
+            eprintln!(
+                "skipped: Wine {version} does not enforce the job's {what} limit \
+                 (it is reported `none`: {reason}); real Windows does"
+            );
+        }
+        (how, wine) => panic!("{what}: reported {how} (Wine: {wine:?}), enforced: {enforced}"),
+    }
+}
+
+#[test]
+fn a_process_limit_is_the_jobs_active_process_limit() {
+    let mut child = tree_command(&["spawn-many", "6", "30"])
+        .limits(tether::Limits::new().pids(3))
+        .stdout(Stdio::Piped)
+        .spawn()
+        .unwrap();
+    let (limit, how) = child.limits().pids.clone().expect("a pids limit");
+    assert_eq!(limit, 3);
+    let line = first_line(&mut child);
+    let started: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    // The helper and two children make three active processes: the third
+    // child is refused where the limit holds.
+    let enforced = started < 6;
+    check_job_limit(&how, enforced, "active process");
+    if enforced {
+        assert_eq!(started, 2, "{line}");
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    if enforced {
+        assert!(
+            matches!(status.limit_hit(), Some(tether::LimitHit::Pids { .. })),
+            "{:?}",
+            status.limit_hit()
+        );
+    }
+}
+
+#[test]
+fn a_memory_limit_is_the_jobs_memory_limit() {
+    let out = tree_command(&["alloc", "512"])
+        .limits(tether::Limits::new().memory(64 << 20))
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let enforced = line.starts_with("failed at");
+    let mut child = tree_command(&["exit", "0"])
+        .limits(tether::Limits::new().memory(64 << 20))
+        .spawn()
+        .unwrap();
+    let (_, how) = child.limits().memory.clone().expect("a memory limit");
+    child.wait().unwrap();
+    check_job_limit(&how, enforced, "memory");
+    if enforced {
+        assert!(
+            matches!(
+                out.status.limit_hit(),
+                Some(tether::LimitHit::Memory { .. })
+            ),
+            "{line}: {:?}",
+            out.status.limit_hit()
+        );
+    }
+}
+
+#[test]
+fn a_cpu_limit_is_the_jobs_cpu_rate_or_none_with_the_reason() {
+    let mut child = tree_command(&["exit", "0"])
+        .limits(tether::Limits::new().cpu(0.5))
+        .spawn()
+        .unwrap();
+    let (millis, how) = child.limits().cpu_millis.clone().expect("a cpu limit");
+    assert_eq!(millis, 500);
+    child.wait().unwrap();
+    match (&how, tether::windows::wine_version()) {
+        (tether::Enforcement::Job, None) => {}
+        (tether::Enforcement::None(reason), Some(version)) => eprintln!(
+            "skipped: Wine {version} has no job CPU rate control (reported `none`: {reason})"
+        ),
+        other => panic!("{other:?}"),
+    }
 }

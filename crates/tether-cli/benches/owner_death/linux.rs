@@ -85,21 +85,13 @@ impl Run {
     }
 }
 
-fn one_run(build: &Build, tree: Tree, containment: &str, killer: Killer) -> Run {
+fn one_run(build: &Build, tree: Tree, containment: &str, extra: &[&str], killer: Killer) -> Run {
     let tag = unique_tag("bench-owner-death");
     let home = tempfile::tempdir().unwrap();
     let mut owner = Command::new(&build.path)
-        .args([
-            "run",
-            "--grace",
-            "1s",
-            "--containment",
-            containment,
-            "--",
-            "/bin/sh",
-            "-c",
-            tree.script(),
-        ])
+        .args(["run", "--grace", "1s", "--containment", containment])
+        .args(extra)
+        .args(["--", "/bin/sh", "-c", tree.script()])
         .env(TAG_VAR, &tag)
         .env("TETHER_HOME", home.path())
         .env("TETHER_KEEPER_DEBUG", "1")
@@ -193,31 +185,48 @@ fn p50_ms(values: impl Iterator<Item = u64>) -> String {
     format!("{:.1}", ms(percentile(&samples, 0.5)))
 }
 
+/// How the tables name a containment given `tether run`'s extra options.
+fn containment_name(containment: &str, extra: &[&str]) -> String {
+    if extra.is_empty() {
+        containment.to_owned()
+    } else {
+        format!("{containment} + own cgroup ({})", extra.join(" "))
+    }
+}
+
 pub fn main() {
     if listing() {
         return;
     }
     let builds = builds();
-    let cases = [
-        (Tree::Hundred, "subreaper", Killer::OwnerDeath),
-        (Tree::Hundred, "pidns", Killer::OwnerDeath),
-        (Tree::Hundred, "subreaper", Killer::Bench),
-        (Tree::ForkStorm, "subreaper", Killer::OwnerDeath),
+    // A process limit far above the tree gives the session cgroups of its
+    // own (root): the keeper's KILL rung is then `cgroup.kill`. (This
+    // build only: a baseline may not know `--pids`.)
+    let cgroup: &[&str] = &["--pids", "100000"];
+    let mut cases = vec![
+        (Tree::Hundred, "subreaper", &[][..], Killer::OwnerDeath),
+        (Tree::Hundred, "pidns", &[][..], Killer::OwnerDeath),
+        (Tree::Hundred, "subreaper", &[][..], Killer::Bench),
+        (Tree::ForkStorm, "subreaper", &[][..], Killer::OwnerDeath),
     ];
+    if tether_testkit::is_root() {
+        cases.push((Tree::Hundred, "subreaper", cgroup, Killer::OwnerDeath));
+        cases.push((Tree::ForkStorm, "subreaper", cgroup, Killer::OwnerDeath));
+    }
     // runs[case][build]
     let mut runs: Vec<Vec<Vec<Run>>> = cases
         .iter()
         .map(|_| builds.iter().map(|_| Vec::new()).collect())
         .collect();
-    for (c, &(tree, containment, killer)) in cases.iter().enumerate() {
-        let builds_here = if killer == Killer::Bench {
+    for (c, &(tree, containment, extra, killer)) in cases.iter().enumerate() {
+        let builds_here = if killer == Killer::Bench || !extra.is_empty() {
             1
         } else {
             builds.len()
         };
         for _ in 0..RUNS {
             for (b, build) in builds.iter().enumerate().take(builds_here) {
-                runs[c][b].push(one_run(build, tree, containment, killer));
+                runs[c][b].push(one_run(build, tree, containment, extra, killer));
             }
         }
     }
@@ -227,7 +236,8 @@ pub fn main() {
         "| tree | containment | killed by | build | processes at kill: median (min–max) | p50 ms | max ms |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for (c, &(tree, containment, killer)) in cases.iter().enumerate() {
+    for (c, &(tree, containment, extra, killer)) in cases.iter().enumerate() {
+        let containment = containment_name(containment, extra);
         for (b, build) in builds.iter().enumerate() {
             let runs = &runs[c][b];
             if runs.is_empty() {
@@ -260,12 +270,16 @@ pub fn main() {
         "| tree | containment | build | SIGKILL → keeper reads EOF | → members listed and pinned | → the first signal at all of them | → first process dead | → last process dead | → keeper sees the tree empty |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    for (c, &(tree, containment, killer)) in cases.iter().enumerate() {
+    for (c, &(tree, containment, extra, killer)) in cases.iter().enumerate() {
         if killer != Killer::OwnerDeath {
             continue;
         }
+        let containment = containment_name(containment, extra);
         for (b, build) in builds.iter().enumerate() {
             let runs = &runs[c][b];
+            if runs.is_empty() {
+                continue;
+            }
             let keeper = || runs.iter().filter_map(|r| r.keeper.map(|k| (r, k)));
             println!(
                 "| {tree:?} | {containment} | {} | {} | {} | {} | {} | {} | {} |",

@@ -67,8 +67,15 @@ pub fn main() {
         &procps,
         "(baseline: reads every cmdline)",
     );
+    let free_dir = HOME.get().unwrap().to_str().expect("UTF-8 temp path");
     for (name, args) in [
         ("tether ps", &["ps"][..]),
+        // Every process's exe, cwd, descriptors and maps, each object
+        // compared with a directory nothing holds (text, then identity).
+        (
+            "tether ps --holding DIR",
+            &["ps", "--holding", free_dir][..],
+        ),
         ("tether ps --json", &["ps", "--json"][..]),
         ("tether reap --dry-run", &["reap", "--dry-run"][..]),
         (

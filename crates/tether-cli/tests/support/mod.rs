@@ -24,6 +24,24 @@ pub fn tether_path() -> std::path::PathBuf {
         .map_or_else(|| env!("CARGO_BIN_EXE_tether").into(), Into::into)
 }
 
+/// A program that is `tether mcp`, for MCP clients that take one program
+/// path (the Python and TypeScript suites' `TETHER_MCP_CMD`): a script in
+/// `dir` that `exec`s this build's `tether mcp` with its arguments, so the
+/// server the clients drive is the `tether` process itself.
+pub fn mcp_server_program(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let quoted = tether_path()
+        .to_str()
+        .expect("UTF-8 path")
+        .replace('\'', "'\\''");
+    let program = dir.join("tether-mcp-server");
+    std::fs::write(&program, format!("#!/bin/sh\nexec '{quoted}' mcp \"$@\"\n"))
+        .expect("write the server script");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))
+        .expect("make the server script executable");
+    program
+}
+
 /// A `tether run` owner running a shell script, stdout piped.
 pub struct Owner {
     child: Child,

@@ -10,9 +10,15 @@
 //! - nesting deeper than serde's limit of 128 — measured here, so the
 //!   answer can be an error that names it;
 //! - the request's `id`, found by a scan that tolerates a broken or
-//!   oversized rest, so even those errors go to the right request.
+//!   oversized rest, so even those errors go to the right request;
+//! - an `id` that is a JSON number but not a 64-bit integer (a 30-digit
+//!   integer, `1.5`): JSON-RPC allows any number, rmcp's ids are `i64` or
+//!   strings, so the transport swaps such an id for a placeholder string
+//!   on the way in and writes the number back exactly as sent on the way
+//!   out ([`member_span`] finds it, and a cancellation's `requestId`).
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use rmcp::model::{NumberOrString, RequestId};
 
@@ -34,8 +40,11 @@ pub enum FoundId {
     Absent,
     /// A usable id.
     Valid(RequestId),
-    /// An `id` that is not a string or an integer (an object, an array,
-    /// a boolean, null, a fraction): JSON-RPC answers it with `"id": null`.
+    /// A JSON number that is not a 64-bit integer (`123456789012345678901234567890`,
+    /// `1.5`), as its text: answered with exactly that text.
+    Number(String),
+    /// An `id` that is not a string or a number (an object, an array, a
+    /// boolean, null): JSON-RPC answers it with `"id": null`.
     Invalid,
 }
 
@@ -145,9 +154,49 @@ fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
 /// The `id` member of the top-level object, scanning only as far as it
 /// needs: the rest of the line may be cut off or broken.
 pub fn find_id(line: &[u8]) -> FoundId {
-    let mut i = skip_ws(line, 0);
-    if line.get(i) != Some(&b'{') {
+    let Some(span) = member_span(line, &["id"]) else {
         return FoundId::Absent;
+    };
+    let value = &line[span];
+    if value.first() == Some(&b'"') {
+        return match serde_json::from_slice::<NumberOrString>(value) {
+            Ok(id) => FoundId::Valid(id),
+            Err(_) => FoundId::Invalid,
+        };
+    }
+    // An integer rmcp writes back as it came: digits, in i64, not `-0`
+    // (`1E3`, `1.0` and `-0` would come back as `1000`, `1`, `0`).
+    let digits = value.strip_prefix(b"-").unwrap_or(value);
+    if !digits.is_empty()
+        && digits.iter().all(u8::is_ascii_digit)
+        && value != b"-0"
+        && let Ok(n) = std::str::from_utf8(value).unwrap_or("").parse::<i64>()
+    {
+        return FoundId::Valid(NumberOrString::Number(n));
+    }
+    match serde_json::from_slice::<serde_json::Number>(value) {
+        Ok(_) => FoundId::Number(String::from_utf8_lossy(value).into_owned()),
+        Err(_) => FoundId::Invalid,
+    }
+}
+
+/// Where the value of the member at `path` (keys of nested objects, from
+/// the top-level one) lies in `line`, scanning only as far as it needs.
+pub fn member_span(line: &[u8], path: &[&str]) -> Option<Range<usize>> {
+    let mut at = skip_ws(line, 0);
+    let mut span = None;
+    for key in path {
+        let found = member(line, at, key)?;
+        at = found.start;
+        span = Some(found);
+    }
+    span
+}
+
+/// The value of member `key` of the object starting at `i`.
+fn member(line: &[u8], mut i: usize, key: &str) -> Option<Range<usize>> {
+    if line.get(i) != Some(&b'{') {
+        return None;
     }
     i += 1;
     loop {
@@ -158,26 +207,21 @@ pub fn find_id(line: &[u8]) -> FoundId {
                 i += 1;
                 continue;
             }
-            _ => return FoundId::Absent,
+            _ => return None,
         }
-        let Some(key_end) = string_end(line, i) else {
-            return FoundId::Absent;
-        };
-        let key = &line[i..key_end];
+        let key_end = string_end(line, i)?;
+        let name = &line[i..key_end];
         i = skip_ws(line, key_end);
         if line.get(i) != Some(&b':') {
-            return FoundId::Absent;
+            return None;
         }
         i = skip_ws(line, i + 1);
-        let Some(value_end) = value_end(line, i) else {
-            return FoundId::Absent;
-        };
-        if key == b"\"id\"" {
-            let value = &line[i..value_end];
-            return match serde_json::from_slice::<NumberOrString>(value) {
-                Ok(id) => FoundId::Valid(id),
-                Err(_) => FoundId::Invalid,
-            };
+        let mut value_end = value_end(line, i)?;
+        if name.len() == key.len() + 2 && &name[1..name.len() - 1] == key.as_bytes() {
+            while value_end > i && line[value_end - 1].is_ascii_whitespace() {
+                value_end -= 1;
+            }
+            return Some(i..value_end);
         }
         i = value_end;
     }
@@ -288,7 +332,15 @@ mod tests {
         assert_eq!(id(r#"{"id":[1],"method":"x"}"#), FoundId::Invalid);
         assert_eq!(id(r#"{"id":true}"#), FoundId::Invalid);
         assert_eq!(id(r#"{"id":null}"#), FoundId::Invalid);
-        assert_eq!(id(r#"{"id":1.5}"#), FoundId::Invalid);
+        assert_eq!(id(r#"{"id":1.5}"#), FoundId::Number("1.5".into()));
+        assert_eq!(
+            id(r#"{"id": 123456789012345678901234567890 ,"method":"x"}"#),
+            FoundId::Number("123456789012345678901234567890".into())
+        );
+        assert_eq!(id(r#"{"id":-1e3}"#), FoundId::Number("-1e3".into()));
+        let line = br#"{"method":"notifications/cancelled","params":{"reason":"x","requestId":12345678901234567890123}}"#;
+        let span = member_span(line, &["params", "requestId"]).unwrap();
+        assert_eq!(&line[span], b"12345678901234567890123");
         let deep = format!(r#"{{"jsonrpc":"2.0","id":9,"params":{}"#, "[".repeat(300));
         assert_eq!(id(&deep), FoundId::Valid(NumberOrString::Number(9)));
     }

@@ -55,8 +55,9 @@ pub async fn serve_stdio(terminal: Arc<Terminal>, closing: Closing, max_line: us
         closing: closing.clone(),
         tools: tools::all()
             .into_iter()
-            .map(|spec| to_rmcp_tool(spec, terminal.shell()))
+            .map(|spec| to_rmcp_tool(spec, terminal.shell(), terminal.names()))
             .collect(),
+        instructions: terminal.names().render(INSTRUCTIONS),
     };
     let running = tokio::select! {
         started = handler.serve(transport) => match started {
@@ -87,9 +88,10 @@ pub async fn serve_stdio(terminal: Arc<Terminal>, closing: Closing, max_line: us
     }
 }
 
-/// The tool as rmcp declares it; a `--shell` other than the platform's is
-/// named wherever the texts name the shell, so the model writes for it.
-fn to_rmcp_tool(spec: ToolSpec, shell: &crate::shell::Shell) -> Tool {
+/// The tool as rmcp declares it: named with the `--tool-prefix`, as every
+/// tool its texts name; a `--shell` other than the platform's is named
+/// wherever the texts name the shell, so the model writes for it.
+fn to_rmcp_tool(spec: ToolSpec, shell: &crate::shell::Shell, names: &crate::names::Names) -> Tool {
     let (Value::Object(mut input), Value::Object(output)) =
         (spec.input_schema(), spec.output_schema)
     else {
@@ -108,8 +110,10 @@ fn to_rmcp_tool(spec: ToolSpec, shell: &crate::shell::Shell) -> Tool {
             *doc = doc.replace(platform, &configured);
         }
     }
+    let description = names.render(&description);
+    let input = render_docs(input, names);
     let a = spec.annotations;
-    let mut tool = Tool::new(spec.name, description, Arc::new(input));
+    let mut tool = Tool::new(names.of(spec.name), description, Arc::new(input));
     tool.output_schema = Some(Arc::new(output));
     tool.annotations = Some(
         ToolAnnotations::with_title(a.title)
@@ -121,18 +125,32 @@ fn to_rmcp_tool(spec: ToolSpec, shell: &crate::shell::Shell) -> Tool {
     tool
 }
 
+/// An input schema with the tool names in its argument docs rendered.
+fn render_docs(mut input: JsonObject, names: &crate::names::Names) -> JsonObject {
+    if let Some(Value::Object(properties)) = input.get_mut("properties") {
+        for property in properties.values_mut() {
+            if let Some(Value::String(doc)) = property.get_mut("description") {
+                *doc = names.render(doc);
+            }
+        }
+    }
+    input
+}
+
 /// rmcp's view of the server.
 struct Handler {
     terminal: Arc<Terminal>,
     closing: Closing,
     tools: Vec<Tool>,
+    /// [`INSTRUCTIONS`] with the tools' names.
+    instructions: String,
 }
 
 impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("tether", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(self.instructions.clone())
     }
 
     async fn list_tools(
@@ -158,7 +176,8 @@ impl ServerHandler for Handler {
             cancel: context.ct.clone(),
             progress: progress_sink(&context),
         };
-        let call = AssertUnwindSafe(self.terminal.call(&name, &args, call_context)).catch_unwind();
+        let tool = self.terminal.names().tool(&name).unwrap_or("");
+        let call = AssertUnwindSafe(self.terminal.call(tool, &args, call_context)).catch_unwind();
         let reply = tokio::select! {
             reply = call => reply,
             cause = self.closing.closed() => Ok(Some(Reply::error(format!(

@@ -13,10 +13,15 @@
 //! Errors for requests whose id cannot be known carry `"id": null`, as
 //! JSON-RPC 2.0 asks (rmcp would leave the member out, and a client then
 //! cannot tell which call failed); where the id can be recovered from a
-//! broken line, the error goes to it. Requests in flight are bounded and
+//! broken line, the error goes to it. An id that is a number rmcp cannot
+//! hold (a 30-digit integer, `1.5`: JSON allows any number, rmcp takes
+//! `i64`) travels inside as a placeholder string ([`NUMBER_ID`] + its
+//! text) and is written back exactly as sent; it used to get `-32600` with
+//! `"id": null`, so the client could not match the answer (issue 16). Requests in flight are bounded and
 //! ids checked ([`InFlight`]); lone surrogates, huge numbers and deep
 //! nesting are handled before serde sees a line ([`jsonrpc`](super::jsonrpc)).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::RoleServer;
@@ -30,7 +35,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::inflight::InFlight;
-use super::jsonrpc::{FoundId, MAX_DEPTH, find_id, sanitize};
+use super::jsonrpc::{FoundId, MAX_DEPTH, find_id, member_span, sanitize};
 use crate::lifecycle::{Cause, Closing};
 
 /// Methods whose params rmcp parses into a typed request; params that do
@@ -52,6 +57,60 @@ const TYPED_METHODS: &[&str] = &[
 
 /// Bytes of an oversized line kept to find its request id.
 const HEAD_KEPT: usize = 4096;
+
+/// Start of the placeholder string an id that is a number beyond `i64`
+/// becomes inside (then its text as sent). U+10FFFF is a noncharacter: no
+/// client names a request with it.
+const NUMBER_ID: &str = "\u{10FFFF}";
+
+/// The placeholder for a number id's text.
+fn number_id(text: &str) -> RequestId {
+    RequestId::String(format!("{NUMBER_ID}{text}").into())
+}
+
+/// The text of a number id behind its placeholder; `None` for any other
+/// id (or a placeholder that is not a number's text, which is then written
+/// as the string it is).
+fn number_text(id: &RequestId) -> Option<&str> {
+    let RequestId::String(s) = id else {
+        return None;
+    };
+    let text = s.strip_prefix(NUMBER_ID)?;
+    let number_shaped = text
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'));
+    (number_shaped && serde_json::from_str::<serde_json::Number>(text).is_ok()).then_some(text)
+}
+
+/// `message` as one line of JSON; when `id` is a number id's placeholder,
+/// its `id` member is the number's text as the client sent it.
+fn encode(message: &impl serde::Serialize, id: Option<&RequestId>) -> std::io::Result<Vec<u8>> {
+    let mut bytes = match id.and_then(number_text) {
+        None => serde_json::to_vec(message)?,
+        Some(text) => {
+            let Value::Object(members) = serde_json::to_value(message)? else {
+                return Err(std::io::Error::other("a JSON-RPC message is an object"));
+            };
+            let mut out = b"{".to_vec();
+            for (n, (key, value)) in members.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                out.extend(serde_json::to_vec(key)?);
+                out.push(b':');
+                if key == "id" {
+                    out.extend(text.as_bytes());
+                } else {
+                    out.extend(serde_json::to_vec(value)?);
+                }
+            }
+            out.push(b'}');
+            out
+        }
+    };
+    bytes.push(b'\n');
+    Ok(bytes)
+}
 
 /// Newline-delimited JSON-RPC over a reader and a writer.
 pub struct LineTransport<R, W> {
@@ -172,7 +231,9 @@ where
                 "id": id,
                 "error": error,
             });
-            let _ = write_line(&writer, &closing, &message).await;
+            if let Ok(line) = encode(&message, id.as_ref()) {
+                let _ = write_line(&writer, &closing, line).await;
+            }
             drop(permit);
         });
     }
@@ -197,8 +258,12 @@ where
             JsonRpcMessage::Error(error) => error.id.clone(),
             _ => None,
         };
+        let line = encode(&item, answered.as_ref());
         async move {
-            let written = write_line(&writer, &closing, &item).await;
+            let written = match line {
+                Ok(line) => write_line(&writer, &closing, line).await,
+                Err(e) => Err(e),
+            };
             if let Some(id) = answered {
                 inflight.finish(&id);
             }
@@ -239,6 +304,7 @@ where
                 Line::TooLong(len) => {
                     let id = match find_id(&self.line) {
                         FoundId::Valid(id) => Some(id),
+                        FoundId::Number(text) => Some(number_id(&text)),
                         _ => None,
                     };
                     tracing::warn!(len, max = self.max_line, "request line too long");
@@ -292,10 +358,8 @@ where
 async fn write_line<W: AsyncWrite + Unpin>(
     writer: &tokio::sync::Mutex<W>,
     closing: &Closing,
-    message: &impl serde::Serialize,
+    bytes: Vec<u8>,
 ) -> std::io::Result<()> {
-    let mut bytes = serde_json::to_vec(message)?;
-    bytes.push(b'\n');
     let mut writer = writer.lock().await;
     let written = async {
         writer.write_all(&bytes).await?;
@@ -327,13 +391,20 @@ fn classify(line: &[u8]) -> Parsed {
     if line.iter().all(u8::is_ascii_whitespace) {
         return Parsed::Skip;
     }
-    let sanitized = sanitize(line);
-    let line = &*sanitized.line;
+    // The id as sent (sanitizing rewrites numbers beyond f64).
     let found = find_id(line);
+    let sanitized = sanitize(line);
+    let mut line = sanitized.line;
     let id = match &found {
         FoundId::Valid(id) => Some(id.clone()),
+        FoundId::Number(text) => {
+            let placeholder = number_id(text);
+            line = Cow::Owned(with_member(&line, &["id"], &placeholder));
+            Some(placeholder)
+        }
         _ => None,
     };
+    let line = &*line;
     if sanitized.depth > MAX_DEPTH {
         return Parsed::Reply(
             ErrorData::invalid_request(
@@ -358,6 +429,26 @@ fn classify(line: &[u8]) -> Parsed {
             None,
         );
     }
+    // A cancellation of a request whose id is a number beyond i64 names
+    // it by the placeholder that request carries inside (else rmcp takes
+    // it for a notification of its own and the request is never stopped).
+    let cancelled;
+    let line = match member_span(line, &["params", "requestId"]) {
+        Some(span)
+            if id.is_none()
+                && member_span(line, &["method"])
+                    .is_some_and(|m| &line[m] == b"\"notifications/cancelled\"") =>
+        {
+            match find_id(&[b"{\"id\":", &line[span], b"}"].concat()) {
+                FoundId::Number(text) => {
+                    cancelled = with_member(line, &["params", "requestId"], &number_id(&text));
+                    &cancelled[..]
+                }
+                _ => line,
+            }
+        }
+        _ => line,
+    };
     let parse_error = match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
         Ok(message) => return check_typed_params(message),
         Err(e) => e,
@@ -408,6 +499,15 @@ fn classify(line: &[u8]) -> Parsed {
         ),
         id,
     )
+}
+
+/// `line` with the value of the member at `path` replaced by `id`.
+fn with_member(line: &[u8], path: &[&str], id: &RequestId) -> Vec<u8> {
+    let Some(span) = member_span(line, path) else {
+        return line.to_vec();
+    };
+    let value = serde_json::to_vec(id).expect("an id serializes");
+    [&line[..span.start], &value, &line[span.end..]].concat()
 }
 
 /// A typed method whose params did not parse arrives as a custom request,
@@ -495,6 +595,54 @@ mod tests {
         assert!(matches!(classify(b"  \r\n"), Parsed::Skip));
         let unknown = r#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#;
         assert!(!matches!(classify(unknown.as_bytes()), Parsed::Reply(..)));
+    }
+
+    /// Regression (issue 16): a request whose id is a 30-digit integer got
+    /// `-32600` with `"id": null`; every JSON number is an id, echoed as sent.
+    #[test]
+    fn number_ids_beyond_i64_come_back_exactly_as_sent() {
+        for text in [
+            "123456789012345678901234567890",
+            "1.5",
+            "-0",
+            "1E3",
+            "18446744073709551615",
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"tools/list"}}"#);
+            let Parsed::Message(message) = classify(line.as_bytes()) else {
+                panic!("{text}: not parsed");
+            };
+            let JsonRpcMessage::Request(request) = *message else {
+                panic!("{text}: not a request");
+            };
+            let error = serde_json::json!({"jsonrpc": "2.0", "id": request.id, "result": {}});
+            let out = String::from_utf8(encode(&error, Some(&request.id)).unwrap()).unwrap();
+            assert_eq!(
+                out,
+                format!("{{\"jsonrpc\":\"2.0\",\"id\":{text},\"result\":{{}}}}\n")
+            );
+            // Its cancellation names the same request.
+            let cancel = format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{text}}}}}"#
+            );
+            let Parsed::Message(message) = classify(cancel.as_bytes()) else {
+                panic!("{text}: cancellation not parsed");
+            };
+            let JsonRpcMessage::Notification(n) = *message else {
+                panic!("not a notification")
+            };
+            let ClientNotification::CancelledNotification(c) = n.notification else {
+                panic!("not a cancellation")
+            };
+            assert_eq!(c.params.request_id, Some(request.id.clone()));
+        }
+        // A broken line still answers to its number.
+        let (_, id) = reply_of(r#"{"jsonrpc":"2.0","id":99999999999999999999,"method":"#);
+        let out = encode(&serde_json::json!({"id": id}), id.as_ref()).unwrap();
+        assert_eq!(out, b"{\"id\":99999999999999999999}\n");
+        // A client's string id that only looks like a placeholder is a string.
+        let fake = RequestId::String(format!("{NUMBER_ID}1,\"x\":2").into());
+        assert_eq!(number_text(&fake), None);
     }
 
     /// Regression: rmcp drops a pending `receive` whenever another event

@@ -1,7 +1,7 @@
 // Shared helpers: a server under the official TypeScript SDK client, tool calls,
 // and the process table by the unique tag each test gives the server (never by
 // process name). The server command comes from TETHER_MCP_CMD, which
-// tests/typescript_client.rs sets.
+// crates/tether-cli/tests/mcp_typescript_client.rs sets.
 import { readdirSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import assert from 'node:assert/strict';
@@ -19,7 +19,7 @@ export function newTag(name) {
 /** A connected client to a fresh server whose environment carries `tag`. */
 export async function connect(tag, { args = [], env = {} } = {}) {
   const command = process.env.TETHER_MCP_CMD;
-  assert.ok(command, 'TETHER_MCP_CMD is not set (run through cargo test -p process-tether-mcp)');
+  assert.ok(command, 'TETHER_MCP_CMD is not set (run through cargo test -p process-tether-cli --test mcp_typescript_client)');
   const serverEnv = {
     [TAG_VAR]: tag,
     PATH: process.env.PATH ?? '/usr/bin:/bin',

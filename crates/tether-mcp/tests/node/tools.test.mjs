@@ -52,7 +52,7 @@ test('readiness: run until, and wait until after a yield', async () => {
   const tag = tagFor('ready');
   const client = await connect(tag);
   try {
-    let body = await call(client, 'run', { command: 'exec python3 -u -m http.server 0', until: READY_LINE, yield_s: 60 });
+    let body = await call(client, 'run', { command: 'exec python3 -u -m http.server 0', until: READY_LINE, yield_s: 50 });
     assert.equal(body.status, 'running');
     assert.equal(body.matched, true);
     body = await call(client, 'run', { command: 'exec python3 -u -m http.server 0', yield_s: 0.5 });
@@ -115,7 +115,7 @@ test('an aborted run (notifications/cancelled) leaves no process', async () => {
         arguments: {
           command: 'setsid sleep 1000 & nohup sleep 1000 >/dev/null 2>&1 & exec sleep 1000',
           env: { TETHER_TEST_TAG: sessionTag },
-          yield_s: 120,
+          yield_s: 50,
         },
       },
       undefined,
@@ -180,6 +180,58 @@ test('credentials are removed by pattern; git commit without -m fails fast', asy
     rmSync(repo, { recursive: true, force: true });
   }
   assert.deepEqual(taggedPids(tag), []);
+});
+
+const failedStart = (result) => result.structuredContent.status === 'failed_start';
+
+// Issue 16 (item 9): the SDK validates error results against the output schema
+// too; every one of these threw "-32602 Structured content does not match the
+// tool's output schema" instead of returning tether's message.
+test('every error result reaches the client with its message', async () => {
+  const tag = tagFor('errors');
+  const client = await connect(tag);
+  const missing = mkdtempSync(join(tmpdir(), 'tether-ts-gone-'));
+  rmSync(missing, { recursive: true, force: true });
+  try {
+    const sid = (await call(client, 'run', { command: 'exec sleep 1000', yield_s: 0 })).id;
+    const done = (await call(client, 'run', { command: 'echo done' })).id;
+    const cases = [
+      ['run', {}, '`command` is required'],
+      ['run', { command: '  ' }, 'is empty'],
+      ['run', { command: 'ls', cwd: missing }, 'failed to start'],
+      ['run', { argv: ['/no/such/program'] }, 'failed to start'],
+      ['run', { command: 'ls', bogus: 1 }, 'unknown argument `bogus`'],
+      ['run', { command: 'ls', yield_s: 51 }, 'one call waits at most 50 s'],
+      ['read', { id: 'nosuchsession' }, 'no session "nosuchsession"'],
+      ['read', { id: sid, grep: '(unclosed' }, 'not a valid regex'],
+      ['read', { id: sid, stream: 'stderr' }, 'merges stderr'],
+      ['read', { id: sid, offset: 1e9 }, 'past the end'],
+      ['read', { id: sid, first_line: 3 }, 'give it with grep and offset'],
+      ['write', { id: sid, data: 'x' }, 'takes no input'],
+      ['write', { id: done, data: 'x' }, 'exited'],
+      ['write', { id: sid }, '`data` is required'],
+      ['wait', { id: 'nosuchsession', timeout_s: 1 }, 'no session'],
+      ['wait', { id: sid }, '`timeout_s` is required'],
+      ['wait', { id: sid, timeout_s: 1, until: '(unclosed' }, 'not a valid regex'],
+      ['kill', { id: 'nosuchsession' }, 'no session'],
+      ['kill', { id: sid, grace_s: 31 }, 'from 0 to 30'],
+      ['list', { all: true }, 'unknown argument `all`'],
+      ['screen', { id: sid }, 'no screen'],
+    ];
+    for (const [tool, args, expected] of cases) {
+      const result = await client.callTool({ name: tool, arguments: args });
+      assert.equal(result.isError, true, `${tool} ${JSON.stringify(args)}: ${JSON.stringify(result)}`);
+      assert.ok(result.content[0].text.includes(expected), `${tool}: ${result.content[0].text}`);
+      // The structured result holds the message too (the text may add a hint).
+      assert.ok(result.structuredContent.error.length > 0, JSON.stringify(result));
+      assert.ok(result.content[0].text.startsWith(result.structuredContent.error) || failedStart(result), JSON.stringify(result));
+    }
+    const failed = await call(client, 'run', { argv: ['/no/such/program'] }, { error: true });
+    assert.equal(failed.status, 'failed_start');
+    assert.ok(failed.error && failed.cwd && failed.hint, JSON.stringify(failed));
+  } finally {
+    await client.close();
+  }
 });
 
 test('closing the client kills everything the server started', async () => {

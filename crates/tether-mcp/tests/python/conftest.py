@@ -3,8 +3,8 @@ JSON-RPC pipe for what the SDK cannot send), call tools, and find processes by
 the unique tag every test gives the server.
 
 The server command comes from TETHER_MCP_CMD (shell words, e.g.
-"/path/to/tether mcp" or "/path/to/tether-mcp"); the Rust test
-tests/python_client.rs sets it.
+"/path/to/tether mcp"); the Rust test
+crates/tether-cli/tests/mcp_python_client.rs sets it.
 
 Processes are found by the environment variable TETHER_TEST_TAG, which the
 server inherits and passes to every command (it is not a credential), so a
@@ -14,15 +14,18 @@ test can prove that nothing it started is alive — by tag, never by name.
 import itertools
 import json
 import os
+import queue
 import select
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from contextlib import asynccontextmanager
 
+import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -36,7 +39,7 @@ BOUND = 30.0
 def server_command() -> list[str]:
     cmd = os.environ.get("TETHER_MCP_CMD")
     if not cmd:
-        pytest.fail("TETHER_MCP_CMD is not set (run these tests through `cargo test -p process-tether-mcp`)")
+        pytest.fail("TETHER_MCP_CMD is not set (run these tests through `cargo test -p process-tether-cli --test mcp_python_client`)")
     return shlex.split(cmd)
 
 
@@ -73,14 +76,32 @@ async def connect(tag: str, args: list[str] | None = None, env: dict | None = No
             yield session
 
 
+async def output_schemas(session) -> dict:
+    """Each tool's outputSchema, by name (listed once per session)."""
+    schemas = getattr(session, "_tether_output_schemas", None)
+    if schemas is None:
+        tools = (await session.list_tools()).tools
+        schemas = {t.name: t.output_schema for t in tools}
+        session._tether_output_schemas = schemas
+    return schemas
+
+
+def check_schema(schemas: dict, tool: str, body: dict) -> None:
+    """Every result — errors too — validates against the tool's outputSchema
+    (issue 16: the TypeScript SDK rejected every error result; the Python SDK
+    checks only successful ones, so this suite checks all of them)."""
+    jsonschema.validate(body, schemas[tool])
+
+
 async def call(session, tool: str, args: dict, *, error: bool = False, **kwargs) -> dict:
-    """Calls a tool; returns its structured result, checking isError (the SDK has
-    checked a successful result against the tool's outputSchema)."""
+    """Calls a tool; returns its structured result, checking isError and that
+    the result, error or not, validates against the tool's outputSchema."""
     result = await session.call_tool(tool, args, **kwargs)
     assert len(result.content) == 1 and result.content[0].type == "text"
     body = result.structured_content
     assert isinstance(body, dict), result
     assert bool(result.is_error) == error, body
+    check_schema(await output_schemas(session), tool, body)
     text = result.content[0].text
     # The text is a short summary for people, not a JSON copy of the result.
     assert not text.lstrip().startswith("{"), text
@@ -184,17 +205,39 @@ def anyio_backend():
 class RawServer:
     """The server on a plain pipe, for input no SDK would send (and signals)."""
 
-    def __init__(self, tag: str, args: list[str] | None = None):
+    def __init__(self, tag: str, args: list[str] | None = None, env: dict | None = None, stderr: bool = False):
+        """`env`: more variables for the server; `stderr`: keep its log
+        lines for `wait_log` (else they go to this process's stderr)."""
         cmd = server_command()
         self.proc = subprocess.Popen(
             cmd + (args or []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=sys.stderr,
-            env=server_env(tag),
+            stderr=subprocess.PIPE if stderr else sys.stderr,
+            env=server_env(tag, env),
         )
         self.ids = itertools.count(1)
         self.buffer = b""
+        self.log = queue.Queue()
+        if stderr:
+            def pump():
+                for line in self.proc.stderr:
+                    self.log.put(line.decode(errors="replace"))
+            threading.Thread(target=pump, daemon=True).start()
+
+    def wait_log(self, needle: str, bound: float = BOUND) -> str:
+        """Waits for a log line of the server containing `needle`."""
+        deadline = time.monotonic() + bound
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"the server logged no line with {needle!r}")
+            try:
+                line = self.log.get(timeout=left)
+            except queue.Empty:
+                continue
+            if needle in line:
+                return line
 
     def send_line(self, line: bytes) -> None:
         self.proc.stdin.write(line + b"\n")
@@ -238,7 +281,12 @@ class RawServer:
 
     def tool(self, name: str, arguments: dict) -> dict:
         answer = self.request("tools/call", {"name": name, "arguments": arguments})
-        return answer["result"]["structuredContent"]
+        body = answer["result"]["structuredContent"]
+        if not hasattr(self, "schemas"):
+            tools = self.request("tools/list")["result"]["tools"]
+            self.schemas = {t["name"]: t["outputSchema"] for t in tools}
+        check_schema(self.schemas, name, body)
+        return body
 
     def wait(self, bound: float = BOUND) -> int:
         return self.proc.wait(bound)
@@ -247,7 +295,9 @@ class RawServer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is None:
+                continue
             try:
                 stream.close()
             except OSError:

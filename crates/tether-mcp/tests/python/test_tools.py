@@ -49,9 +49,8 @@ async def test_tools_list_has_valid_schemas(tag, mode):
 
 async def test_finishing_run_returns_everything_at_once(tag):
     async with connect(tag) as s:
-        # yield_s 300 is longer than the client waits for an answer (120 s):
-        # returning at all proves the call returned at the exit.
-        body = await call(s, "run", {"command": "echo hello; echo oops >&2; exit 3", "yield_s": 300})
+        # yield_s 50 (the most): status exited proves the call returned at the exit.
+        body = await call(s, "run", {"command": "echo hello; echo oops >&2; exit 3", "yield_s": 50})
         assert body["status"] == "exited"
         assert body["exit_code"] == 3 and body["signal"] is None
         assert body["output"] == "hello\noops\n"
@@ -161,9 +160,9 @@ async def test_write_to_interactive_cat(tag):
         assert body["status"] == "running"
         wrote = await call(s, "write", {"id": sid, "data": "hello", "submit": True, "yield_s": 0})
         assert await expect(s, wrote, "hello") == "hello\n"
-        # eof closes stdin: cat exits, and write returns at the exit (yield_s 300 is
-        # longer than the client waits for an answer).
-        body = await call(s, "write", {"id": sid, "data": "last", "eof": True, "yield_s": 300})
+        # eof closes stdin: cat exits, and write returns at the exit (not at
+        # yield_s: the status is exited).
+        body = await call(s, "write", {"id": sid, "data": "last", "eof": True, "yield_s": 50})
         assert body["status"] == "exited" and body["exit_code"] == 0
         assert body["output"] == "last"
         body = await call(s, "write", {"id": sid, "data": "more"}, error=True)
@@ -203,10 +202,10 @@ async def test_kill_ends_a_tree_with_setsid_escapes(tag):
 
 async def test_background_ampersand_returns_at_once_and_reports_the_descendant(tag):
     async with connect(tag) as s:
-        # Returns at the shell's exit although the server keeps running (yield_s 300
-        # is longer than the client waits for an answer).
+        # Returns at the shell's exit although the server keeps running (not at
+        # yield_s: the status is exited).
         body = await call(
-            s, "run", {"command": "python3 -m http.server 0 >/dev/null 2>&1 & echo started", "yield_s": 300}
+            s, "run", {"command": "python3 -m http.server 0 >/dev/null 2>&1 & echo started", "yield_s": 50}
         )
         assert body["status"] == "exited" and body["exit_code"] == 0
         assert body["output"] == "started\n"
@@ -251,7 +250,7 @@ async def test_calls_run_concurrently_so_a_long_wait_never_blocks(tag):
         order = []
 
         async def long_wait():
-            await call(s, "wait", {"id": sid, "timeout_s": 300})
+            await call(s, "wait", {"id": sid, "timeout_s": 50})
             order.append("wait")
 
         async with anyio.create_task_group() as tg:

@@ -36,7 +36,7 @@ async def test_http_server_readiness_after_a_yield_and_in_one_call(tag):
 
         # One call: `run … until` returns at the ready line.
         body = await call(
-            s, "run", {"command": "exec python3 -u -m http.server 0", "until": READY_LINE, "yield_s": 60}
+            s, "run", {"command": "exec python3 -u -m http.server 0", "until": READY_LINE, "yield_s": 50}
         )
         assert body["status"] == "running" and body["matched"] is True, body
         assert re.search(READY_LINE, body["output"])
@@ -105,7 +105,7 @@ async def test_a_cancelled_run_leaves_no_process(tag):
                     {
                         "command": "setsid sleep 1000 & nohup sleep 1000 >/dev/null 2>&1 & exec sleep 1000",
                         "env": {"TETHER_TEST_TAG": session_tag},
-                        "yield_s": 120,
+                        "yield_s": 50,
                     },
                 )
                 pytest.fail("a cancelled call was answered")
@@ -209,7 +209,7 @@ async def test_git_commit_without_message_fails_fast_and_says_why(tag):
                     "command": "git -c user.name=t -c user.email=t@example.invalid commit --allow-empty",
                     "cwd": repo,
                     # Returning at all before this proves it did not sit in an editor.
-                    "yield_s": 60,
+                    "yield_s": 50,
                 },
             )
             assert body["status"] == "exited" and body["exit_code"] != 0, body

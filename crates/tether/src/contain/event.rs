@@ -1,6 +1,7 @@
 //! What a contained tree reports to its owner.
 
 use crate::error::Survivor;
+use crate::limits::LimitHit;
 
 /// How the main process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,10 +20,16 @@ pub(crate) enum TreeEvent {
     MainExited {
         termination: Termination,
         timed_out: bool,
+        /// A limit the session had run into by then.
+        limit_hit: Option<LimitHit>,
     },
     /// Nothing of the session is left; `killed` descendants were killed
-    /// (the main process's own exit not counted).
-    Settled { killed: u32 },
+    /// (the main process's own exit not counted); `limit_hit`: a limit the
+    /// session ran into, over its whole life.
+    Settled {
+        killed: u32,
+        limit_hit: Option<LimitHit>,
+    },
     /// A kill gave up on these survivors; the tree stays killable.
     KillFailed { survivors: Vec<Survivor> },
 }

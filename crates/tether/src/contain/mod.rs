@@ -64,11 +64,24 @@ pub(crate) use imp::init;
 pub(crate) use imp::spill;
 pub(crate) use imp::{
     AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,
-    become_subreaper, output_pipe, owner_identity, platform_state_dir, read_both, set_warm_keepers,
-    spawn,
+    become_subreaper, duplicate_descriptor, output_pipe, owner_identity, platform_state_dir,
+    read_both, set_keeper_program, set_warm_keepers, spawn,
 };
 pub(crate) use imp::{Console, Pty, WinchWatcher};
 pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};
+
+/// `tether doctor`'s probes of this platform (see [`crate::doctor`]).
+pub(crate) use os::doctor;
+
+/// Readies the cgroup controllers for sessions' limits (Linux; see
+/// [`crate::prepare_limits`]).
+pub(crate) fn prepare_limits() {
+    #[cfg(target_os = "linux")]
+    {
+        let all = crate::limits::Limits::new().memory(1).pids(1).cpu(1.0);
+        let _ = os::limit_spec(&all);
+    }
+}
 
 /// The keeper program (Unix); on Windows there is none and these do nothing.
 pub mod keeper {
@@ -85,6 +98,10 @@ pub(crate) struct Spawned {
     /// The master of the command's PTY, when the plan asked for one.
     pub pty: Option<Pty>,
 }
+
+/// `tether::withhold_environment` (see `withheld.rs`): Unix overwrites
+/// through libc's `environ`, Windows through the PEB.
+pub(crate) use imp::environment::withhold as withhold_environment;
 
 /// How a program is searched for and checked before spawning.
 pub(crate) use imp::resolve;

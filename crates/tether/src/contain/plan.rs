@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::containment::{ContainmentPolicy, Leftovers};
+use crate::limits::Limits;
 use crate::spawn_tag::SpawnTag;
 use crate::terminal::PtySize;
 
@@ -41,6 +42,8 @@ pub(crate) struct SpawnPlan {
     /// command is a session leader with the slave as its controlling
     /// terminal and as stdin, stdout and stderr; the owner gets the master.
     pub pty: Option<PtySize>,
+    /// Resource limits for the whole session (empty: none).
+    pub limits: Limits,
 }
 
 /// How a kill of a tree begins, before the forced end.

@@ -26,7 +26,7 @@
 //! process handle.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::os::sys as imp;
@@ -110,6 +110,27 @@ impl ProcessInfo {
 /// Reads what the process table says about `pid` now.
 ///
 /// # Errors
+/// Removes `dir`, a leftover cgroup of tether session `session` (Linux;
+/// elsewhere `Ok(false)`): only if it provably is one — an absolute path
+/// whose last component is `tether-<session>`, a directory on a cgroup
+/// filesystem — and only if it is empty: the kernel refuses to remove a
+/// cgroup that holds a process (`EBUSY`), so nothing is killed through it.
+/// `Ok(true)`: removed; `Ok(false)`: already gone.
+///
+/// # Errors
+/// `InvalidInput` for anything that is not such a directory (the ledger
+/// that names it is attacker-shaped input); `EBUSY` while it holds a
+/// process; other I/O errors as they come.
+pub fn remove_session_cgroup(dir: &Path, session: &str) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    return super::os::cgroup::remove_session_leaf(dir, session);
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (dir, session);
+        Ok(false)
+    }
+}
+
 /// `NotFound` when no process has that pid.
 pub fn process(pid: u32) -> io::Result<ProcessInfo> {
     imp::process(pid)
@@ -230,16 +251,35 @@ impl HeldAs {
     }
 }
 
+/// A file-system object's identity: the device it lives on and its inode
+/// number there (Unix `st_dev` and `st_ino`). Every spelling of one object
+/// — through a symlink, a bind mount, a hard link, another mount namespace
+/// — has the same identity; two objects that exist at once never share one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileId {
+    /// The device (`st_dev`; `makedev(major, minor)` of `/proc/<pid>/maps`).
+    pub device: u64,
+    /// The inode number on that device.
+    pub inode: u64,
+}
+
 /// One file-system object a process holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Held {
     /// How it holds it.
     pub how: HeldAs,
-    /// The object's path as the kernel names it (absolute, links resolved).
+    /// The object's path as the kernel names it (absolute, links resolved,
+    /// the kernel's escapes undone: `\012` in `/proc/<pid>/maps` is a
+    /// newline).
     pub path: PathBuf,
     /// The object was deleted or replaced since it was opened (an updater
     /// replaced a library the process still maps): it is still held.
     pub deleted: bool,
+    /// The object's identity where the kernel states it with the path
+    /// (Linux: the device and inode columns of `/proc/<pid>/maps`); `None`
+    /// otherwise — [`HeldUnder`] then looks the path up where the holder
+    /// sees it.
+    pub id: Option<FileId>,
 }
 
 /// What `pid` holds in the file system: its executable, working and root
@@ -257,6 +297,113 @@ pub struct Held {
 /// non-dumpable): then nothing is known about what it holds.
 pub fn held_paths(pid: u32) -> io::Result<Vec<Held>> {
     super::os::holding::held_paths(pid)
+}
+
+/// A path whose holders are wanted, resolved once: what
+/// [`HeldUnder::held_by`] compares every object a process holds with.
+///
+/// An object is held under the path when
+/// - its path text lies under the path's canonical spelling, component by
+///   component (on Windows without regard to case, as its file systems
+///   compare), or
+/// - by identity ([`FileId`]): it *is* the path's object, or one of its
+///   ancestor directories — as the holder sees them — is. Linux looks
+///   those paths up through `/proc/<pid>/root`, so in the holder's own
+///   mount namespace.
+///
+/// So a program run through a bind mount of the path, or in a container
+/// that mounts it elsewhere, holds the path; by path text alone such a
+/// holder was missed and the path called free (issue 16). Extra matches
+/// are on the safe side: a holder wrongly listed is only asked to exit.
+///
+/// Platform notes: Linux compares identities for every object; macOS for
+/// ancestor directories (libproc gives no identities; one mount
+/// namespace); Windows compares path text only. Not seen anywhere: a hard
+/// link to a file under the path made from outside it, unless the path
+/// names that file itself.
+#[derive(Debug)]
+pub struct HeldUnder {
+    path: PathBuf,
+    id: Option<FileId>,
+    resolver: std::cell::RefCell<super::os::holding::Resolver>,
+}
+
+impl HeldUnder {
+    /// Resolves `path`: its canonical spelling (on Windows without the
+    /// `\\?\` prefix `canonicalize` adds, as [`held_paths`] spells
+    /// paths) and its identity.
+    ///
+    /// # Errors
+    /// When `path` cannot be resolved (it does not exist).
+    pub fn new(path: &std::path::Path) -> io::Result<HeldUnder> {
+        let path = canonical(path)?;
+        let id = super::os::holding::file_id(&path)?;
+        Ok(HeldUnder {
+            path,
+            id,
+            resolver: Default::default(),
+        })
+    }
+
+    /// The path, canonical.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// What `pid` holds at or under the path ([`held_paths`], filtered as
+    /// the type's docs say).
+    ///
+    /// # Errors
+    /// As [`held_paths`].
+    pub fn held_by(&self, pid: u32) -> io::Result<Vec<Held>> {
+        let held = held_paths(pid)?;
+        let (mut under, rest): (Vec<Held>, Vec<Held>) = held
+            .into_iter()
+            .partition(|h| is_under(&h.path, &self.path));
+        if let Some(id) = self.id
+            && !rest.is_empty()
+        {
+            let mut resolver = self.resolver.borrow_mut();
+            let by_id = super::os::holding::under_by_identity(pid, &rest, id, &mut resolver);
+            under.extend(
+                rest.into_iter()
+                    .zip(by_id)
+                    .filter_map(|(h, under)| under.then_some(h)),
+            );
+        }
+        Ok(under)
+    }
+}
+
+/// `path` resolved, in the spelling [`held_paths`] uses: on Windows
+/// without the `\\?\` prefix `canonicalize` adds (`C:\work`, not
+/// `\\?\C:\work`; `\\?\UNC\host\share` becomes `\\host\share`).
+fn canonical(path: &std::path::Path) -> io::Result<PathBuf> {
+    let path = std::fs::canonicalize(path)?;
+    if cfg!(windows)
+        && let Some(text) = path.to_str()
+    {
+        if let Some(unc) = text.strip_prefix(r"\\?\UNC\") {
+            return Ok(PathBuf::from(format!(r"\\{unc}")));
+        }
+        if let Some(disk) = text.strip_prefix(r"\\?\")
+            && disk.as_bytes().get(1) == Some(&b':')
+        {
+            return Ok(PathBuf::from(disk));
+        }
+    }
+    Ok(path)
+}
+
+/// Whether `held` is `path` or lies under it, component by component —
+/// and on Windows without regard to case, as its file systems compare.
+fn is_under(held: &std::path::Path, path: &std::path::Path) -> bool {
+    if cfg!(windows) {
+        let lower = |p: &std::path::Path| PathBuf::from(p.to_string_lossy().to_lowercase());
+        lower(held).starts_with(lower(path))
+    } else {
+        held.starts_with(path)
+    }
 }
 
 /// One tagged process found by [`scan_tagged`].
@@ -561,5 +708,20 @@ impl ProcessIdentity {
             Ok(now) => now.matches(self),
             Err(_) => false,
         }
+    }
+}
+
+#[cfg(all(test, windows))]
+mod windows_tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn paths_compare_without_case() {
+        assert!(is_under(
+            Path::new(r"C:\Work\App\x.dll"),
+            Path::new(r"c:\work\app")
+        ));
+        assert!(!is_under(Path::new(r"C:\Workshop"), Path::new(r"C:\Work")));
     }
 }

@@ -40,6 +40,7 @@ use super::{Control, KillOutcome, KillReason, Session, SessionState, Stream, loc
 use crate::contain::{AsyncReader, TreeEvent, TreeWatcher};
 use crate::error::{Error, Result};
 use crate::exit::ExitStatus;
+use crate::limits::LimitHit;
 use crate::session_id::SessionId;
 
 /// Size of one read from an output pipe: the pipe capacity asked for (one
@@ -286,12 +287,16 @@ impl Driver {
                 Ok(TreeEvent::MainExited {
                     termination,
                     timed_out,
+                    limit_hit,
                 }) => {
+                    let earlier = self.session.shared().limit_hit;
                     self.main = Main::Exited(ExitStatus {
                         termination,
                         timed_out,
                         descendants_killed: 0,
+                        limit_hit: LimitHit::worst(earlier, limit_hit),
                     });
+                    self.note_limit_hit(limit_hit);
                     if timed_out && self.killing.is_none() {
                         self.killing = Some(KillReason::Timeout);
                     }
@@ -299,7 +304,8 @@ impl Driver {
                     self.held_master = None;
                     self.drain_after_exit();
                 }
-                Ok(TreeEvent::Settled { killed }) => {
+                Ok(TreeEvent::Settled { killed, limit_hit }) => {
+                    self.note_limit_hit(limit_hit);
                     self.tree = TreeState::Empty { killed };
                     self.keeper = None;
                     self.held_master = None;
@@ -339,6 +345,25 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Takes in a limit the keeper reports hit: the session's (and, once
+    /// published, its exit status's) `limit_hit` is the worst seen.
+    fn note_limit_hit(&mut self, hit: Option<LimitHit>) {
+        if hit.is_none() {
+            return;
+        }
+        let mut shared = self.session.shared();
+        shared.limit_hit = LimitHit::worst(shared.limit_hit, hit);
+        let worst = shared.limit_hit;
+        if let Some(exit) = shared.exit.as_mut() {
+            exit.limit_hit = worst;
+        }
+        drop(shared);
+        if let Main::Exited(status) = &mut self.main {
+            status.limit_hit = worst;
+        }
+        self.session.notify();
     }
 
     /// Reads what the pipes hold right now, at most one pipe capacity each:

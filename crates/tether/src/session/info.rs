@@ -8,6 +8,7 @@ use crate::contain::Descendant;
 use crate::containment::Containment;
 use crate::exit::ExitStatus;
 use crate::identity::ProcessIdentity;
+use crate::limits::{LimitHit, LimitReport};
 use crate::run_spec::CommandLine;
 use crate::session_id::SessionId;
 use crate::terminal::PtySize;
@@ -109,6 +110,13 @@ pub struct SessionInfo {
     pub identity: ProcessIdentity,
     /// What holds the tree.
     pub containment: Containment,
+    /// The resource limits applied, each with how it is enforced (see
+    /// [`Limits`](crate::Limits)); empty when none were asked for.
+    pub limits: LimitReport,
+    /// The limit the session ran into (the worst, if both), if any: a
+    /// memory limit whose OOM kills ended some of its processes, or a
+    /// process limit that refused forks.
+    pub limit_hit: Option<LimitHit>,
     /// Live processes of the session other than the main one (descendants
     /// left behind keep running, contained, until killed or the owner goes).
     pub descendants: Vec<Descendant>,

@@ -3,6 +3,8 @@
 //!
 //! [`Registry::wait`]: crate::registry::Registry::wait
 
+use std::time::Instant;
+
 use regex::bytes::{Regex, RegexBuilder};
 
 use super::{Session, Stream};
@@ -27,16 +29,21 @@ pub(crate) fn compile(pattern: &str) -> Result<Regex> {
 }
 
 /// Searches the stream from `*scanned` (less [`MAX_MATCH_LEN`] of overlap,
-/// so a match split across chunks is found whole) to its end. Advances
-/// `*scanned` past what was searched without a match.
+/// so a match split across chunks is found whole) to its end, or until
+/// `deadline` (checked between chunks). Advances `*scanned` past what was
+/// searched without a match.
 pub(crate) fn scan(
     session: &Session,
     stream: Stream,
     regex: &Regex,
     from: u64,
     scanned: &mut u64,
+    deadline: Option<Instant>,
 ) -> Result<Option<(u64, u64)>> {
     loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(None);
+        }
         let chunk = {
             let shared = session.shared();
             let Some(buffer) = shared.buffer(stream) else {

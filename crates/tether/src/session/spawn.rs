@@ -79,6 +79,7 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
     if let Some(timeout) = spec.timeout {
         cmd.timeout(timeout);
     }
+    cmd.limits(spec.limits);
     if let Some(size) = spec.pty {
         return started(spec, cmd.pty(size).spawn()?, None, spill_dir);
     }
@@ -149,6 +150,7 @@ fn started(
         started: Instant::now(),
         identity: child.identity().clone(),
         containment: child.containment(),
+        limits: child.limits().clone(),
         stdin_piped: spec.stdin == StdinMode::Piped || spec.pty.is_some(),
         grace: spec.grace,
         pty: spec.pty,

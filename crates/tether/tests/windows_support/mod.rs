@@ -159,13 +159,20 @@ pub fn pty_size() -> tether::terminal::PtySize {
     tether::terminal::PtySize::default()
 }
 
-/// Waits (bounded, 10 s) until `child`'s job has a descendant; its pid.
-/// No event tells the owner of a new job member, so this looks every
-/// 10 ms: the helper's `tree` starts its grandchild at once.
+/// Waits (bounded, 10 s) until `child`'s job has the helper's grandchild
+/// (`win_tree sleep …`, which `tree` starts at once); its pid. No event
+/// tells the owner of a new job member, so this looks every 10 ms. Not
+/// merely the first member: a PTY session's job can show another, short-
+/// lived process first under Wine (once in CI the first member was gone
+/// before the test could pin it).
 pub fn first_descendant(child: &tether::Child) -> u32 {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        if let Some(d) = child.descendants().first() {
+        if let Some(d) = child
+            .descendants()
+            .into_iter()
+            .find(|d| d.command.contains("sleep"))
+        {
             return d.pid;
         }
         assert!(

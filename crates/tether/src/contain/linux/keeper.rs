@@ -17,6 +17,8 @@ use super::procfs::{children_of_process, read_stat};
 use crate::contain::Termination;
 use crate::containment::Containment;
 
+pub(crate) use super::cgroup::SessionCgroups;
+pub(crate) use super::oom::OomPriority;
 pub(crate) use super::pidns::{self, InitLink};
 pub(crate) use super::sys::identify_unreaped as identify;
 

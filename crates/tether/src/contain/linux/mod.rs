@@ -1,7 +1,11 @@
 //! Linux: pidfds, `/proc`, child subreapers, PID namespaces, signalfd.
 
+pub(crate) mod cgroup;
+pub(crate) mod doctor;
+pub(crate) mod environment;
 pub(crate) mod holding;
 pub(crate) mod keeper;
+pub(crate) mod oom;
 mod pidfd;
 pub(crate) mod pidns;
 mod procfs;
@@ -39,6 +43,20 @@ pub(crate) fn pipe_capacity(fd: &OwnedFd) -> usize {
 /// A close-on-exec pipe.
 pub(crate) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+}
+
+/// Where each limit of a session can be enforced here (cgroups; see
+/// `cgroup/`), for the keeper's spawn request.
+pub(crate) fn limit_spec(
+    limits: &crate::limits::Limits,
+) -> crate::contain::unix::protocol::LimitSpec {
+    cgroup::plan(limits)
+}
+
+/// Removes what is left of a session's cgroups after its keeper was lost
+/// (only empty ones: nothing is killed through them).
+pub(crate) fn remove_leftover_cgroups(dirs: &[std::path::PathBuf]) {
+    cgroup::remove_leftover_leaves(dirs)
 }
 
 /// `sendmsg` flags on the keeper socket: a dead peer is an `EPIPE` error,

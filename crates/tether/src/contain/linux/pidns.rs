@@ -42,16 +42,46 @@ pub(crate) fn enter() -> Result<(), NamespaceError> {
             spent: false,
         }
     })?;
-    let write = |path: &str, text: String| {
-        std::fs::write(path, text).map_err(|e| NamespaceError {
-            errno: errno_of(&e),
-            spent: true,
-        })
-    };
-    write("/proc/self/setgroups", "deny".into())?;
-    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
-    write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    // The keeper is non-dumpable (keeper::prepare), which makes its
+    // /proc/self files root's — the initial namespace's root, which the new
+    // user namespace does not map — so an unprivileged keeper could not
+    // open its own id maps (EACCES as uid 61717 on Linux 6.18, where
+    // `unshare --user --pid` works: found by `tether doctor`, issue 17).
+    // They are opened while the keeper is dumpable for those three opens
+    // and written once it is non-dumpable again: the kernel judges a map
+    // write by the opener's credentials, not by who owns the file then.
+    // The window admits a ptrace by this user only before this session's
+    // command exists.
+    set_dumpable(true);
+    let opened: Vec<io::Result<std::fs::File>> = [
+        "/proc/self/setgroups",
+        "/proc/self/uid_map",
+        "/proc/self/gid_map",
+    ]
+    .iter()
+    .map(|path| std::fs::OpenOptions::new().write(true).open(path))
+    .collect();
+    set_dumpable(false);
+    let texts = [
+        "deny".to_owned(),
+        format!("{uid} {uid} 1"),
+        format!("{gid} {gid} 1"),
+    ];
+    for (file, text) in opened.into_iter().zip(texts) {
+        file.and_then(|mut file| io::Write::write_all(&mut file, text.as_bytes()))
+            .map_err(|e| NamespaceError {
+                errno: errno_of(&e),
+                spent: true,
+            })?;
+    }
     Ok(())
+}
+
+/// `PR_SET_DUMPABLE`: whether this process's /proc files are its own user's
+/// (and it may be ptraced by that user) or root's.
+fn set_dumpable(dumpable: bool) {
+    // SAFETY: prctl with integer arguments only; it cannot fail for 0 or 1.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, dumpable as libc::c_ulong, 0, 0, 0) };
 }
 
 /// What the namespace init tells the keeper.
@@ -259,6 +289,16 @@ fn init_main(
         // SAFETY: write(2) of a local buffer.
         unsafe { libc::write(report_w, word.as_ptr().cast(), word.len()) };
     };
+    // Into the session's cgroups first (the command it forks inherits
+    // them): a `cgroup.kill` then ends init and with it the namespace.
+    if crate::contain::unix::keeper::enter_cgroups(&exec.cgroup_procs).is_err() {
+        report(InitReport::Failed {
+            stage: SpawnStage::Cgroup,
+            errno: Errno::last_raw(),
+        });
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(1) };
+    }
     // SAFETY: plain syscalls in a forked single-threaded child.
     unsafe {
         libc::close(ctl);

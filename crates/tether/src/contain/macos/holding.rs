@@ -8,14 +8,18 @@
 //! by region) — a process that only maps a file under the path (a shared
 //! library it loaded, then closed) is not seen as a holder. Deleted files
 //! are not told apart (`deleted` is always false). Another user's process
-//! gives `EPERM` (→ `PermissionDenied`) unless running as root. Only
-//! type-checked here (no macOS machine).
+//! gives `EPERM` (→ `PermissionDenied`) unless running as root. Objects
+//! carry no identity (`id` is `None`); the ancestor directories of what a
+//! process holds are compared with the target's identity by `lstat` (one
+//! mount namespace: the holder sees paths as we do). Only type-checked here
+//! (no macOS machine).
 
 use std::ffi::{CStr, c_int, c_void};
 use std::io;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
-use crate::contain::sys::{Held, HeldAs};
+use crate::contain::sys::{FileId, Held, HeldAs};
 
 /// `PROC_PIDFDVNODEPATHINFO` of `<sys/proc_info.h>` (not in libc).
 const PROC_PIDFDVNODEPATHINFO: c_int = 2;
@@ -71,6 +75,7 @@ pub(crate) fn held_paths(pid: u32) -> io::Result<Vec<Held>> {
                 how,
                 path,
                 deleted: false,
+                id: None,
             });
         }
     };
@@ -152,4 +157,44 @@ pub(crate) fn held_paths(pid: u32) -> io::Result<Vec<Held>> {
         }
     }
     Ok(out)
+}
+
+fn id_of(m: &std::fs::Metadata) -> FileId {
+    FileId {
+        device: m.dev(),
+        inode: m.ino(),
+    }
+}
+
+/// The identity of `path` (`tether::sys::HeldUnder::new`).
+pub(crate) fn file_id(path: &Path) -> io::Result<Option<FileId>> {
+    Ok(Some(id_of(&std::fs::metadata(path)?)))
+}
+
+/// Ancestor directories already resolved, for one scan.
+#[derive(Debug, Default)]
+pub(crate) struct Resolver {
+    seen: std::collections::HashMap<PathBuf, Option<FileId>>,
+}
+
+/// For each of `held`, whether one of its ancestor directories is the
+/// directory identified by `target` (`lstat`, so a symlink is never taken
+/// for the directory it points to).
+pub(crate) fn under_by_identity(
+    _pid: u32,
+    held: &[Held],
+    target: FileId,
+    resolver: &mut Resolver,
+) -> Vec<bool> {
+    held.iter()
+        .map(|h| {
+            h.path.ancestors().skip(1).any(|dir| {
+                let id = *resolver
+                    .seen
+                    .entry(dir.to_path_buf())
+                    .or_insert_with(|| std::fs::symlink_metadata(dir).ok().map(|m| id_of(&m)));
+                id == Some(target)
+            })
+        })
+        .collect()
 }

@@ -30,6 +30,7 @@ use super::tree::{self, Bounds, Identity, Memo};
 use crate::contain::Termination;
 use crate::containment::Containment;
 
+pub(crate) use super::limits::{OomPriority, SessionCgroups};
 pub(crate) use super::pidns::{self, InitLink};
 
 /// What holds a tree on macOS.

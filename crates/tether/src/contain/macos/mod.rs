@@ -6,9 +6,12 @@
 //! `x86_64-apple-darwin` and `aarch64-apple-darwin`); the byte layouts of
 //! the kernel's records are unit-tested on every platform (`records.rs`).
 
+pub(crate) mod doctor;
+pub(crate) mod environment;
 pub(crate) mod holding;
 pub(crate) mod keeper;
 mod kqueue;
+mod limits;
 pub(crate) mod pidns;
 pub(crate) mod sys;
 mod sysctl;
@@ -32,6 +35,8 @@ use crate::identity::ProcessIdentity;
 /// under large writes up to `PIPE_SIZE * 4` (XNU `sys_pipe.c`,
 /// `pipesize_blocks`), and cannot be resized from user space.
 const PIPE_MAX: usize = 64 << 10;
+
+pub(crate) use limits::{limit_spec, remove_leftover_cgroups};
 
 /// Pipe buffers cannot be enlarged on macOS (no `F_SETPIPE_SZ`).
 pub(crate) fn enlarge_pipe(_fd: &OwnedFd) {}

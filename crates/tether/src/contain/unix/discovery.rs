@@ -13,12 +13,31 @@ pub(crate) static SELF_IS_KEEPER: AtomicBool = AtomicBool::new(false);
 /// Name of the standalone keeper binary.
 const KEEPER_BIN: &str = "tether-keeper";
 
-/// Finds the keeper program. Order: `$TETHER_KEEPER`; this program, if it
-/// called `run_if_requested()`; `tether-keeper` beside this program or one
+/// The keeper program set by [`set_keeper_program`], ahead of discovery.
+static PROGRAM: std::sync::RwLock<Option<PathBuf>> = std::sync::RwLock::new(None);
+
+/// Uses `program` as the keeper from the next spawn on (`None`: discover
+/// it again). `$TETHER_KEEPER` still wins.
+pub(crate) fn set_keeper_program(program: Option<PathBuf>) {
+    *PROGRAM.write().unwrap_or_else(|e| e.into_inner()) = program;
+}
+
+/// Finds the keeper program. Order: `$TETHER_KEEPER`; the program set
+/// with `set_keeper_program`; this program, if it called
+/// `run_if_requested()`; `tether-keeper` beside this program or one
 /// directory up (where cargo puts test binaries); `tether-keeper` on `PATH`.
 pub(crate) fn keeper_path() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("TETHER_KEEPER").filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(Error::KeeperNotFound {
+                searched: vec![path],
+            })
+        };
+    }
+    if let Some(path) = PROGRAM.read().unwrap_or_else(|e| e.into_inner()).clone() {
         return if path.is_file() {
             Ok(path)
         } else {

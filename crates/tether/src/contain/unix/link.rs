@@ -3,15 +3,17 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::channel::{recv_into, send_frame};
+use super::fork::{Lifeline, PerProcess, created_here};
 use super::keeper::DEBUG_VAR;
 use super::keeper_entry::KEEPER_ARG;
 use super::protocol::{Event, FrameBuffer, Request};
@@ -21,20 +23,29 @@ use crate::error::{Error, Result};
 /// signals while another thread waits).
 #[derive(Debug)]
 pub(crate) struct Sender {
-    sock: OwnedFd,
+    sock: Lifeline,
     keeper: u32,
+    /// The process that started the keeper (see `fork.rs`).
+    owner: u32,
     /// Held while sending; `false` once the keeper was handed to another
     /// session, so a stale handle can never reach the new session's tree.
     open: Mutex<bool>,
 }
 
 impl Sender {
-    fn new(sock: &UnixStream, keeper: u32) -> io::Result<Arc<Sender>> {
+    fn new(sock: &Lifeline, keeper: u32, owner: u32) -> io::Result<Arc<Sender>> {
         Ok(Arc::new(Sender {
-            sock: sock.try_clone()?.into(),
+            sock: sock.try_clone()?,
             keeper,
+            owner,
             open: Mutex::new(true),
         }))
+    }
+
+    /// The process that owns this keeper, if it is not this one (a child
+    /// forked since; see `fork.rs`).
+    pub(crate) fn inherited_from(&self) -> Option<u32> {
+        (!created_here(self.owner)).then_some(self.owner)
     }
 
     fn close(&self) {
@@ -42,6 +53,9 @@ impl Sender {
     }
 
     pub(crate) fn send(&self, request: &Request, fds: &[RawFd]) -> io::Result<()> {
+        if !created_here(self.owner) {
+            return Err(inherited(self.owner));
+        }
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if !*open {
             return Err(io::Error::new(
@@ -59,8 +73,7 @@ impl Sender {
 /// A running keeper and the socket to it.
 #[derive(Debug)]
 pub(crate) struct KeeperLink {
-    /// The socket; `None` once the keeper moved to another link.
-    sock: Option<UnixStream>,
+    sock: Lifeline,
     sender: Arc<Sender>,
     frames: FrameBuffer,
     process: Option<std::process::Child>,
@@ -70,6 +83,10 @@ pub(crate) struct KeeperLink {
     /// The keeper now serves another session through another link; this one
     /// is inert (reads nothing, sends nothing, closes nothing).
     detached: bool,
+    /// The process that started the keeper. In a child forked since, the
+    /// link is inert too: its socket was pointed at `/dev/null` at the fork
+    /// (see `fork.rs`), and the tree is the parent's to end.
+    owner: u32,
     /// The keeper was told to go (its tree is empty); it is reaped when
     /// the link is dropped.
     draining: bool,
@@ -79,8 +96,8 @@ impl KeeperLink {
     /// Starts a keeper. Its stdin is its end of the socket; it inherits
     /// nothing else (stdout/stderr are /dev/null unless
     /// `TETHER_KEEPER_DEBUG` is set) and carries `keeper_tag` as its spawn
-    /// tag (and `TETHER_KEEPER_DEBUG`, when the owner has it, which
-    /// makes it report each kill's phases). No `pre_exec`: the owner stays on std's posix_spawn path.
+    /// tag (and `TETHER_KEEPER_DEBUG`, when the owner has it, which makes
+    /// it report each kill's phases). No `pre_exec`: the owner stays on std's posix_spawn path.
     ///
     /// The keeper gets a process group of its own from its first
     /// instruction (`POSIX_SPAWN_SETPGROUP`): a signal aimed at the owner's
@@ -118,16 +135,25 @@ impl KeeperLink {
             .map_err(Error::Keeper)?;
         let pid = process.id();
         guard().watch(pid);
+        let owner = std::process::id();
+        let ours = Lifeline::new(OwnedFd::from(ours));
         Ok(KeeperLink {
-            sender: Sender::new(&ours, pid).map_err(Error::Keeper)?,
-            sock: Some(ours),
+            sender: Sender::new(&ours, pid, owner).map_err(Error::Keeper)?,
+            sock: ours,
             frames: FrameBuffer::default(),
             process: Some(process),
             eof: false,
             path: keeper.to_owned(),
             detached: false,
+            owner,
             draining: false,
         })
+    }
+
+    /// The process that owns this keeper, if it is not this one (a child
+    /// forked since; see `fork.rs`).
+    pub(crate) fn inherited_from(&self) -> Option<u32> {
+        (!created_here(self.owner)).then_some(self.owner)
     }
 
     /// The keeper program this link runs.
@@ -138,19 +164,20 @@ impl KeeperLink {
     /// Moves the keeper to a new link, leaving this one inert. Handles of
     /// the old session lose their way to the keeper.
     pub(crate) fn detach(&mut self) -> io::Result<KeeperLink> {
-        let Some(sock) = self.sock.take() else {
-            return Err(io::ErrorKind::NotConnected.into());
-        };
+        let (placeholder, _) = UnixStream::pair()?;
+        let placeholder = Lifeline::new(OwnedFd::from(placeholder));
+        let sock = std::mem::replace(&mut self.sock, placeholder);
         self.sender.close();
         self.detached = true;
         Ok(KeeperLink {
-            sender: Sender::new(&sock, self.sender.keeper)?,
-            sock: Some(sock),
+            sender: Sender::new(&sock, self.sender.keeper, self.owner)?,
+            sock,
             frames: std::mem::take(&mut self.frames),
             process: self.process.take(),
             eof: false,
             path: self.path.clone(),
             detached: false,
+            owner: self.owner,
             draining: false,
         })
     }
@@ -165,13 +192,17 @@ impl KeeperLink {
 
     /// The next event, waiting at most `timeout` (`None` = forever).
     /// `Ok(None)`: the timeout passed. `UnexpectedEof`: the keeper is gone.
+    ///
+    /// A signal that interrupts the wait ends it early when a `timeout`
+    /// was given (`Ok(None)`, as if it had passed), so a caller can run its
+    /// signal handlers — Python's Ctrl-C — and wait again.
     pub(crate) fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Event>> {
         if self.detached {
             return Ok(None);
         }
-        let Some(sock) = self.sock.as_ref() else {
-            return Err(io::ErrorKind::NotConnected.into());
-        };
+        if !created_here(self.owner) {
+            return Err(inherited(self.owner));
+        }
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             if let Some(payload) = self.frames.next_payload()? {
@@ -191,7 +222,7 @@ impl KeeperLink {
                 }
             };
             let mut pfd = [libc::pollfd {
-                fd: sock.as_raw_fd(),
+                fd: self.sock.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             }];
@@ -200,6 +231,9 @@ impl KeeperLink {
             if rc < 0 {
                 let err = io::Error::last_os_error();
                 if err.kind() == io::ErrorKind::Interrupted {
+                    if timeout.is_some() {
+                        return Ok(None);
+                    }
                     continue;
                 }
                 return Err(err);
@@ -207,21 +241,18 @@ impl KeeperLink {
             if rc == 0 {
                 return Ok(None);
             }
-            let (n, _fds) = recv_into(sock.as_fd(), &mut self.frames)?;
+            let (n, _fds) = recv_into(self.sock.as_fd(), &mut self.frames)?;
             if n == 0 {
                 self.eof = true;
             }
         }
     }
 
-    /// The socket's descriptor, for an event loop that waits for it to
+    /// A copy of the socket, for an event loop that waits for it to
     /// become readable and then calls [`recv`](Self::recv) with a zero
     /// timeout (the registry does this instead of a thread per session).
-    pub(crate) fn event_fd(&self) -> io::Result<BorrowedFd<'_>> {
-        self.sock
-            .as_ref()
-            .map(|s| s.as_fd())
-            .ok_or_else(|| io::ErrorKind::NotConnected.into())
+    pub(crate) fn event_lifeline(&self) -> io::Result<Lifeline> {
+        self.sock.try_clone()
     }
 
     /// The keeper's pid.
@@ -234,12 +265,10 @@ impl KeeperLink {
     /// end in the ledger meanwhile), and is reaped when the link is
     /// dropped — by then, normally, without a wait.
     pub(crate) fn finish(&mut self) {
-        if self.detached {
+        if self.detached || !created_here(self.owner) {
             return;
         }
-        if let Some(sock) = &self.sock {
-            let _ = sock.shutdown(std::net::Shutdown::Both);
-        }
+        shutdown(&self.sock);
         self.draining = true;
     }
 
@@ -248,13 +277,11 @@ impl KeeperLink {
     /// returns, everything the keeper's exit reparented has been
     /// reparented (the kernel does that before the exit is reported).
     pub(crate) fn reap(&mut self) {
-        if self.detached {
+        if self.detached || !created_here(self.owner) {
             return;
         }
         // An idle keeper waits for the next command: the EOF tells it to go.
-        if let Some(sock) = &self.sock {
-            let _ = sock.shutdown(std::net::Shutdown::Both);
-        }
+        shutdown(&self.sock);
         if let Some(mut process) = self.process.take() {
             guard().forget(process.id());
             resume(process.id());
@@ -267,24 +294,31 @@ impl Drop for KeeperLink {
     fn drop(&mut self) {
         // Closing our end is the lifeline EOF: the keeper kills the tree and
         // exits. It must still be reaped, without blocking the dropper.
-        if self.detached {
+        if self.detached || !created_here(self.owner) {
             return;
         }
-        if let Some(sock) = &self.sock {
-            let _ = sock.shutdown(std::net::Shutdown::Both);
-        }
+        shutdown(&self.sock);
         if let Some(process) = self.process.take() {
             if self.draining {
                 // Its tree is empty and it was told to go a while ago:
-                // reap it here rather than wake the reaper thread (or
-                // start it, in a one-shot `tether run`).
-                guard().forget(process.id());
-                reap_resuming(process.id());
+                // reap it here rather than hand it to the reaper thread
+                // (and start one, in a one-shot `tether run`).
+                reap_child(process);
             } else {
-                reaper().send(process).ok();
+                reaper().send(process);
             }
         }
     }
+}
+
+/// The error of a handle used in a child forked since its keeper started.
+fn inherited(owner: u32) -> io::Error {
+    io::Error::other(crate::error::Error::InheritedAcrossFork { owner })
+}
+
+/// Ends both directions of the owner's socket: the keeper reads EOF.
+fn shutdown(sock: &Lifeline) {
+    let _ = nix::sys::socket::shutdown(sock.as_raw_fd(), nix::sys::socket::Shutdown::Both);
 }
 
 /// Reaps our child `pid`, blocking until it exits — and resuming it each
@@ -320,11 +354,7 @@ fn reap_resuming(pid: u32) {
 
 /// Whether `pid` is a live keeper of ours.
 pub(crate) fn is_keeper(pid: u32) -> bool {
-    guard()
-        .live
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(&pid)
+    guard().lock().live.contains(&pid)
 }
 
 /// Sends `SIGCONT` to our keeper `pid`. Safe by construction: the keeper is
@@ -335,27 +365,75 @@ fn resume(pid: u32) {
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
 }
 
-/// One thread that reaps keepers whose links were dropped (G5: every child
-/// is reaped). Keepers exit soon after the EOF, after at most their grace.
-fn reaper() -> &'static mpsc::Sender<std::process::Child> {
-    static REAPER: OnceLock<mpsc::Sender<std::process::Child>> = OnceLock::new();
-    REAPER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<std::process::Child>();
-        std::thread::Builder::new()
-            .name("tether-reaper".into())
-            .spawn(move || {
-                for process in rx {
-                    let pid = process.id();
-                    // From here on only this thread signals it, and it
-                    // reaps it itself.
-                    guard().forget(pid);
-                    reap_resuming(pid);
-                    drop(process);
-                }
-            })
-            .expect("spawn tether-reaper thread");
-        tx
+/// Reaps keepers whose links were dropped (G5: every child is reaped).
+/// Keepers exit soon after the EOF, after at most their grace.
+///
+/// One thread at a time does it, started for the first dropped link and
+/// gone once none is left to reap: a host that forks (Python's
+/// `multiprocessing`, `pty.fork`) must see no thread of ours while no tree
+/// is live, or CPython 3.12+ warns on each fork.
+struct Reaper {
+    state: Mutex<ReaperState>,
+}
+
+#[derive(Default)]
+struct ReaperState {
+    pending: Vec<std::process::Child>,
+    /// A reaping thread is running.
+    running: bool,
+}
+
+fn reaper() -> &'static Reaper {
+    static REAPER: PerProcess<Reaper> = PerProcess::new();
+    REAPER.get(|| Reaper {
+        state: Mutex::new(ReaperState::default()),
     })
+}
+
+impl Reaper {
+    fn send(&'static self, process: std::process::Child) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.pending.push(process);
+        if state.running {
+            return;
+        }
+        let started = std::thread::Builder::new()
+            .name("tether-reaper".into())
+            .spawn(move || self.drain());
+        if started.is_ok() {
+            state.running = true;
+        } else {
+            // No thread to be had: reap here, blocking the dropper.
+            let pending = std::mem::take(&mut state.pending);
+            drop(state);
+            pending.into_iter().for_each(reap_child);
+        }
+    }
+
+    fn drain(&self) {
+        loop {
+            let next = {
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let next = state.pending.pop();
+                if next.is_none() {
+                    state.running = false;
+                }
+                next
+            };
+            match next {
+                Some(process) => reap_child(process),
+                None => return,
+            }
+        }
+    }
+}
+
+/// Reaps one dropped link's keeper; from here on only the reaper signals it.
+fn reap_child(process: std::process::Child) {
+    let pid = process.id();
+    guard().forget(pid);
+    reap_resuming(pid);
+    drop(process);
 }
 
 /// How often the guard looks for stopped keepers while the owner lives.
@@ -367,63 +445,95 @@ const GUARD_PERIOD: Duration = Duration::from_millis(200);
 /// [`GUARD_PERIOD`] and sends `SIGCONT` to a stopped one; once the owner is
 /// gone, the kernel's orphaned-process-group rule does it (see
 /// [`KeeperLink::start`]). A defence against an adversarial command, not
-/// the owner-death path: no guarantee waits on this thread.
+/// the owner-death path: no guarantee waits on this thread. It runs only
+/// while a keeper lives (joined when the last one is reaped), so an idle
+/// owner has no thread of ours.
 struct Guard {
-    live: Mutex<HashSet<u32>>,
-    started: OnceLock<()>,
+    state: Mutex<GuardState>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct GuardState {
+    live: HashSet<u32>,
+    /// The running guard thread and its generation.
+    thread: Option<(JoinHandle<()>, u64)>,
+    generation: u64,
 }
 
 fn guard() -> &'static Guard {
-    static GUARD: OnceLock<Guard> = OnceLock::new();
-    GUARD.get_or_init(|| Guard {
-        live: Mutex::new(HashSet::new()),
-        started: OnceLock::new(),
+    static GUARD: PerProcess<Guard> = PerProcess::new();
+    GUARD.get(|| Guard {
+        state: Mutex::new(GuardState::default()),
+        wake: Condvar::new(),
     })
 }
 
 impl Guard {
+    fn lock(&self) -> std::sync::MutexGuard<'_, GuardState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn watch(&'static self, pid: u32) {
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(pid);
-        self.started.get_or_init(|| {
-            let _ = std::thread::Builder::new()
+        let mut state = self.lock();
+        state.live.insert(pid);
+        if state.thread.is_none() {
+            state.generation += 1;
+            let generation = state.generation;
+            if let Ok(handle) = std::thread::Builder::new()
                 .name("tether-guard".into())
-                .spawn(move || {
-                    loop {
-                        std::thread::sleep(GUARD_PERIOD);
-                        let live: Vec<u32> = self
-                            .live
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .iter()
-                            .copied()
-                            .collect();
-                        for pid in live {
-                            let stopped = crate::contain::sys::process(pid).is_ok_and(|p| {
-                                matches!(
-                                    p.state,
-                                    crate::contain::sys::ProcessState::Stopped
-                                        | crate::contain::sys::ProcessState::Traced
-                                )
-                            });
-                            // Under the lock: a pid leaves `live` before
-                            // its keeper is reaped, so it is still ours.
-                            let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-                            if stopped && live.contains(&pid) {
-                                resume(pid);
-                            }
-                        }
-                    }
+                .spawn(move || self.patrol(generation))
+            {
+                state.thread = Some((handle, generation));
+            }
+        }
+    }
+
+    fn patrol(&self, generation: u64) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            state = self
+                .wake
+                .wait_timeout(state, GUARD_PERIOD)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            if state.generation != generation || state.live.is_empty() {
+                return;
+            }
+            let live: Vec<u32> = state.live.iter().copied().collect();
+            drop(state);
+            for pid in live {
+                let stopped = crate::contain::sys::process(pid).is_ok_and(|p| {
+                    matches!(
+                        p.state,
+                        crate::contain::sys::ProcessState::Stopped
+                            | crate::contain::sys::ProcessState::Traced
+                    )
                 });
-        });
+                // Under the lock: a pid leaves `live` before its keeper is
+                // reaped, so it is still ours.
+                let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if stopped && state.live.contains(&pid) {
+                    resume(pid);
+                }
+            }
+            state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     fn forget(&self, pid: u32) {
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&pid);
+        let mut state = self.lock();
+        state.live.remove(&pid);
+        if !state.live.is_empty() {
+            return;
+        }
+        // The last keeper is gone: the thread ends now, not a period later.
+        let thread = state.thread.take();
+        state.generation += 1;
+        drop(state);
+        self.wake.notify_all();
+        if let Some((handle, _)) = thread {
+            let _ = handle.join();
+        }
     }
 }

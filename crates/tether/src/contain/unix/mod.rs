@@ -6,7 +6,10 @@
 mod channel;
 mod console;
 mod discovery;
+pub(crate) mod doctor;
+pub(crate) mod environment;
 mod foreground;
+mod fork;
 mod forward;
 pub(crate) mod init;
 pub(crate) mod keeper;
@@ -23,6 +26,7 @@ mod tree;
 mod watcher;
 
 pub(crate) use console::{Console, WinchWatcher};
+pub(crate) use discovery::set_keeper_program;
 pub(crate) use forward::Forwarder;
 pub(crate) use orphans::become_subreaper;
 pub(crate) use pool::set_warm_keepers;
@@ -32,14 +36,29 @@ pub(crate) use stdio::{OwnedIo, PipeEnd, output_pipe, read_both};
 pub(crate) use tree::{Tree, TreeHandle};
 pub(crate) use watcher::{AsyncReader, AsyncWriter, TreeWatcher};
 
-/// The owner's pid and start time, read once (the owner never forks).
+/// The owner's pid and start time, read once per process: a child forked
+/// without `exec` is an owner of its own (its commands are tagged with it,
+/// and die with it; see `fork.rs`).
 pub(crate) fn owner_identity() -> (u32, u64) {
-    static OWNER: std::sync::OnceLock<(u32, u64)> = std::sync::OnceLock::new();
-    *OWNER.get_or_init(|| {
+    static OWNER: fork::PerProcess<(u32, u64)> = fork::PerProcess::new();
+    *OWNER.get(|| {
         let pid = std::process::id();
         let start = crate::contain::sys::process(pid).map_or(0, |p| p.start_time);
         (pid, start)
     })
+}
+
+/// A descriptor of this process as a child's stdio: duplicated now, so
+/// the caller keeps (and may close) its own.
+pub(crate) fn duplicate_descriptor(fd: i32) -> std::io::Result<OwnedIo> {
+    if fd < 0 {
+        return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: borrowed only for the duplication; `fcntl` fails with EBADF
+    // if `fd` is not open, before anything else touches it.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    nix::fcntl::fcntl(borrowed, nix::fcntl::FcntlArg::F_GETFD)?;
+    borrowed.try_clone_to_owned()
 }
 
 /// No per-platform state directory on Unix: `$XDG_STATE_HOME/tether`, else

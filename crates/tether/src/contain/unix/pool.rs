@@ -3,19 +3,21 @@
 //! here, ×2.6 a bare `/bin/true` spawn) is off the spawn path.
 //!
 //! Off by default (a one-shot program would start a keeper it never uses);
-//! [`set_warm_keepers`] turns it on. A background thread refills the pool
-//! after each take. A warm keeper whose owner dies exits at the lifeline EOF
+//! [`set_warm_keepers`] turns it on. A thread refills the pool when a take
+//! leaves it below half its target, and exits once it has (an idle owner
+//! has no thread of ours). A warm keeper whose owner dies exits at the lifeline EOF
 //! like any other.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::Mutex;
+
+use super::fork::PerProcess;
 
 use super::link::KeeperLink;
 use crate::error::Result;
 
 struct Pool {
     state: Mutex<State>,
-    wanted: Condvar,
 }
 
 #[derive(Default)]
@@ -26,11 +28,12 @@ struct State {
     refiller: bool,
 }
 
+/// Each process's own: a child forked without `exec` starts with an empty
+/// pool that is off (its parent's keepers are not its own; see `fork.rs`).
 fn pool() -> &'static Pool {
-    static POOL: OnceLock<Pool> = OnceLock::new();
-    POOL.get_or_init(|| Pool {
+    static POOL: PerProcess<Pool> = PerProcess::new();
+    POOL.get(|| Pool {
         state: Mutex::new(State::default()),
-        wanted: Condvar::new(),
     })
 }
 
@@ -46,7 +49,6 @@ pub fn set_warm_keepers(n: usize) {
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
     state.target = n;
     state.idle.truncate(n);
-    pool.wanted.notify_all();
 }
 
 /// A keeper for one spawn: a warm one if the pool has one for this keeper
@@ -67,17 +69,20 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
         state.idle.clear();
         state.keeper = Some((keeper.to_owned(), warm_tag(tag)));
     }
-    if !state.refiller {
-        state.refiller = true;
-        std::thread::Builder::new()
-            .name("tether-warm".into())
-            .spawn(refill)?;
-    }
     let warm = state.idle.pop();
-    // Wake the refiller only when it has something to do (it refills below
-    // half the target): a wake-up per spawn costs a context switch.
-    if state.idle.len() < state.target.div_ceil(2) {
-        pool.wanted.notify_all();
+    // Finished sessions hand their keepers back (`recycle`), which is
+    // cheaper than starting new ones: refill only once the pool is down
+    // to half its target. The refiller exits when it is done, so an idle
+    // owner has no thread of ours (a forking host would be warned of it).
+    if !state.refiller && state.idle.len() < state.target.div_ceil(2) {
+        state.refiller = true;
+        if std::thread::Builder::new()
+            .name("tether-warm".into())
+            .spawn(refill)
+            .is_err()
+        {
+            state.refiller = false;
+        }
     }
     drop(state);
     match warm {
@@ -119,14 +124,10 @@ fn warm_tag(tag: &str) -> String {
 fn refill() {
     let pool = pool();
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        // Finished sessions hand their keepers back (`recycle`), which is
-        // cheaper than starting new ones: refill only once the pool is down
-        // to half its target.
-        while state.idle.len() >= state.target.div_ceil(2) || state.keeper.is_none() {
-            state = pool.wanted.wait(state).unwrap_or_else(|e| e.into_inner());
+    while let Some((path, tag)) = state.keeper.clone() {
+        if state.idle.len() >= state.target.div_ceil(2) {
+            break;
         }
-        let (path, tag) = state.keeper.clone().expect("checked above");
         drop(state);
         let started = KeeperLink::start(&path, &tag);
         state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -140,4 +141,5 @@ fn refill() {
             Err(_) => state.keeper = None,
         }
     }
+    state.refiller = false;
 }

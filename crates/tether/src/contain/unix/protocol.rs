@@ -12,8 +12,11 @@
 
 use std::io;
 
+use std::path::PathBuf;
+
 use crate::contain::event::Termination;
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
+use crate::limits::{Enforcement, LimitHit, LimitReport};
 
 /// Largest frame either side accepts (argv + environment of one command).
 pub(crate) const MAX_FRAME: usize = 16 << 20;
@@ -51,6 +54,8 @@ pub(crate) enum SpawnStage {
     PidNamespace,
     /// Installing the command's stdio.
     Stdio,
+    /// Entering the session's cgroups.
+    Cgroup,
 }
 
 impl SpawnStage {
@@ -63,6 +68,7 @@ impl SpawnStage {
             SpawnStage::Setup => "setup",
             SpawnStage::PidNamespace => "pid namespace",
             SpawnStage::Stdio => "stdio",
+            SpawnStage::Cgroup => "cgroup",
         }
     }
 
@@ -74,6 +80,7 @@ impl SpawnStage {
             SpawnStage::Setup => 3,
             SpawnStage::PidNamespace => 4,
             SpawnStage::Stdio => 5,
+            SpawnStage::Cgroup => 6,
         }
     }
 
@@ -85,8 +92,46 @@ impl SpawnStage {
             3 => SpawnStage::Setup,
             4 => SpawnStage::PidNamespace,
             5 => SpawnStage::Stdio,
+            6 => SpawnStage::Cgroup,
             _ => return Err(bad("spawn stage")),
         })
+    }
+}
+
+/// Where the owner found one limit can be enforced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// A cgroup v2 controller enabled for the children of the v2 base: the
+    /// session's v2 leaf gets the limit.
+    Cgroup2,
+    /// A cgroup v1 hierarchy: the session's leaf goes below this directory
+    /// (the owner's own cgroup in that hierarchy).
+    Cgroup1(Vec<u8>),
+    /// Nowhere, for this reason.
+    Unavailable(Vec<u8>),
+}
+
+/// The session's limits, each with where to enforce it. Cores are in
+/// thousandths.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LimitSpec {
+    pub memory: Option<(u64, Route)>,
+    pub pids: Option<(u64, Route)>,
+    pub cpu_millis: Option<(u64, Route)>,
+    /// The cgroup v2 directory below which the session gets a leaf of its
+    /// own (for `cgroup.kill`, and the `Cgroup2` routes); `None`: no v2
+    /// leaf.
+    pub v2_base: Option<Vec<u8>>,
+}
+
+impl LimitSpec {
+    /// Whether the session needs cgroup work at all.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.memory.is_none()
+            && self.pids.is_none()
+            && self.cpu_millis.is_none()
+            && self.v2_base.is_none()
     }
 }
 
@@ -118,13 +163,16 @@ pub(crate) struct SpawnSpec {
     /// The command's stdin is the terminal whose foreground the owner holds:
     /// the command's process group takes it before exec.
     pub take_terminal: bool,
+    /// Resource limits and where to enforce them.
+    pub limits: LimitSpec,
 }
 
 /// Owner → keeper.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Request {
     /// Start the command; stdin, stdout, stderr travel as `SCM_RIGHTS`.
-    Spawn(SpawnSpec),
+    /// (Boxed: far larger than the other requests.)
+    Spawn(Box<SpawnSpec>),
     /// Deliver a signal.
     Signal { signal: i32, scope: Scope },
     /// Send the signals of `ladder` (the spawn's own when empty) at once,
@@ -145,6 +193,8 @@ pub(crate) enum Event {
         start_time: u64,
         pidfs_inode: Option<u64>,
         containment: Containment,
+        /// The limits as applied.
+        limits: LimitReport,
     },
     /// The command could not be started at `stage`.
     SpawnFailed { errno: i32, stage: SpawnStage },
@@ -152,6 +202,7 @@ pub(crate) enum Event {
     MainExited {
         termination: Termination,
         timed_out: bool,
+        limit_hit: Option<LimitHit>,
     },
     /// The main process was stopped by `signal` (job control: `SIGTSTP`
     /// from Ctrl-Z, `SIGTTIN` reading a terminal it does not own, …).
@@ -160,7 +211,10 @@ pub(crate) enum Event {
     MainContinued,
     /// The session has no process left. `killed` counts processes the keeper
     /// signalled to death (not the main process's own exit).
-    TreeEmpty { killed: u32 },
+    TreeEmpty {
+        killed: u32,
+        limit_hit: Option<LimitHit>,
+    },
     /// A kill gave up: these survived SIGKILL for the verification window.
     KillFailed { survivors: Vec<(u32, Vec<u8>)> },
 }
@@ -220,6 +274,78 @@ impl Writer {
         for rung in ladder {
             self.i32(rung.signal);
             self.u8(scope_code(rung.scope));
+        }
+    }
+    fn route(&mut self, route: &Route) {
+        match route {
+            Route::Cgroup2 => self.u8(0),
+            Route::Cgroup1(dir) => {
+                self.u8(1);
+                self.bytes(dir);
+            }
+            Route::Unavailable(reason) => {
+                self.u8(2);
+                self.bytes(reason);
+            }
+        }
+    }
+    fn limit(&mut self, limit: &Option<(u64, Route)>) {
+        match limit {
+            Some((value, route)) => {
+                self.u8(1);
+                self.u64(*value);
+                self.route(route);
+            }
+            None => self.u8(0),
+        }
+    }
+    fn limits(&mut self, spec: &LimitSpec) {
+        self.limit(&spec.memory);
+        self.limit(&spec.pids);
+        self.limit(&spec.cpu_millis);
+        self.opt_bytes(spec.v2_base.as_deref());
+    }
+    fn enforced(&mut self, limit: &Option<(u64, Enforcement)>) {
+        let Some((value, how)) = limit else {
+            return self.u8(0);
+        };
+        let (code, reason) = match how {
+            Enforcement::Cgroup2 => (1, ""),
+            Enforcement::Cgroup1 => (2, ""),
+            Enforcement::Job => (3, ""),
+            Enforcement::Rlimit => (4, ""),
+            Enforcement::None(reason) => (5, reason.as_str()),
+        };
+        self.u8(code);
+        self.u64(*value);
+        if code == 5 {
+            self.bytes(reason.as_bytes());
+        }
+    }
+    fn report(&mut self, report: &LimitReport) {
+        use std::os::unix::ffi::OsStrExt;
+        self.enforced(&report.memory);
+        self.enforced(&report.pids);
+        self.enforced(&report.cpu_millis);
+        self.opt_bytes(report.cgroup.as_ref().map(|p| p.as_os_str().as_bytes()));
+        let cgroups: Vec<Vec<u8>> = report
+            .cgroups
+            .iter()
+            .map(|p| p.as_os_str().as_bytes().to_vec())
+            .collect();
+        self.list(&cgroups);
+    }
+    fn hit(&mut self, hit: Option<LimitHit>) {
+        match hit {
+            None => self.u8(0),
+            Some(LimitHit::Memory { victims }) => {
+                self.u8(1);
+                self.u64(victims as u64);
+            }
+            Some(LimitHit::Pids { refused }) => {
+                self.u8(2);
+                self.u64(refused);
+            }
         }
     }
     /// The finished frame, length prefix included.
@@ -313,6 +439,68 @@ impl Reader<'_> {
                 })
             })
             .collect()
+    }
+    fn route(&mut self) -> io::Result<Route> {
+        Ok(match self.u8()? {
+            0 => Route::Cgroup2,
+            1 => Route::Cgroup1(self.bytes()?),
+            2 => Route::Unavailable(self.bytes()?),
+            _ => return Err(bad("limit route")),
+        })
+    }
+    fn limit(&mut self) -> io::Result<Option<(u64, Route)>> {
+        Ok(if self.bool()? {
+            Some((self.u64()?, self.route()?))
+        } else {
+            None
+        })
+    }
+    fn limits(&mut self) -> io::Result<LimitSpec> {
+        Ok(LimitSpec {
+            memory: self.limit()?,
+            pids: self.limit()?,
+            cpu_millis: self.limit()?,
+            v2_base: self.opt_bytes()?,
+        })
+    }
+    fn enforced(&mut self) -> io::Result<Option<(u64, Enforcement)>> {
+        let code = self.u8()?;
+        if code == 0 {
+            return Ok(None);
+        }
+        let value = self.u64()?;
+        let how = match code {
+            1 => Enforcement::Cgroup2,
+            2 => Enforcement::Cgroup1,
+            3 => Enforcement::Job,
+            4 => Enforcement::Rlimit,
+            5 => Enforcement::None(String::from_utf8_lossy(&self.bytes()?).into_owned()),
+            _ => return Err(bad("enforcement")),
+        };
+        Ok(Some((value, how)))
+    }
+    fn report(&mut self) -> io::Result<LimitReport> {
+        use std::os::unix::ffi::OsStringExt;
+        let path = |b: Vec<u8>| PathBuf::from(std::ffi::OsString::from_vec(b));
+        Ok(LimitReport {
+            memory: self.enforced()?,
+            pids: self.enforced()?,
+            cpu_millis: self.enforced()?,
+            cgroup: self.opt_bytes()?.map(path),
+            cgroups: self.list()?.into_iter().map(path).collect(),
+        })
+    }
+    fn hit(&mut self) -> io::Result<Option<LimitHit>> {
+        Ok(match self.u8()? {
+            0 => None,
+            1 => Some(LimitHit::Memory {
+                victims: self.u64()?.min(u32::MAX as u64) as u32,
+            }),
+            2 => Some(LimitHit::Pids {
+                refused: self.u64()?,
+            }),
+            _ => return Err(bad("limit hit")),
+        })
     }
     /// Every byte must have been used.
     fn end(&self) -> io::Result<()> {
@@ -413,6 +601,7 @@ impl Request {
                 w.bool(spec.report_stops);
                 w.bool(spec.controlling_tty);
                 w.bool(spec.take_terminal);
+                w.limits(&spec.limits);
             }
             Request::Signal { signal, scope } => {
                 w.u8(2);
@@ -433,7 +622,7 @@ impl Request {
     pub(crate) fn decode(payload: &[u8]) -> io::Result<Request> {
         let mut r = Reader(payload);
         let request = match r.u8()? {
-            1 => Request::Spawn(SpawnSpec {
+            1 => Request::Spawn(Box::new(SpawnSpec {
                 program: r.bytes()?,
                 argv: r.list()?,
                 envp: r.list()?,
@@ -447,7 +636,8 @@ impl Request {
                 report_stops: r.bool()?,
                 controlling_tty: r.bool()?,
                 take_terminal: r.bool()?,
-            }),
+                limits: r.limits()?,
+            })),
             2 => Request::Signal {
                 signal: r.i32()?,
                 scope: scope_from(r.u8()?)?,
@@ -474,12 +664,14 @@ impl Event {
                 start_time,
                 pidfs_inode,
                 containment,
+                limits,
             } => {
                 w.u8(1);
                 w.u32(*pid);
                 w.u64(*start_time);
                 w.opt_u64(*pidfs_inode);
                 w.u8(containment_code(*containment));
+                w.report(limits);
             }
             Event::SpawnFailed { errno, stage } => {
                 w.u8(2);
@@ -489,6 +681,7 @@ impl Event {
             Event::MainExited {
                 termination,
                 timed_out,
+                limit_hit,
             } => {
                 w.u8(3);
                 match termination {
@@ -502,10 +695,12 @@ impl Event {
                     }
                 }
                 w.bool(*timed_out);
+                w.hit(*limit_hit);
             }
-            Event::TreeEmpty { killed } => {
+            Event::TreeEmpty { killed, limit_hit } => {
                 w.u8(4);
                 w.u32(*killed);
+                w.hit(*limit_hit);
             }
             Event::MainStopped { signal } => {
                 w.u8(6);
@@ -533,6 +728,7 @@ impl Event {
                 start_time: r.u64()?,
                 pidfs_inode: r.opt_u64()?,
                 containment: containment_from(r.u8()?)?,
+                limits: r.report()?,
             },
             2 => Event::SpawnFailed {
                 errno: r.i32()?,
@@ -547,9 +743,13 @@ impl Event {
                 Event::MainExited {
                     termination,
                     timed_out: r.bool()?,
+                    limit_hit: r.hit()?,
                 }
             }
-            4 => Event::TreeEmpty { killed: r.u32()? },
+            4 => Event::TreeEmpty {
+                killed: r.u32()?,
+                limit_hit: r.hit()?,
+            },
             6 => Event::MainStopped { signal: r.i32()? },
             7 => Event::MainContinued,
             5 => {
@@ -621,7 +821,7 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        round_trip_request(Request::Spawn(SpawnSpec {
+        round_trip_request(Request::Spawn(Box::new(SpawnSpec {
             program: b"/bin/echo".to_vec(),
             argv: vec![b"echo".to_vec(), vec![0xff, 0xfe], Vec::new()],
             envp: vec![b"A=B".to_vec()],
@@ -644,7 +844,13 @@ mod tests {
             report_stops: true,
             controlling_tty: true,
             take_terminal: true,
-        }));
+            limits: LimitSpec {
+                memory: Some((256 << 20, Route::Cgroup2)),
+                pids: Some((64, Route::Cgroup1(b"/sys/fs/cgroup/pids".to_vec()))),
+                cpu_millis: Some((1500, Route::Unavailable(b"no cpu controller".to_vec()))),
+                v2_base: Some(b"/sys/fs/cgroup/unified".to_vec()),
+            },
+        })));
         round_trip_request(Request::Signal {
             signal: 2,
             scope: Scope::Group,
@@ -667,6 +873,13 @@ mod tests {
                 start_time: 9,
                 pidfs_inode: Some(3),
                 containment: Containment::Subreaper,
+                limits: LimitReport {
+                    memory: Some((1 << 30, Enforcement::Cgroup1)),
+                    pids: Some((64, Enforcement::None("no delegation".into()))),
+                    cpu_millis: Some((250, Enforcement::Cgroup2)),
+                    cgroup: Some(PathBuf::from("/sys/fs/cgroup/unified/tether-abc")),
+                    cgroups: vec![PathBuf::from("/sys/fs/cgroup/unified/tether-abc")],
+                },
             },
             Event::SpawnFailed {
                 errno: 2,
@@ -675,8 +888,12 @@ mod tests {
             Event::MainExited {
                 termination: Termination::Signal(9),
                 timed_out: true,
+                limit_hit: Some(LimitHit::Memory { victims: 2 }),
             },
-            Event::TreeEmpty { killed: 103 },
+            Event::TreeEmpty {
+                killed: 103,
+                limit_hit: Some(LimitHit::Pids { refused: 7 }),
+            },
             Event::MainStopped { signal: 20 },
             Event::MainContinued,
             Event::KillFailed {
@@ -696,9 +913,11 @@ mod tests {
         assert!(Request::decode(&[1, 0xff, 0xff, 0xff, 0x7f]).is_err());
         assert!(Event::decode(&[3, 7]).is_err());
         // A boolean that is neither 0 nor 1.
-        assert!(Event::decode(&[3, 0, 0, 0, 0, 0, 2]).is_err());
+        assert!(Event::decode(&[3, 0, 0, 0, 0, 0, 2, 0]).is_err());
         // Trailing bytes after a whole message.
-        assert!(Event::decode(&[4, 1, 0, 0, 0, 0]).is_err());
+        assert!(Event::decode(&[4, 1, 0, 0, 0, 0, 0]).is_err());
+        // A limit hit of no known kind.
+        assert!(Event::decode(&[4, 1, 0, 0, 0, 3]).is_err());
         assert!(Request::decode(&[4, 0]).is_err());
         // A survivor count the frame cannot hold.
         assert!(Event::decode(&[5, 0xff, 0xff, 0xff, 0xff]).is_err());

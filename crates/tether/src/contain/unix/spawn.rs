@@ -59,7 +59,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
     ];
     let ladder = spec.ladder.clone();
     let take_terminal = spec.take_terminal;
-    let request = Request::Spawn(spec);
+    let request = Request::Spawn(Box::new(spec));
     let ask = |link: &mut KeeperLink| {
         link.send(&request, &fds)?;
         link.recv(None)
@@ -81,6 +81,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
             start_time,
             pidfs_inode,
             containment,
+            limits,
         })) => {
             let identity = ProcessIdentity {
                 boot_id: crate::contain::sys::boot_id().to_owned(),
@@ -88,7 +89,14 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
                 start_time,
                 pidfs_inode,
             };
-            let mut tree = Tree::new(link, identity, containment, plan.tag.session, ladder);
+            let mut tree = Tree::new(
+                link,
+                identity,
+                containment,
+                plan.tag.session,
+                ladder,
+                limits,
+            );
             if plan.foreground && plan.pty.is_none() {
                 tree.take_foreground();
             }
@@ -160,6 +168,7 @@ fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
         report_stops: plan.foreground && plan.pty.is_none(),
         controlling_tty: plan.pty.is_some(),
         take_terminal: plan.foreground && plan.pty.is_none() && super::foreground::holds_terminal(),
+        limits: crate::contain::os::limit_spec(&plan.limits),
     })
 }
 
@@ -207,6 +216,11 @@ fn spawn_error(plan: &SpawnPlan, errno: i32, stage: SpawnStage) -> Error {
         (SpawnStage::Chdir, _) => Error::BadCwd {
             cwd: plan.cwd.clone().unwrap_or_default(),
             reason: source.to_string(),
+        },
+        (SpawnStage::Cgroup, _) => Error::Spawn {
+            program,
+            stage: "entering the session's cgroup",
+            source,
         },
         (SpawnStage::PidNamespace, _) => Error::ContainmentUnavailable {
             requested: "pidns",

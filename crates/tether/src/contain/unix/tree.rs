@@ -13,6 +13,7 @@ use crate::contain::TreeEvent;
 use crate::containment::Containment;
 use crate::error::{Error, Result, Survivor};
 use crate::identity::ProcessIdentity;
+use crate::limits::LimitReport;
 
 /// A running, contained command and everything it starts.
 #[derive(Debug)]
@@ -25,6 +26,8 @@ pub(crate) struct Tree {
     settled: bool,
     /// The terminal, for a foreground command.
     terminal: Option<Terminal>,
+    /// The limits as the keeper applied them.
+    limits: LimitReport,
 }
 
 impl Tree {
@@ -34,6 +37,7 @@ impl Tree {
         containment: Containment,
         session: String,
         ladder: Vec<Rung>,
+        limits: LimitReport,
     ) -> Tree {
         Tree {
             link,
@@ -43,6 +47,7 @@ impl Tree {
             ladder: ladder.into(),
             settled: false,
             terminal: None,
+            limits,
         }
     }
 
@@ -66,6 +71,11 @@ impl Tree {
         self.containment
     }
 
+    /// The limits as applied, each with its enforcement.
+    pub(crate) fn limits(&self) -> &LimitReport {
+        &self.limits
+    }
+
     /// The keeper's pid (diagnostics, the ledger).
     pub(crate) fn keeper_pid(&self) -> Option<u32> {
         self.link.keeper_pid()
@@ -83,7 +93,13 @@ impl Tree {
     /// The next event, waiting at most `timeout` (`None` = forever);
     /// `Ok(None)` when none came. A keeper that died without reporting the
     /// tree empty is [`Error::KeeperLost`], its orphans already killed.
+    ///
+    /// With a `timeout`, a signal that interrupts the wait ends it early
+    /// (`Ok(None)`), so the caller can run its handlers.
     pub(crate) fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<TreeEvent>> {
+        if let Some(owner) = self.link.inherited_from() {
+            return Err(Error::InheritedAcrossFork { owner });
+        }
         loop {
             let event = match self.link.recv(timeout) {
                 Ok(Some(event)) => event,
@@ -95,12 +111,14 @@ impl Tree {
                 Event::MainExited {
                     termination,
                     timed_out,
+                    limit_hit,
                 } => {
                     // The terminal goes back the moment the command is done.
                     self.terminal = None;
                     TreeEvent::MainExited {
                         termination,
                         timed_out,
+                        limit_hit,
                     }
                 }
                 Event::MainStopped { signal } => {
@@ -113,7 +131,7 @@ impl Tree {
                     continue;
                 }
                 Event::MainContinued => continue,
-                Event::TreeEmpty { killed } => {
+                Event::TreeEmpty { killed, limit_hit } => {
                     self.settled = true;
                     // The keeper waits for another command: back to the
                     // warm pool if it wants one (a PID namespace is spent),
@@ -122,7 +140,7 @@ impl Tree {
                     if !(reusable && super::pool::recycle(&mut self.link)) {
                         self.link.finish();
                     }
-                    TreeEvent::Settled { killed }
+                    TreeEvent::Settled { killed, limit_hit }
                 }
                 Event::KillFailed { survivors } => TreeEvent::KillFailed {
                     survivors: survivors
@@ -166,7 +184,7 @@ impl Tree {
     /// Readiness of this tree's events for an async event loop: wait on it,
     /// then call [`recv`](Self::recv) with a zero timeout until `Ok(None)`.
     pub(crate) fn watcher(&self) -> io::Result<TreeWatcher> {
-        TreeWatcher::new(self.link.event_fd()?.try_clone_to_owned()?)
+        TreeWatcher::new(self.link.event_lifeline()?)
     }
 
     /// The keeper died without reporting an empty tree. With a PID
@@ -180,6 +198,9 @@ impl Tree {
         self.settled = true;
         self.terminal = None;
         let orphans_killed = super::orphans::kill_orphans(&self.session);
+        // The keeper cannot remove the session's cgroups any more: the
+        // empty ones go now (the rest is `tether reap`'s).
+        crate::contain::os::remove_leftover_cgroups(&self.limits.cgroups);
         Error::KeeperLost { orphans_killed }
     }
 }
@@ -226,7 +247,15 @@ impl TreeHandle {
         })
     }
 
+    /// Sends `signal` to the main process's process group now.
+    pub(crate) fn signal_group(&self, signal: i32) -> Result<()> {
+        self.signal(signal, Scope::Group)
+    }
+
     fn send(&self, request: &Request) -> Result<()> {
+        if let Some(owner) = self.sender.inherited_from() {
+            return Err(Error::InheritedAcrossFork { owner });
+        }
         self.sender.send(request, &[]).map_err(Error::Keeper)
     }
 }

@@ -8,6 +8,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
+use super::fork::Lifeline;
 use super::stdio::PipeEnd;
 
 /// Registers `fd` with the current tokio reactor for `interest`.
@@ -22,11 +23,15 @@ fn register(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
 
 /// Readiness of a tree's events (the keeper socket).
 #[derive(Debug)]
-pub(crate) struct TreeWatcher(AsyncFd<OwnedFd>);
+pub(crate) struct TreeWatcher(AsyncFd<Lifeline>);
 
 impl TreeWatcher {
-    pub(crate) fn new(fd: OwnedFd) -> io::Result<TreeWatcher> {
-        Ok(TreeWatcher(register(fd, Interest::READABLE)?))
+    pub(crate) fn new(fd: Lifeline) -> io::Result<TreeWatcher> {
+        // SAFETY: as in `register`: the `AsyncFd` owns the lifeline, whose
+        // descriptor stays open and the same until it is dropped.
+        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+            .map_err(io::Error::from)?;
+        Ok(TreeWatcher(fd))
     }
 
     /// Waits until events may be ready, then runs `drain`, which takes

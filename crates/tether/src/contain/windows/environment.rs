@@ -18,6 +18,165 @@ use windows_sys::Win32::Globalization::{CSTR_EQUAL, CSTR_LESS_THAN, CompareStrin
 
 const EQUALS: u16 = b'=' as u16;
 
+/// `tether::withhold_environment` on Windows (see `withheld.rs`): under
+/// the PEB lock, every value `withhold` names is overwritten with `*` in
+/// the PEB's environment block — what another process of the same user
+/// reads with `ReadProcessMemory` — and in every other copy of its
+/// `NAME=value` entry in the memory region that block lies in (under Wine,
+/// the process heap, where the blocks Wine built at start remain: one held
+/// the value 30,000 characters past the live block); then the variable is
+/// removed with `SetEnvironmentVariableW`, which moves the entries after it
+/// down over it. The filler keeps the block well formed (a NUL would end
+/// it early); what removal leaves past the new end is a copy of later
+/// entries, their withheld values already overwritten. Other threads may
+/// run: every Win32 environment call takes the PEB lock, and the heap's
+/// lock is held while its copies are overwritten.
+pub(crate) fn withhold(
+    withhold: &dyn Fn(&OsStr) -> bool,
+) -> Result<crate::withheld::Withheld, crate::error::WithholdError> {
+    use crate::error::WithholdError;
+    let mut withheld = crate::withheld::Withheld::default();
+    let mut names: Vec<Vec<u16>> = Vec::new();
+    {
+        let _lock = PebLock::acquire();
+        // Each withheld entry as it was (`NAME=value`), to find its copies;
+        // zeroed before it is dropped.
+        let mut entries: Vec<Vec<u16>> = Vec::new();
+        let block_at = {
+            // SAFETY: the PEB lock is held until after the block is dropped
+            // (`_lock` outlives it), and nothing in between touches the
+            // environment another way.
+            let block =
+                unsafe { super::peb::own_environment_block() }.map_err(WithholdError::Io)?;
+            let mut start = 0;
+            while start < block.len() {
+                let len = block[start..]
+                    .iter()
+                    .position(|&c| c == 0)
+                    .unwrap_or(block.len() - start);
+                let entry = &mut block[start..start + len];
+                // The separator is the first `=` after the first character.
+                if let Some(eq) = entry
+                    .iter()
+                    .skip(1)
+                    .position(|&c| c == EQUALS)
+                    .map(|i| i + 1)
+                    && withhold(&OsString::from_wide(&entry[..eq]))
+                {
+                    entries.push(entry.to_vec());
+                    entry[eq + 1..].fill(u16::from(b'*'));
+                    withheld.overwritten += 1;
+                    if !names
+                        .iter()
+                        .any(|n| compare_names(n, &entry[..eq]) == Ordering::Equal)
+                    {
+                        names.push(entry[..eq].to_vec());
+                    }
+                }
+                start += len + 1;
+            }
+            block.as_ptr() as usize
+        };
+        if !entries.is_empty() {
+            let _heap = HeapGuard::acquire();
+            // SAFETY: the PEB lock and the process heap's lock are held
+            // while the slice lives, and the block's slice above is gone.
+            let region = unsafe { super::peb::own_region_containing(block_at) }
+                .map_err(WithholdError::Io)?;
+            for entry in &entries {
+                withheld.overwritten += overwrite_copies(region, entry);
+            }
+        }
+        for entry in &mut entries {
+            entry.fill(0);
+        }
+    }
+    withheld.names = names.iter().map(|n| OsString::from_wide(n)).collect();
+    for name in &withheld.names {
+        // SAFETY: std documents `remove_var` as always safe on Windows,
+        // from any number of threads (`SetEnvironmentVariableW` takes the
+        // PEB lock).
+        unsafe { std::env::remove_var(name) };
+    }
+    Ok(withheld)
+}
+
+/// Overwrites with `*` the value of every copy of the NUL-terminated entry
+/// `entry` (`NAME=value`) in `memory`; how many there were.
+fn overwrite_copies(memory: &mut [u16], entry: &[u16]) -> usize {
+    let Some(eq) = entry
+        .iter()
+        .skip(1)
+        .position(|&c| c == EQUALS)
+        .map(|i| i + 1)
+    else {
+        return 0;
+    };
+    let mut found = 0;
+    let mut at = 0;
+    while at + entry.len() < memory.len() {
+        if memory[at..].starts_with(entry) && memory[at + entry.len()] == 0 {
+            memory[at + eq + 1..at + entry.len()].fill(u16::from(b'*'));
+            found += 1;
+            at += entry.len();
+        } else {
+            at += 1;
+        }
+    }
+    found
+}
+
+/// The process heap's lock, held until dropped: no other thread allocates
+/// or frees in it meanwhile.
+struct HeapGuard(windows_sys::Win32::Foundation::HANDLE);
+
+impl HeapGuard {
+    fn acquire() -> HeapGuard {
+        use windows_sys::Win32::System::Memory::{GetProcessHeap, HeapLock};
+        // SAFETY: plain calls on the process's own heap handle, valid for
+        // its lifetime; paired with `HeapUnlock` in `drop`.
+        unsafe {
+            let heap = GetProcessHeap();
+            HeapLock(heap);
+            HeapGuard(heap)
+        }
+    }
+}
+
+impl Drop for HeapGuard {
+    fn drop(&mut self) {
+        // SAFETY: this thread locked it in `acquire`.
+        unsafe { windows_sys::Win32::System::Memory::HeapUnlock(self.0) };
+    }
+}
+
+#[link(name = "ntdll.dll", kind = "raw-dylib", modifiers = "+verbatim")]
+unsafe extern "system" {
+    /// Enters the PEB's lock (a critical section, recursive for its
+    /// owner), which every Win32 environment call takes too.
+    fn RtlAcquirePebLock();
+    /// Leaves it.
+    fn RtlReleasePebLock();
+}
+
+/// The PEB lock, held until dropped.
+struct PebLock;
+
+impl PebLock {
+    fn acquire() -> PebLock {
+        // SAFETY: no arguments; paired with the release in `drop`.
+        unsafe { RtlAcquirePebLock() };
+        PebLock
+    }
+}
+
+impl Drop for PebLock {
+    fn drop(&mut self) {
+        // SAFETY: this thread acquired it in `acquire`.
+        unsafe { RtlReleasePebLock() };
+    }
+}
+
 /// A set of environment variables with Windows' case-insensitive names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Environment {

@@ -17,7 +17,7 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::windows::io::{AsHandle, AsRawHandle};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use windows_sys::Win32::Foundation::{ERROR_BAD_LENGTH, ERROR_NO_MORE_FILES};
 use windows_sys::Win32::System::Diagnostics::ToolHelp::{
@@ -31,7 +31,7 @@ use super::peb::{self, PEB_READ};
 use super::process;
 use super::wide::from_wide;
 use super::win_error::{WinError, code_of};
-use crate::contain::sys::{Held, HeldAs};
+use crate::contain::sys::{FileId, Held, HeldAs};
 
 /// How often a module snapshot is retried while the target is still
 /// loading (`ERROR_BAD_LENGTH`: its loader list changed under the read).
@@ -63,6 +63,27 @@ pub(crate) fn held_paths(pid: u32) -> io::Result<Vec<Held>> {
     Ok(held)
 }
 
+/// Objects are compared by path text only on Windows (no bind mounts;
+/// `tether::sys::HeldUnder`): no identity.
+pub(crate) fn file_id(_path: &Path) -> io::Result<Option<FileId>> {
+    Ok(None)
+}
+
+/// Nothing to resolve: see [`file_id`].
+#[derive(Debug, Default)]
+pub(crate) struct Resolver;
+
+/// Never called without an identity ([`file_id`] gives none): nothing is
+/// under by identity.
+pub(crate) fn under_by_identity(
+    _pid: u32,
+    held: &[Held],
+    _target: FileId,
+    _resolver: &mut Resolver,
+) -> Vec<bool> {
+    vec![false; held.len()]
+}
+
 /// Adds `path` unless it is empty or already listed the same way.
 fn push(held: &mut Vec<Held>, how: HeldAs, path: OsString) {
     if path.is_empty() {
@@ -73,6 +94,7 @@ fn push(held: &mut Vec<Held>, how: HeldAs, path: OsString) {
         how,
         path,
         deleted: false,
+        id: None,
     };
     if !held.contains(&entry) {
         held.push(entry);

@@ -27,6 +27,7 @@ use crate::contain::{ChildIo, SpawnPlan, Spawned};
 use crate::containment::{Containment, ContainmentPolicy};
 use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
+use crate::limits::LimitReport;
 
 /// Starts `plan` with stdio `[stdin, stdout, stderr]` — or, when the plan
 /// asks for a PTY, attached to a new pseudoconsole (the stdio is then not
@@ -63,13 +64,15 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         stage: "job object",
         source,
     };
-    let job = if contained {
-        let job = Job::new(Breakaway::Refused).map_err(job_error)?;
+    let (job, limits) = if contained {
+        let (job, limits) =
+            Job::with_limits(Breakaway::Refused, &plan.limits).map_err(job_error)?;
         // Before the process exists, so its NewProcess message is not lost.
         job.associate(monitor.port(), key).map_err(job_error)?;
-        Some(Arc::new(job))
+        (Some(Arc::new(job)), limits)
     } else {
-        None
+        let why = "the command runs in no job of tether's (ContainmentPolicy::Uncontained)";
+        (None, LimitReport::none(&plan.limits, why))
     };
 
     // A PTY session: the pseudoconsole before the process, attached in the
@@ -156,6 +159,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         events: receiver,
         notify,
         settled: false,
+        limits,
     };
     Ok(Spawned {
         tree,

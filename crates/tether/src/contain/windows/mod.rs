@@ -30,7 +30,8 @@ mod completion_port;
 mod conpty;
 mod console;
 mod ctrl_event;
-mod environment;
+pub(crate) mod doctor;
+pub(crate) mod environment;
 pub(crate) mod file_id;
 mod forward;
 mod handle;
@@ -93,6 +94,22 @@ pub(crate) fn owner_identity() -> (u32, u64) {
         (pid, start)
     })
 }
+
+/// A C runtime descriptor of this process (what Python's `fileno()`
+/// returns) as a child's stdio: its handle, duplicated now.
+pub(crate) fn duplicate_descriptor(fd: i32) -> std::io::Result<OwnedIo> {
+    // SAFETY: `_get_osfhandle` validates `fd` and returns -1 for a bad one.
+    let raw = unsafe { libc::get_osfhandle(fd) };
+    if raw == -1 || raw == -2 {
+        return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: borrowed only for the duplication; the CRT keeps it open.
+    let handle = unsafe { std::os::windows::io::BorrowedHandle::borrow_raw(raw as _) };
+    handle.try_clone_to_owned()
+}
+
+/// No keeper program on Windows: nothing to set.
+pub(crate) fn set_keeper_program(_program: Option<std::path::PathBuf>) {}
 
 /// No subreapers on Windows (a job holds the tree instead): nothing to do.
 pub(crate) fn become_subreaper() -> std::io::Result<()> {

@@ -30,6 +30,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use windows_sys::Win32::Foundation::{HANDLE, INVALID_HANDLE_VALUE};
+use windows_sys::Win32::System::SystemServices::{
+    JOB_OBJECT_MSG_ACTIVE_PROCESS_LIMIT, JOB_OBJECT_MSG_JOB_MEMORY_LIMIT,
+    JOB_OBJECT_MSG_PROCESS_MEMORY_LIMIT,
+};
 use windows_sys::Win32::System::Threading::{
     INFINITE, RegisterWaitForSingleObject, UnregisterWaitEx, WT_EXECUTEONLYONCE,
 };
@@ -42,6 +46,7 @@ use super::{ctrl_event, process};
 use crate::contain::{Ladder, Termination, TreeEvent};
 use crate::containment::Leftovers;
 use crate::error::Survivor;
+use crate::limits::LimitHit;
 
 /// Our packet codes, above the `JOB_OBJECT_MSG_*` range (1–13).
 const MAIN_EXITED: u32 = 0x1000;
@@ -161,6 +166,20 @@ impl Monitor {
             {
                 match packet.code {
                     KILL => watch.begin_kill(Duration::from_millis(packet.value as u64), now),
+                    // The job's limits said no (best effort: job messages
+                    // can be lost, and then the hit goes unreported).
+                    JOB_OBJECT_MSG_JOB_MEMORY_LIMIT | JOB_OBJECT_MSG_PROCESS_MEMORY_LIMIT => {
+                        watch.limit_hit =
+                            LimitHit::worst(watch.limit_hit, Some(LimitHit::Memory { victims: 0 }));
+                    }
+                    JOB_OBJECT_MSG_ACTIVE_PROCESS_LIMIT => {
+                        let refused = match watch.limit_hit {
+                            Some(LimitHit::Pids { refused }) => refused + 1,
+                            _ => 1,
+                        };
+                        watch.limit_hit =
+                            LimitHit::worst(watch.limit_hit, Some(LimitHit::Pids { refused }));
+                    }
                     DROPPED => {
                         watch.dropped = true;
                         if !watch.settled {
@@ -269,6 +288,8 @@ pub(super) struct Watch {
     kill: Kill,
     /// Descendants (never the main process) a kill reached.
     killed: HashSet<u32>,
+    /// A job limit the tree ran into, as the job's messages said.
+    limit_hit: Option<LimitHit>,
     settled: bool,
     dropped: bool,
     /// Events were sent since the listener was last woken.
@@ -307,6 +328,7 @@ impl Watch {
             timed_out: false,
             kill: Kill::Idle,
             killed: HashSet::new(),
+            limit_hit: None,
             settled: false,
             dropped: false,
             unannounced: false,
@@ -358,6 +380,7 @@ impl Watch {
             self.send(TreeEvent::MainExited {
                 termination: Termination::Code(code as i32),
                 timed_out: self.timed_out,
+                limit_hit: self.limit_hit,
             });
             if self.leftovers == Leftovers::Kill && self.kill == Kill::Idle && !self.is_empty() {
                 self.begin_kill(self.grace, now);
@@ -405,7 +428,10 @@ impl Watch {
                 console.close_in_background();
             }
             let killed = self.killed.len() as u32;
-            self.send(TreeEvent::Settled { killed });
+            self.send(TreeEvent::Settled {
+                killed,
+                limit_hit: self.limit_hit,
+            });
         }
     }
 

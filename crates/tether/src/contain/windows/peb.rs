@@ -74,10 +74,39 @@ mod offsets {
     pub const UNICODE_STRING_BUFFER: usize = 4;
 }
 
+/// How many times a read that raced the target's own update of its
+/// parameters is tried again.
+const RACED_READS: usize = 3;
+
 /// The environment block of `process`, parsed.
+///
+/// A starting process moves its parameters and environment once (Wine's
+/// loader copies both into heap blocks of their own and swaps the
+/// pointers; `SetEnvironmentVariableW` can reallocate the block later), so
+/// a block read in the middle of a swap can be a stale or half-written
+/// copy. The pointers are read again after the block: if either moved, the
+/// read raced and is repeated, and a block that keeps moving is an error,
+/// never a guess.
 pub fn environment(process: BorrowedHandle<'_>) -> io::Result<Environment> {
-    let params = process_parameters(process)?;
-    let block = read_usize(process, params + offsets::PARAMS_ENVIRONMENT)?;
+    for _ in 0..RACED_READS {
+        let params = process_parameters(process)?;
+        let block = read_usize(process, params + offsets::PARAMS_ENVIRONMENT)?;
+        let environment = environment_at(process, params, block)?;
+        let params_now = process_parameters(process)?;
+        let block_now = read_usize(process, params_now + offsets::PARAMS_ENVIRONMENT)?;
+        if (params, block) == (params_now, block_now) {
+            return Ok(environment);
+        }
+    }
+    Err(corrupt("the environment kept moving while it was read"))
+}
+
+/// The environment block at `block`, whose parameters are at `params`.
+fn environment_at(
+    process: BorrowedHandle<'_>,
+    params: usize,
+    block: usize,
+) -> io::Result<Environment> {
     if block == 0 {
         return Err(corrupt("the environment pointer is NULL"));
     }
@@ -93,6 +122,89 @@ pub fn environment(process: BorrowedHandle<'_>) -> io::Result<Environment> {
     .min(MAX_ENVIRONMENT_BYTES);
     let bytes = read(process, block, size & !1)?;
     Ok(Environment::parse(&to_u16(&bytes)))
+}
+
+/// This process's own environment block, in place: from its first
+/// character up to (not including) the NUL that ends the block — the very
+/// memory [`environment`] reads from another process.
+///
+/// # Safety
+/// The slice aliases memory the Win32 environment calls change and move:
+/// hold the PEB lock (`RtlAcquirePebLock`) from before this call until the
+/// slice is dropped, and call nothing in between that takes another path
+/// to the environment.
+pub unsafe fn own_environment_block<'a>() -> io::Result<&'a mut [u16]> {
+    // SAFETY: the pseudo handle of the current process, valid always;
+    // `BorrowedHandle` admits its -1 value.
+    let me = unsafe {
+        BorrowedHandle::borrow_raw(windows_sys::Win32::System::Threading::GetCurrentProcess())
+    };
+    let params = process_parameters(me)?;
+    let block = read_usize(me, params + offsets::PARAMS_ENVIRONMENT)?;
+    if block == 0 {
+        return Err(corrupt("the environment pointer is NULL"));
+    }
+    // The block's own end (entries, then one more NUL), within the size
+    // the parameters record and the memory region it lies in.
+    let recorded = read_usize(me, params + offsets::PARAMS_ENVIRONMENT_SIZE)?;
+    let region = region_remaining(me, block)?;
+    let bound = if recorded > 0 && recorded <= region {
+        recorded
+    } else {
+        region
+    }
+    .min(MAX_ENVIRONMENT_BYTES)
+        / 2;
+    // SAFETY: `bound` UTF-16 units from `block` lie in one committed
+    // region of this process (checked above); the caller holds the PEB
+    // lock, so nothing moves or frees the block while the slice lives.
+    let all = unsafe { std::slice::from_raw_parts_mut(block as *mut u16, bound) };
+    let mut end = 0;
+    while end < all.len() && all[end] != 0 {
+        end += all[end..]
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(all.len() - end)
+            + 1;
+    }
+    Ok(&mut all[..end.min(bound)])
+}
+
+/// The committed, read-write memory region of this process that contains
+/// `address` (`VirtualQuery`), as UTF-16 units; empty when that region is
+/// anything else. Where the environment block lives: under Wine the
+/// process heap, which also keeps the copies Wine made while it built the
+/// environment at start (seen here: the full initial block, 30,000 units
+/// past the live one).
+///
+/// # Safety
+/// The slice aliases this process's live memory: the caller must hold
+/// every lock that serializes writers to it (the PEB lock and the heap's
+/// lock) and hold no other reference into the region while it lives.
+pub unsafe fn own_region_containing<'a>(address: usize) -> io::Result<&'a mut [u16]> {
+    use windows_sys::Win32::System::Memory::{MEM_COMMIT, PAGE_READWRITE, VirtualQuery};
+    let mut info = MEMORY_BASIC_INFORMATION::default();
+    // SAFETY: `info` is writable for its size; the address is only looked
+    // up, never dereferenced.
+    let written = unsafe {
+        VirtualQuery(
+            address as *const core::ffi::c_void,
+            &mut info,
+            size_of::<MEMORY_BASIC_INFORMATION>(),
+        )
+    };
+    if written == 0 {
+        return Err(WinError::last("VirtualQuery"));
+    }
+    if info.State != MEM_COMMIT || info.Protect != PAGE_READWRITE {
+        return Ok(&mut []);
+    }
+    // SAFETY: the whole region is committed read-write memory of this
+    // process (checked above), page-aligned and so aligned for `u16`; the
+    // caller serializes its writers (see `# Safety`).
+    Ok(unsafe {
+        std::slice::from_raw_parts_mut(info.BaseAddress.cast::<u16>(), info.RegionSize / 2)
+    })
 }
 
 /// Whether `process` has finished starting: its loader has run
@@ -254,7 +366,85 @@ fn corrupt(what: &str) -> io::Error {
 mod tests {
     use super::*;
     use std::ffi::OsStr;
+    use std::io::{BufRead, Read};
     use std::os::windows::io::AsHandle;
+    use std::process::{Command, Stdio};
+
+    /// The variable withheld by the child of
+    /// `withheld_values_are_gone_from_the_peb_block`, and one kept.
+    const WITHHELD: &str = "WITHHOLD_TEST_TOKEN";
+    const KEPT: &str = "WITHHOLD_TEST_KEPT";
+
+    /// The child: withholds [`WITHHELD`], says so, waits for stdin to close.
+    #[test]
+    #[ignore = "run as a child by withheld_values_are_gone_from_the_peb_block"]
+    fn withhold_then_wait() {
+        let withheld = crate::withhold_environment(|name| name == OsStr::new(WITHHELD)).unwrap();
+        assert_eq!(withheld.names, [OsStr::new(WITHHELD)]);
+        // The live value, and under Wine the copy in its start-up block.
+        assert!(withheld.overwritten >= 1, "{withheld:?}");
+        assert!(std::env::var_os(WITHHELD).is_none());
+        println!("withheld");
+        let _ = std::io::stdin().read(&mut [0u8; 1]);
+    }
+
+    // issue 16 item 1 on Windows: another process of the same user reads a
+    // process's environment from its PEB; a withheld value must be gone
+    // from the whole block, not only from what parses as the environment.
+    #[test]
+    fn withheld_values_are_gone_from_the_peb_block() {
+        let secret = format!("secret-{}-value", std::process::id());
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "contain::os::peb::tests::withhold_then_wait",
+                "--nocapture",
+            ])
+            .env(WITHHELD, &secret)
+            .env(KEPT, "visible")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("withheld") {
+            line.clear();
+            let n = stdout.read_line(&mut line).unwrap();
+            assert!(n > 0, "the child exited before it withheld");
+        }
+        let process = super::super::process::open(child.id(), PEB_READ).unwrap();
+        let env = environment(process.as_handle()).unwrap();
+        // The whole region the block lies in, past its end too.
+        let params = process_parameters(process.as_handle()).unwrap();
+        let block = read_usize(process.as_handle(), params + offsets::PARAMS_ENVIRONMENT).unwrap();
+        let region = region_remaining(process.as_handle(), block)
+            .unwrap()
+            .min(MAX_ENVIRONMENT_BYTES);
+        let raw = to_u16(&read(process.as_handle(), block, region & !1).unwrap());
+        drop(child.stdin.take());
+        assert!(child.wait().unwrap().success());
+        assert_eq!(env.get(OsStr::new(KEPT)), Some("visible".into()));
+        assert!(env.get(OsStr::new(WITHHELD)).is_none(), "{env:?}");
+        let needle: Vec<u16> = secret.encode_utf16().collect();
+        let at = raw
+            .windows(needle.len())
+            .position(|w| w == needle.as_slice());
+        let live = raw
+            .windows(2)
+            .position(|w| w == [0, 0])
+            .unwrap_or(raw.len());
+        assert!(
+            at.is_none(),
+            "the value is still in the PEB's environment region: at {at:?} of {} units, \
+             the live block is {live} units; around it: {:?}",
+            raw.len(),
+            at.map(|i| String::from_utf16_lossy(
+                &raw[i.saturating_sub(80)..(i + 80).min(raw.len())]
+            ))
+        );
+    }
 
     #[test]
     fn reads_this_process_like_any_other() {

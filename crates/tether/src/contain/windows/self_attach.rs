@@ -92,7 +92,7 @@ pub fn attach_current_process(
     })
 }
 
-fn current_process() -> BorrowedHandle<'static> {
+pub(crate) fn current_process() -> BorrowedHandle<'static> {
     // SAFETY: the current-process pseudo handle is valid for the life of
     // the process and needs no closing.
     unsafe { BorrowedHandle::borrow_raw(GetCurrentProcess()) }

@@ -14,6 +14,7 @@ use crate::contain::TreeEvent;
 use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
+use crate::limits::LimitReport;
 
 /// A running, contained command and everything it starts.
 ///
@@ -32,6 +33,8 @@ pub(crate) struct Tree {
     pub(super) events: Receiver<TreeEvent>,
     pub(super) notify: Arc<Notify>,
     pub(super) settled: bool,
+    /// The limits as the job holds them.
+    pub(super) limits: LimitReport,
 }
 
 impl Tree {
@@ -43,6 +46,11 @@ impl Tree {
     /// What holds the tree: `job`, or `none` when the caller asked for it.
     pub(crate) fn containment(&self) -> Containment {
         self.containment
+    }
+
+    /// The limits as applied, each with its enforcement.
+    pub(crate) fn limits(&self) -> &LimitReport {
+        &self.limits
     }
 
     /// There is no keeper on Windows.
@@ -145,6 +153,14 @@ impl TreeHandle {
     /// group, `TerminateJobObject` after `grace`) without waiting for it.
     pub(crate) fn start_kill(&self, grace: Duration) -> Result<()> {
         self.monitor.kill(self.key, grace).map_err(Error::Io)
+    }
+
+    /// Windows has no signals to send a group.
+    pub(crate) fn signal_group(&self, _signal: i32) -> Result<()> {
+        Err(Error::Unsupported {
+            what: "sending a signal",
+            os: "windows",
+        })
     }
 }
 

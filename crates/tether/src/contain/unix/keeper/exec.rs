@@ -22,6 +22,11 @@ pub(crate) struct Exec {
     /// Hand the terminal on fd 0 to the command's process group before
     /// exec (see [`posix_spawn`]).
     pub(crate) take_terminal: bool,
+    /// `cgroup.procs` of the session's cgroups: the command writes `0`
+    /// (itself) to each before anything else, so it runs in them from its
+    /// first instruction. Non-empty means the fork path ([`fork_exec`]):
+    /// `posix_spawn` has no such step.
+    pub(crate) cgroup_procs: Vec<RawFd>,
 }
 
 impl Exec {
@@ -35,6 +40,7 @@ impl Exec {
             new_session: spec.new_session || spec.controlling_tty,
             controlling_tty: spec.controlling_tty,
             take_terminal: spec.take_terminal && !spec.new_session && !spec.controlling_tty,
+            cgroup_procs: Vec::new(),
         })
     }
 
@@ -221,6 +227,11 @@ unsafe fn child_after_fork(
     };
     // SAFETY (whole block): async-signal-safe libc calls on valid data.
     unsafe {
+        // Into the session's cgroups first: everything after, exec
+        // included, is charged to them and limited by them.
+        if enter_cgroups(&exec.cgroup_procs).is_err() {
+            fail(SpawnStage::Cgroup);
+        }
         if let Some(gate) = gate {
             let mut byte = 0u8;
             if libc::read(gate, (&mut byte as *mut u8).cast(), 1) != 1 {
@@ -248,6 +259,16 @@ unsafe fn child_after_fork(
             if libc::dup2(fd, target as i32) < 0 {
                 fail(SpawnStage::Stdio);
             }
+        }
+        // The foreground of the terminal on stdin, as `posix_spawn`'s
+        // tcsetpgrp action gives it: with SIGTTOU blocked, since this
+        // child is not yet in the foreground.
+        if exec.take_terminal {
+            let mut ttou: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut ttou);
+            libc::sigaddset(&mut ttou, libc::SIGTTOU);
+            libc::sigprocmask(libc::SIG_BLOCK, &ttou, std::ptr::null_mut());
+            libc::tcsetpgrp(0, libc::getpid());
         }
         // The session leader adopts its stdin, a PTY slave, as controlling
         // terminal: the line discipline then turns Ctrl-C into SIGINT for
@@ -279,6 +300,19 @@ unsafe fn child_after_fork(
         );
         fail(SpawnStage::Exec)
     }
+}
+
+/// Writes `0` (the calling process) to each `cgroup.procs` descriptor:
+/// moves the caller into those cgroups. Async-signal-safe (a `write(2)`
+/// per descriptor), for a freshly forked child.
+pub(crate) fn enter_cgroups(procs: &[RawFd]) -> Result<(), ()> {
+    for &fd in procs {
+        // SAFETY: write(2) of a static byte to a descriptor we hold.
+        if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
+            return Err(());
+        }
+    }
+    Ok(())
 }
 
 /// Adds "make the child's process group the foreground of the terminal on

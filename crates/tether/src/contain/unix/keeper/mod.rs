@@ -48,10 +48,15 @@ use nix::errno::Errno;
 use super::channel::{recv_into, send_frame};
 use super::protocol::{Event, FrameBuffer, Request, Rung, Scope, SpawnSpec, SpawnStage};
 use crate::contain::Termination;
-use crate::contain::os::keeper::{self as os, Change, InitLink, TreeScope, Waiter};
+use crate::contain::os::keeper::{
+    self as os, Change, InitLink, OomPriority, SessionCgroups, TreeScope, Waiter,
+};
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 use exec::posix_spawn;
+// The PID namespace's init (Linux) enters the session's cgroups itself.
+#[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
+pub(crate) use exec::enter_cgroups;
 pub(crate) use exec::{Exec, fork_exec};
 use ladder::{Delivery, KILL_SWEEP, Ladder, VERIFY_WINDOW};
 pub(crate) use trace::DEBUG_VAR;
@@ -150,6 +155,9 @@ struct Session {
     /// killed by the group signal was often gone before the sweep listed
     /// it: 1, 4 and 3 for three identical 4-process trees).
     doomed: HashSet<u32>,
+    /// The session's own cgroups (limits; `cgroup.kill`), removed when
+    /// the tree is empty.
+    cgroups: SessionCgroups,
     /// When the kill under way last walked the tree (see
     /// [`sweep_due`](Session::sweep_due)).
     swept_at: Option<Instant>,
@@ -223,7 +231,7 @@ impl Keeper {
         loop {
             while let Some(payload) = self.frames.next_payload()? {
                 if let Ok(Request::Spawn(spec)) = Request::decode(&payload) {
-                    return Ok(Some((spec, fds)));
+                    return Ok(Some((*spec, fds)));
                 }
             }
             let Some(ctl) = self.ctl.as_ref().map(|c| c.as_raw_fd()) else {
@@ -261,13 +269,79 @@ impl Keeper {
         self.outbox.clear();
     }
 
-    /// Starts the command (or the namespace init that starts it).
+    /// Starts the command (or the namespace init that starts it) in the
+    /// session's cgroups, which it makes first (and removes again if the
+    /// start fails).
     fn start(
         &mut self,
         spec: SpawnSpec,
         stdio: &[OwnedFd],
     ) -> Result<(Session, Event), (SpawnStage, Errno)> {
-        let exec = Exec::prepare(&spec).map_err(|e| (SpawnStage::Setup, e))?;
+        let session = session_of(&spec);
+        let (cgroups, limits) = SessionCgroups::create(&spec.limits, &session);
+        let mut exec = match Exec::prepare(&spec) {
+            Ok(exec) => exec,
+            Err(e) => {
+                cgroups.remove();
+                return Err((SpawnStage::Setup, e));
+            }
+        };
+        exec.cgroup_procs = cgroups.procs();
+        // Every process of the session is the OOM killer's first choice:
+        // raised here, inherited by the command however it starts.
+        let started = {
+            let _raised = OomPriority::raise();
+            self.start_exec(&spec, &exec, stdio)
+        };
+        let (containment, child, main, (start_time, pidfs_inode), init) = match started {
+            Ok(started) => started,
+            Err(e) => {
+                cgroups.remove();
+                return Err(e);
+            }
+        };
+        let timeout_at = spec
+            .timeout_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        let event = Event::Started {
+            pid: main,
+            start_time,
+            pidfs_inode,
+            containment,
+            limits,
+        };
+        Ok((
+            Session {
+                spec,
+                session,
+                child,
+                main: Main::Running(main),
+                group: main,
+                pidns: init.is_some(),
+                init,
+                ladder: Ladder::Idle,
+                timeout_at,
+                timed_out: false,
+                signalled: HashSet::new(),
+                group_signalled: HashSet::new(),
+                doomed: HashSet::new(),
+                cgroups,
+                swept_at: None,
+                trace: KillTrace::default(),
+            },
+            event,
+        ))
+    }
+
+    /// Starts the command as `exec` says, in the containment `spec` asks
+    /// for: what holds it, the keeper's child, the command's pid and
+    /// identity, and the namespace init's link.
+    fn start_exec(
+        &mut self,
+        spec: &SpawnSpec,
+        exec: &Exec,
+        stdio: &[OwnedFd],
+    ) -> Result<Launched, (SpawnStage, Errno)> {
         let containment = match spec.containment {
             ContainmentPolicy::Standard => os::STANDARD,
             wanted => match os::pidns::enter() {
@@ -291,59 +365,32 @@ impl Keeper {
             stdio[1].as_raw_fd(),
             stdio[2].as_raw_fd(),
         ];
-        let (child, main, (start_time, pidfs_inode), init) = match containment {
+        match containment {
             Containment::PidNamespace => {
                 let ctl = self.ctl.as_ref().map_or(-1, |c| c.as_raw_fd());
-                let started = os::pidns::start(&exec, stdio, ctl)?;
-                (
+                let started = os::pidns::start(exec, stdio, ctl)?;
+                Ok((
+                    containment,
                     started.init,
                     started.main,
                     started.identity,
                     Some(started.link),
-                )
+                ))
             }
             _ => {
-                let pid = if exec.controlling_tty {
-                    fork_exec(&exec, stdio, None, |_| {})?
+                // posix_spawn can neither give a controlling terminal nor
+                // enter cgroups before exec: those take the fork path.
+                let pid = if exec.controlling_tty || !exec.cgroup_procs.is_empty() {
+                    fork_exec(exec, stdio, None, |_| {})?
                 } else {
-                    posix_spawn(&exec, stdio)?
+                    posix_spawn(exec, stdio)?
                 };
                 // Our own unreaped child: its pid stays valid even if it
                 // has already exited.
                 let identity = os::identify(pid).map_err(|e| (SpawnStage::Setup, errno_of(&e)))?;
-                (pid, pid, identity, None)
+                Ok((containment, pid, pid, identity, None))
             }
-        };
-        let session = session_of(&spec);
-        let timeout_at = spec
-            .timeout_ms
-            .map(|ms| Instant::now() + Duration::from_millis(ms));
-        let event = Event::Started {
-            pid: main,
-            start_time,
-            pidfs_inode,
-            containment,
-        };
-        Ok((
-            Session {
-                spec,
-                session,
-                child,
-                main: Main::Running(main),
-                group: main,
-                pidns: init.is_some(),
-                init,
-                ladder: Ladder::Idle,
-                timeout_at,
-                timed_out: false,
-                signalled: HashSet::new(),
-                group_signalled: HashSet::new(),
-                doomed: HashSet::new(),
-                swept_at: None,
-                trace: KillTrace::default(),
-            },
-            event,
-        ))
+        }
     }
 
     /// One session's event loop; returns once its tree is empty.
@@ -355,7 +402,10 @@ impl Keeper {
                 if self.debug {
                     s.trace.report(killed);
                 }
-                self.send(&Event::TreeEmpty { killed });
+                let limit_hit = s.cgroups.hit();
+                // Gone before the owner hears the tree is empty.
+                std::mem::take(&mut s.cgroups).remove();
+                self.send(&Event::TreeEmpty { killed, limit_hit });
                 self.flush();
                 return;
             }
@@ -468,6 +518,7 @@ impl Keeper {
         self.send(&Event::MainExited {
             termination,
             timed_out: s.timed_out,
+            limit_hit: s.cgroups.hit(),
         });
         // What the main process left gets the session's gentle signals now
         // — also during a kill whose first signal reached only the main
@@ -506,9 +557,17 @@ impl Keeper {
             s.group_signalled.clear();
         }
         // One walk of the tree serves both the count and the delivery:
-        // the members alive now, all listed before the first signal.
+        // the members alive now, all listed before the first signal. With
+        // no gentle signal and a cgroup v2 of the session's own, nothing
+        // needs the walk: the count is one read of its `cgroup.procs`
+        // (`note_doomed`) and the forced end is `cgroup.kill` (a walk of a
+        // 3,000-process storm opened every one of them first).
         s.swept_at = Some(now);
-        let listed = delivery(s).members();
+        let listed = if rungs.is_empty() && starting && s.cgroups.members().is_some() {
+            Vec::new()
+        } else {
+            delivery(s).members()
+        };
         if starting {
             note_doomed(s, &listed);
             s.trace.listed();
@@ -587,21 +646,33 @@ impl Keeper {
     }
 }
 
-/// The forced rung: `SIGKILL` to everything of the tree alive now. (Where
-/// a session has a cgroup of its own, its `cgroup.kill` belongs here.)
+/// A started command: what holds it, the keeper's child (the command or
+/// the namespace init), the command's pid, its start time and pidfs inode,
+/// and the namespace init's report channel.
+type Launched = (Containment, u32, u32, (u64, Option<u64>), Option<InitLink>);
+
+/// The forced rung: `SIGKILL` to everything of the tree alive now (with a
+/// cgroup v2 of the session's own, its `cgroup.kill`: see
+/// `Delivery::force`).
 fn force(s: &mut Session) {
     delivery(s).force(libc::SIGKILL);
 }
 
-/// Adds the tree's members `alive` (listed before the kill's first
-/// signal), other than the main process and the namespace init, to the
-/// processes a kill is counted against.
-fn note_doomed(s: &mut Session, alive: &[os::Member]) {
+/// Adds the tree's members alive now, other than the main process and the
+/// namespace init, to the processes a kill is counted against: `listed`
+/// (walked before the kill's first signal), or, for a session with a
+/// cgroup v2 of its own, that cgroup's `cgroup.procs` (one read; a process
+/// someone moved out of the session's cgroup is still killed, by the
+/// walk, but not counted).
+fn note_doomed(s: &mut Session, listed: &[os::Member]) {
     let (main, child) = (s.main.pid(), s.child);
+    let alive: Vec<u32> = match s.cgroups.members() {
+        Some(pids) => pids,
+        None => listed.iter().map(|m| m.pid).collect(),
+    };
     s.doomed.extend(
         alive
-            .iter()
-            .map(|m| m.pid)
+            .into_iter()
             .filter(|&pid| Some(pid) != main && pid != child),
     );
 }
@@ -624,6 +695,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
         },
         signalled: &mut s.signalled,
         group_signalled: &mut s.group_signalled,
+        cgroups: &mut s.cgroups,
     }
 }
 

@@ -1,14 +1,4 @@
-//! `cargo bench -p process-tether-mcp --bench mcp_turns`: the latency of the agent
-//! workflows of issue 12 and the memory of issue 8's pipelined burst, for
-//! this build and for the server's previous release, in one run.
-//!
-//! The previous release is `tether-mcp` built from git commit
-//! [`BASELINE`]: `$TETHER_MCP_BASELINE` if set (a path to that binary),
-//! else built here once — a detached `git worktree` of the commit under
-//! `target/baseline-<commit>/src`, compiled into `target/baseline-<commit>/target`
-//! (a few minutes the first time, cached after). The measuring is done by
-//! `benches/mcp_turns.py` over raw stdio JSON-RPC (no SDK), interleaving the
-//! two servers round by round so machine noise hits both alike.
+//! The `mcp_turns` bench (see `../mcp_turns.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,28 +6,40 @@ use std::process::Command;
 /// The commit of the previous release.
 const BASELINE: &str = "f208ad3";
 
-fn main() {
+pub fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs this too:
     // only measure when asked to.
     if !std::env::args().any(|a| a == "--bench") {
-        eprintln!("mcp_turns: run with `cargo bench -p process-tether-mcp --bench mcp_turns`");
+        eprintln!("mcp_turns: run with `cargo bench -p process-tether-cli --bench mcp_turns`");
         return;
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let new = env!("CARGO_BIN_EXE_tether-mcp");
+    // The script starts each server as one program: this one `exec`s
+    // `tether mcp` (the server is then the `tether` process itself).
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let new = scratch.path().join("tether-mcp-server");
+    let tether = env!("CARGO_BIN_EXE_tether").replace('\'', "'\\''");
+    std::fs::write(&new, format!("#!/bin/sh\nexec '{tether}' mcp \"$@\"\n"))
+        .expect("write the server script");
+    std::fs::set_permissions(&new, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("make the server script executable");
     let baseline = match std::env::var_os("TETHER_MCP_BASELINE") {
         Some(path) => PathBuf::from(path),
         None => build_baseline(&manifest.join("../..")),
     };
     let rounds = std::env::var("MCP_BENCH_ROUNDS").unwrap_or_else(|_| "15".into());
-    eprintln!("new: {new}\nbaseline ({BASELINE}): {}", baseline.display());
+    eprintln!(
+        "new: {} mcp\nbaseline ({BASELINE}): {}",
+        env!("CARGO_BIN_EXE_tether"),
+        baseline.display()
+    );
     let status = Command::new("python3")
-        .arg(manifest.join("benches/mcp_turns.py"))
-        .arg(new)
+        .arg(manifest.join("benches/mcp_turns/mcp_turns.py"))
+        .arg(&new)
         .arg(&baseline)
         .args(["--rounds", &rounds])
         .status()
-        .expect("run python3 benches/mcp_turns.py");
+        .expect("run python3 benches/mcp_turns/mcp_turns.py");
     assert!(status.success(), "the bench script failed: {status}");
 }
 

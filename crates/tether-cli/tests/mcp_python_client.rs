@@ -1,6 +1,8 @@
-//! Drives the server with a real MCP client nobody here wrote: the
-//! official Python SDK (PyPI `mcp`), through the pytest suite in
-//! `tests/python/`.
+//! Drives `tether mcp` with a real MCP client nobody here wrote: the
+//! official Python SDK (PyPI `mcp`), through the pytest suite that lives
+//! with the server, in `crates/tether-mcp/tests/python/`. (It runs from
+//! this crate because cargo shows a test only its own package's binaries:
+//! the server users run is `tether mcp`, and that is what it drives.)
 //!
 //! Needs a virtualenv with `mcp` and `pytest`: `$TETHER_TEST_VENV`, else
 //! `<workspace>/.venv` (`.ci/run` makes it). Without one this test fails
@@ -9,6 +11,8 @@
 // Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
 // suite runs on Linux; macOS is type-checked, Windows has its own tests.
 #![cfg(target_os = "linux")]
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,8 +26,8 @@ fn official_python_sdk_drives_the_server() {
         eprintln!("TETHER_SKIP_PYTHON=1: skipping the Python MCP client tests");
         return;
     }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let workspace = manifest.join("../..");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let suite = workspace.join("crates/tether-mcp");
     let venv = std::env::var_os("TETHER_TEST_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace.join(".venv"));
@@ -39,12 +43,14 @@ fn official_python_sdk_drives_the_server() {
          root: {SETUP} (or point TETHER_TEST_VENV at one; TETHER_SKIP_PYTHON=1 skips this test)",
         venv.display()
     );
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let server = support::mcp_server_program(scratch.path());
     let output = Command::new(&python)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE"])
-        .arg(manifest.join("tests/python"))
-        .env("TETHER_MCP_CMD", env!("CARGO_BIN_EXE_tether-mcp"))
+        .arg(suite.join("tests/python"))
+        .env("TETHER_MCP_CMD", &server)
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .current_dir(manifest)
+        .current_dir(&suite)
         .output()
         .expect("run pytest");
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -1,6 +1,9 @@
-//! Drives the server with the other official MCP client: the TypeScript
-//! SDK (npm `@modelcontextprotocol/sdk`, pinned in `tests/node/package.json`),
-//! through the `node --test` suite in `tests/node/`.
+//! Drives `tether mcp` with the other official MCP client: the TypeScript
+//! SDK (npm `@modelcontextprotocol/sdk`, pinned in
+//! `crates/tether-mcp/tests/node/package.json`), through the `node --test`
+//! suite that lives with the server there. (It runs from this crate
+//! because cargo shows a test only its own package's binaries: the server
+//! users run is `tether mcp`, and that is what it drives.)
 //!
 //! Needs node and the SDK installed in `tests/node/node_modules` (`.ci/run`
 //! runs `npm ci` there). Without them this test fails and says how to
@@ -9,6 +12,8 @@
 // Real Linux process trees (/proc, pidfds, signals, shell fixtures): the
 // suite runs on Linux; macOS is type-checked, Windows has its own tests.
 #![cfg(target_os = "linux")]
+
+mod support;
 
 use std::path::Path;
 use std::process::Command;
@@ -22,7 +27,7 @@ fn official_typescript_sdk_drives_the_server() {
         eprintln!("TETHER_SKIP_NODE=1: skipping the TypeScript MCP client tests");
         return;
     }
-    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/node");
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tether-mcp/tests/node");
     let sdk = suite.join("node_modules/@modelcontextprotocol/sdk/package.json");
     let node = Command::new("node").arg("--version").output();
     assert!(
@@ -35,10 +40,12 @@ fn official_typescript_sdk_drives_the_server() {
             format!("{} does not exist", sdk.display())
         }
     );
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let server = support::mcp_server_program(scratch.path());
     let output = Command::new("node")
         .args(["--test", "--test-reporter=spec", "--test-concurrency=1"])
         .arg("tools.test.mjs")
-        .env("TETHER_MCP_CMD", env!("CARGO_BIN_EXE_tether-mcp"))
+        .env("TETHER_MCP_CMD", &server)
         .current_dir(&suite)
         .output()
         .expect("run node --test");

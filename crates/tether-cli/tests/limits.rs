@@ -1,0 +1,250 @@
+//! Limits from the front-ends: `tether run --memory/--pids/--cpu` and its
+//! `--json` (`limits`, `limit_hit`), `tether mcp`'s `run` and defaults,
+//! `tether ps`; a session's cgroups are gone after its owner's SIGKILL (the
+//! keeper removes them) and after owner *and* keeper were killed (`tether
+//! reap` does); a user without a delegated cgroup gets `none` with the
+//! reason.
+//!
+//! Root here (creating cgroups needs it on this machine): each test fails
+//! instead of skipping under `TETHER_REQUIRE_ROOT=1`.
+
+#![cfg(target_os = "linux")]
+
+mod orphans;
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use orphans::Home;
+use serde_json::Value;
+use support::{tether, wait_pid_exit};
+use tether_testkit::{TAG_VAR, TagGuard, Tree, require_root, tagged_pids, wait_all_dead};
+
+/// The cgroups the ledger recorded for `session`.
+fn recorded_cgroups(home: &Home, session: &str) -> Vec<String> {
+    tether_ledger::Ledger::open(&home.install())
+        .and_then(|l| l.sessions())
+        .unwrap()
+        .into_iter()
+        .find(|s| s.id == session)
+        .expect("the session is in the ledger")
+        .cgroups
+}
+
+#[test]
+fn run_json_reports_limits_and_an_oom_kill_as_the_memory_limit() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("cli-limits-oom");
+    let out = tether()
+        .args([
+            "run", "--json", "--memory", "256M", "--pids", "64", "--cpu", "1.5",
+        ])
+        .args(["--", "python3", "-c", "x = bytearray(2 << 30)"])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["limit_hit"], "memory", "{json}");
+    assert_eq!(json["oom_kills"], 1, "{json}");
+    assert_eq!(json["signal"], 9, "{json}");
+    assert_eq!(out.status.code(), Some(137));
+    let limits = &json["limits"];
+    assert_eq!(limits["memory"]["value"], 256u64 << 20);
+    assert_eq!(limits["pids"]["value"], 64);
+    assert_eq!(limits["cpu"]["value"], 1.5);
+    for limit in ["memory", "pids", "cpu"] {
+        let how = limits[limit]["enforced"].as_str().unwrap();
+        assert!(how == "cgroup1" || how == "cgroup2", "{limit}: {json}");
+    }
+    let leaf = limits["cgroup"].as_str().expect("a cgroup v2 leaf");
+    assert!(!Path::new(leaf).exists(), "removed when the run ended");
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+#[test]
+fn the_cgroups_go_when_the_owner_is_sigkilled_and_ps_shows_the_limits_meanwhile() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let home = Home::new("cli-limits-owner-kill");
+    let mut run = home.run(
+        &["--memory", "64M", "--pids", "50"],
+        Tree::SetsidDoubleFork.script(),
+        4,
+    );
+    let cgroups = recorded_cgroups(&home, &run.session);
+    assert!(
+        !cgroups.is_empty(),
+        "the ledger records the session's cgroups"
+    );
+    for dir in &cgroups {
+        assert!(Path::new(dir).is_dir(), "{dir} exists while it runs");
+    }
+    let (_, ps) = home.text(&["ps"]);
+    assert!(
+        ps.contains("limits: memory 64 MiB (cgroup") && ps.contains("pids 50 (cgroup"),
+        "{ps}"
+    );
+    run.kill_owner();
+    // The keeper kills the tree, removes the cgroups, then exits.
+    assert!(wait_pid_exit(run.keeper.pid, Duration::from_secs(20)));
+    assert!(wait_all_dead(home.tag(), Duration::from_secs(5)).is_empty());
+    for dir in &cgroups {
+        assert!(
+            !Path::new(dir).exists(),
+            "{dir} left after the owner's SIGKILL"
+        );
+    }
+}
+
+#[test]
+fn reap_removes_the_cgroups_of_a_session_whose_owner_and_keeper_were_killed() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let home = Home::new("cli-limits-reap");
+    let run = home.orphan(&["--pids", "50"], Tree::SetsidDoubleFork.script(), 4);
+    let cgroups = recorded_cgroups(&home, &run.session);
+    assert!(!cgroups.is_empty());
+    for dir in &cgroups {
+        assert!(
+            Path::new(dir).is_dir(),
+            "{dir}: nobody was left to remove it"
+        );
+    }
+    let (code, report) = home.json(&["reap", "--grace", "200ms"]);
+    assert_eq!(code, 0, "{report}");
+    let removed: Vec<&str> = report["cgroups_removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut want: Vec<&str> = cgroups.iter().map(String::as_str).collect();
+    let mut got = removed.clone();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "{report}");
+    for dir in &cgroups {
+        assert!(!Path::new(dir).exists());
+    }
+    assert!(wait_all_dead(home.tag(), Duration::from_secs(5)).is_empty());
+}
+
+#[test]
+fn a_user_without_a_delegated_cgroup_gets_none_with_the_reason() {
+    if !require_root("switching to an unprivileged user") {
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let guard = TagGuard::new("cli-limits-nobody");
+    let state = tempfile::tempdir().unwrap();
+    // The unprivileged user's own state directory.
+    std::os::unix::fs::chown(state.path(), Some(65534), Some(65534)).unwrap();
+    let out = tether()
+        .args([
+            "run", "--json", "--memory", "64M", "--pids", "10", "--cpu", "1",
+        ])
+        .args(["--", "/bin/true"])
+        .env(TAG_VAR, guard.tag())
+        .env("TETHER_HOME", state.path())
+        .env("HOME", state.path())
+        .uid(65534)
+        .gid(65534)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(json["exit_code"], 0, "{json}");
+    for limit in ["memory", "pids", "cpu"] {
+        let entry = &json["limits"][limit];
+        assert_eq!(entry["enforced"], "none", "{limit}: {json}");
+        let reason = entry["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("not writable") && reason.contains("delegat"),
+            "{limit}: the reason names the missing delegation: {reason}"
+        );
+    }
+    assert!(json["limits"]["cgroup"].is_null(), "no cgroup was made");
+    assert!(json["limit_hit"].is_null());
+}
+
+#[test]
+fn mcp_run_takes_limits_and_the_servers_defaults_and_reports_them() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("cli-limits-mcp");
+    let mut server = tether()
+        .args(["mcp", "--pids", "64"])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tether mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut answer = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read answer");
+        serde_json::from_str::<Value>(&line).expect("JSON answer")
+    };
+    for request in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"argv":["python3","-c","x = bytearray(1 << 30)"],"memory":"128M"}}}"#,
+    ] {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    assert_eq!(answer()["result"]["serverInfo"]["name"], "tether");
+    let result = answer();
+    let body = &result["result"]["structuredContent"];
+    assert_eq!(body["limit_hit"], "memory", "{result}");
+    assert_eq!(body["limits"]["memory"]["value"], 128u64 << 20, "{result}");
+    assert_eq!(
+        body["limits"]["pids"]["value"], 64,
+        "the server's default: {result}"
+    );
+    assert!(
+        body["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("memory limit")),
+        "{result}"
+    );
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"list","arguments":{{}}}}}}"#
+    )
+    .unwrap();
+    let listed = answer();
+    let session = &listed["result"]["structuredContent"]["sessions"][0];
+    assert_eq!(session["limit_hit"], "memory", "{listed}");
+    assert_eq!(
+        session["limits"]["pids"]["enforced"],
+        body["limits"]["pids"]["enforced"]
+    );
+    // A limit out of range is a clear error, and the server runs on.
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"run","arguments":{{"command":"true","memory":"lots"}}}}}}"#
+    )
+    .unwrap();
+    let refused = answer();
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(refused.to_string().contains("512M"), "{refused}");
+    drop(stdin);
+    assert_eq!(server.wait().unwrap().code(), Some(0));
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

@@ -1,0 +1,71 @@
+"""Benchmarks of the Python package against subprocess, measured in one run
+(ratios, never absolute targets). Prints a markdown table.
+
+    python crates/tether-py/bench/bench.py   # with process-tether installed
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def interleaved(a, b, n: int):  # type: ignore[no-untyped-def]
+    ta, tb = [], []
+    for _ in range(n):
+        t = time.perf_counter(); a(); ta.append(time.perf_counter() - t)
+        t = time.perf_counter(); b(); tb.append(time.perf_counter() - t)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main() -> None:
+    t = time.perf_counter()
+    import tether  # noqa: F401
+    import_ms = (time.perf_counter() - t) * 1000
+    rows = []
+    tether.run(["/bin/true"]); subprocess.run(["/bin/true"])
+    n = int(os.environ.get("BENCH_N", "200"))
+    t_tether, t_sub = interleaved(lambda: tether.run(["/bin/true"]), lambda: subprocess.run(["/bin/true"]), n)
+    rows.append((f"`run(['/bin/true'])`, median of {n}", t_tether * 1e3, t_sub * 1e3))
+    tether.set_warm_keepers(2)
+    tether.run(["/bin/true"])
+    t_tether, t_sub = interleaved(lambda: tether.run(["/bin/true"]), lambda: subprocess.run(["/bin/true"]), n)
+    rows.append((f"`run(['/bin/true'])` with `set_warm_keepers(2)`, median of {n}", t_tether * 1e3, t_sub * 1e3))
+    tether.set_warm_keepers(0)
+    size = 100 * 1024 * 1024
+    cmd = ["head", "-c", str(size), "/dev/zero"]
+
+    def big(mod):  # type: ignore[no-untyped-def]
+        p = mod.Popen(cmd, stdout=subprocess.PIPE)
+        out, _ = p.communicate()
+        assert len(out) == size
+
+    t_tether, t_sub = interleaved(lambda: big(tether), lambda: big(subprocess), 5)
+    rows.append(("`Popen` + `communicate()` of 100 MB, median of 5", t_tether * 1e3, t_sub * 1e3))
+    print("| what | tether (ms) | subprocess (ms) | ratio |")
+    print("|---|---|---|---|")
+    for what, a, b in rows:
+        print(f"| {what} | {a:.2f} | {b:.2f} | {a / b:.2f}× |")
+    # Memory per idle background session (the extension's side).
+    base = rss_kib()
+    sessions = [tether.start(["sleep", "1000"]) for _ in range(50)]
+    per = (rss_kib() - base) / len(sessions)
+    for s in sessions:
+        s.kill(grace=0)
+    print(f"\nidle background session: {per:.0f} KiB of this process's RSS each (50 `sleep` sessions)")
+    print(f"`import tether`: {import_ms:.1f} ms (python -X importtime for the breakdown)")
+
+
+if __name__ == "__main__":
+    main()

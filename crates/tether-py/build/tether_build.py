@@ -1,0 +1,131 @@
+"""PEP 517 backend of `process-tether`: maturin, after building the
+`tether` executable the wheel must carry.
+
+maturin builds the extension (one binding per wheel) but not a second
+binary (PyO3/maturin#368), and silently leaves out an `include` file it
+cannot find. So `build_wheel` here
+
+1. builds `tether` (crates/tether-cli) with cargo, release, into the same
+   target dir maturin uses (`$CARGO_TARGET_DIR`, else `target/` at the
+   root) — one build after the other, never nested;
+2. copies it to `python/tether/bin/` (the keeper the extension finds beside
+   the package) and to the wheel's `scripts` data (on the environment's
+   PATH, so `tether mcp` needs no Python);
+3. has maturin build the wheel;
+4. fails unless the wheel holds both copies, executable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import maturin
+from maturin import (  # noqa: F401  (the rest of the PEP 517 interface)
+    build_sdist,
+    get_requires_for_build_sdist,
+    get_requires_for_build_wheel,
+    prepare_metadata_for_build_wheel,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+EXE = "tether.exe" if sys.platform == "win32" else "tether"
+PACKAGE_BIN = ROOT / "crates/tether-py/python/tether/bin"
+SCRIPTS = ROOT / "crates/tether-py/build/wheel.data/scripts"
+
+
+def _log(message: str) -> None:
+    print(f"tether_build: {message}", file=sys.stderr, flush=True)
+
+
+def _profile() -> str:
+    """`release` (the default), or `dev` with `TETHER_WHEEL_PROFILE=dev`:
+    CI builds its test wheel from the debug build `cargo test` already made
+    (minutes instead of a second, release, build of every crate)."""
+    profile = os.environ.get("TETHER_WHEEL_PROFILE", "release")
+    if profile not in ("release", "dev"):
+        raise RuntimeError(f"TETHER_WHEEL_PROFILE must be release or dev, not {profile!r}")
+    return profile
+
+
+def build_executable() -> Path:
+    """Builds `tether` and puts it where the wheel takes it from."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    cargo = os.environ.get("CARGO", "cargo")
+    profile = _profile()
+    command = [cargo, "build", "--profile", profile, "-p", "process-tether-cli", "--bin", "tether"]
+    _log(" ".join(command))
+    subprocess.run(command, cwd=ROOT, check=True)
+    built = target / ("release" if profile == "release" else "debug") / EXE
+    if not built.is_file():
+        raise RuntimeError(f"cargo built no {built}")
+    for directory in (PACKAGE_BIN, SCRIPTS):
+        directory.mkdir(parents=True, exist_ok=True)
+        copy = directory / EXE
+        shutil.copy2(built, copy)
+        if sys.platform != "win32" and shutil.which("strip"):
+            # Line tables are for backtraces in development; the wheel
+            # ships without them (the release binary is several times
+            # larger with them).
+            subprocess.run(["strip", str(copy)], check=True)
+        copy.chmod(copy.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return built
+
+
+def check_wheel(wheel: Path) -> None:
+    """Fails unless `wheel` carries the executable beside the package and
+    in its scripts, with the execute bit."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = {info.filename: info for info in zf.infolist()}
+        package = f"tether/bin/{EXE}"
+        scripts = [n for n in names if n.endswith(f".data/scripts/{EXE}")]
+        missing = []
+        if package not in names:
+            missing.append(package)
+        if not scripts:
+            missing.append(f"<dist>.data/scripts/{EXE}")
+        if missing:
+            raise RuntimeError(f"{wheel.name} is missing the tether executable: {', '.join(missing)}")
+        if sys.platform != "win32":
+            for name in [package, *scripts]:
+                mode = names[name].external_attr >> 16
+                if not mode & stat.S_IXUSR:
+                    raise RuntimeError(f"{wheel.name}: {name} is not executable (mode {oct(mode)})")
+    _log(f"{wheel.name} carries {package} and {scripts[0]}")
+
+
+def build_wheel(
+    wheel_directory: str,
+    config_settings: Optional[Dict[str, Any]] = None,
+    metadata_directory: Optional[str] = None,
+) -> str:
+    build_executable()
+    if _profile() == "dev" and "MATURIN_PEP517_ARGS" not in os.environ:
+        os.environ["MATURIN_PEP517_ARGS"] = "--profile dev"
+    name = maturin.build_wheel(wheel_directory, config_settings, metadata_directory)
+    check_wheel(Path(wheel_directory) / name)
+    return name
+
+
+def build_editable(
+    wheel_directory: str,
+    config_settings: Optional[Dict[str, Any]] = None,
+    metadata_directory: Optional[str] = None,
+) -> str:
+    build_executable()
+    name = maturin.build_editable(wheel_directory, config_settings, metadata_directory)
+    return name
+
+
+if __name__ == "__main__":
+    # `python crates/tether-py/build/tether_build.py DIR`: builds a wheel
+    # into DIR (what .ci/python does, without pip in between).
+    out = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "dist")
+    os.makedirs(out, exist_ok=True)
+    print(Path(out) / build_wheel(out))

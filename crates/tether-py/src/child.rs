@@ -1,0 +1,366 @@
+//! One contained command for `tether.Popen` and `tether.run`: a
+//! [`tether::Child`] with the GIL released while it blocks. No runtime and
+//! no thread of ours: waits block the calling thread on the keeper's
+//! socket.
+
+use std::ffi::OsString;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::error::IntoPy;
+
+/// Longest stretch a wait blocks without looking at Python's signals.
+/// Ctrl-C normally interrupts the wait at once (`EINTR` on the main
+/// thread); this bounds it when the signal landed on another thread, and
+/// bounds how long a `poll`/`kill` from another thread waits for the lock.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// How a command's main process ended.
+#[pyclass(frozen, module = "tether._native")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Status {
+    /// The exit code, or minus the signal that killed it (as `subprocess`).
+    #[pyo3(get)]
+    returncode: i32,
+    /// It was killed because its `timeout` passed.
+    #[pyo3(get)]
+    timed_out: bool,
+    /// Descendants killed on the way to an empty tree (the main process
+    /// not counted).
+    #[pyo3(get)]
+    descendants_killed: u32,
+}
+
+impl From<tether::ExitStatus> for Status {
+    fn from(status: tether::ExitStatus) -> Status {
+        Status {
+            returncode: returncode(&status),
+            timed_out: status.timed_out(),
+            descendants_killed: status.descendants_killed(),
+        }
+    }
+}
+
+#[pymethods]
+impl Status {
+    fn __repr__(&self) -> String {
+        format!(
+            "Status(returncode={}, timed_out={}, descendants_killed={})",
+            self.returncode,
+            if self.timed_out { "True" } else { "False" },
+            self.descendants_killed
+        )
+    }
+}
+
+/// `subprocess`'s spelling: the code, or `-signal`.
+pub(crate) fn returncode(status: &tether::ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| -(status.shell_code() - 128))
+}
+
+/// Seconds from Python as a `Duration`.
+pub(crate) fn seconds(what: &str, value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what} must be a number of seconds >= 0, not {value}"
+        ))
+    })
+}
+
+/// The error of a call on a handle that was closed before its command ended.
+fn closed() -> PyErr {
+    PyValueError::new_err("the command's handle was closed (its tree was let go and killed)")
+}
+
+/// A contained command: its tree dies when this is closed or collected,
+/// when the owner dies, or at `kill()`.
+#[pyclass(module = "tether._native")]
+pub(crate) struct Child {
+    child: Mutex<Option<tether::Child>>,
+    handle: tether::ChildHandle,
+    #[pyo3(get)]
+    pid: u32,
+    #[pyo3(get)]
+    containment: String,
+    #[pyo3(get)]
+    session_id: String,
+    /// The process that started it (see `InheritedHandleError`).
+    #[pyo3(get)]
+    owner_pid: u32,
+    status: Mutex<Option<Status>>,
+}
+
+/// A program argument or path: `str` or `bytes`, as `os.fsencode` takes.
+#[derive(FromPyObject)]
+pub(crate) enum OsArg {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl OsArg {
+    pub(crate) fn into_os(self) -> PyResult<OsString> {
+        match self {
+            OsArg::Text(s) => Ok(s.into()),
+            OsArg::Bytes(b) => String::from_utf8(b)
+                .map(OsString::from)
+                .or_else(|e| os_from_bytes(e.into_bytes())),
+        }
+    }
+}
+
+/// Non-UTF-8 bytes as an `OsString` where the platform allows them.
+fn os_from_bytes(bytes: Vec<u8>) -> PyResult<OsString> {
+    Python::attach(|py| {
+        let fsdecode = py.import("os")?.getattr("fsdecode")?;
+        fsdecode
+            .call1((pyo3::types::PyBytes::new(py, &bytes),))?
+            .extract::<String>()
+    })
+    .map(OsString::from)
+}
+
+/// One standard stream: `None` inherits, `-1` is the null device, a
+/// descriptor is duplicated for the child.
+fn stdio(fd: Option<i32>) -> PyResult<tether::Stdio> {
+    match fd {
+        None => Ok(tether::Stdio::Inherit),
+        Some(-1) => Ok(tether::Stdio::Null),
+        Some(fd) => tether::Stdio::from_descriptor(fd).map_err(PyErr::from),
+    }
+}
+
+/// Starts `argv` contained (see `tether.Popen` for every argument).
+#[pyfunction]
+#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn spawn(
+    py: Python<'_>,
+    argv: Vec<OsArg>,
+    cwd: Option<OsArg>,
+    env: Option<Vec<(OsArg, OsArg)>>,
+    stdin: Option<i32>,
+    stdout: Option<i32>,
+    stderr: Option<i32>,
+    grace: f64,
+    timeout: Option<f64>,
+    purpose: String,
+    keep_descendants: bool,
+) -> PyResult<Child> {
+    let mut argv = argv.into_iter();
+    let program = argv
+        .next()
+        .ok_or_else(|| PyValueError::new_err("args must name a program"))?
+        .into_os()?;
+    let mut command = tether::Command::new(program);
+    for arg in argv {
+        command.arg(arg.into_os()?);
+    }
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd.into_os()?);
+    }
+    if let Some(env) = env {
+        command.env_clear();
+        for (key, value) in env {
+            command.env(key.into_os()?, value.into_os()?);
+        }
+    }
+    command
+        .stdin(stdio(stdin)?)
+        .stdout(stdio(stdout)?)
+        .stderr(stdio(stderr)?)
+        .grace(seconds("grace", grace)?)
+        .purpose(&purpose)
+        .keep_descendants(keep_descendants);
+    if let Some(timeout) = timeout {
+        command.timeout(seconds("timeout", timeout)?);
+    }
+    let child = py.detach(|| command.spawn()).py_err(py)?;
+    drop(command);
+    Ok(Child {
+        handle: child.handle(),
+        pid: child.id(),
+        containment: child.containment().name().to_owned(),
+        session_id: child.session_id().as_str().to_owned(),
+        owner_pid: std::process::id(),
+        child: Mutex::new(Some(child)),
+        status: Mutex::new(None),
+    })
+}
+
+impl Child {
+    fn check_owner(&self, py: Python<'_>) -> PyResult<()> {
+        if std::process::id() == self.owner_pid {
+            return Ok(());
+        }
+        Err(crate::error::to_py(
+            py,
+            tether::Error::InheritedAcrossFork {
+                owner: self.owner_pid,
+            },
+        ))
+    }
+
+    fn known(&self) -> Option<Status> {
+        *self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn finished(&self, status: tether::ExitStatus) -> Status {
+        let status = Status::from(status);
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
+        status
+    }
+
+    /// One bounded wait with the GIL released. `Ok(None)`: not yet.
+    fn wait_slice(&self, py: Python<'_>, slice: Duration) -> PyResult<Option<Status>> {
+        let waited = py.detach(|| {
+            let mut guard = self.child.lock().unwrap_or_else(|e| e.into_inner());
+            match guard.as_mut() {
+                Some(child) => child.wait_timeout(slice).map(Some),
+                None => Ok(None),
+            }
+        });
+        match waited.py_err(py)? {
+            Some(Some(status)) => Ok(Some(self.finished(status))),
+            Some(None) => Ok(None),
+            None => self.known().map(Some).ok_or_else(closed),
+        }
+    }
+}
+
+#[pymethods]
+impl Child {
+    /// Waits at most `timeout` seconds (`None`: for ever) for the main
+    /// process to exit and the descendants it left to be killed. `None`:
+    /// still running. Ctrl-C raises `KeyboardInterrupt` at once; the tree
+    /// stays contained.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Status>> {
+        if let Some(status) = self.known() {
+            return Ok(Some(status));
+        }
+        self.check_owner(py)?;
+        let deadline = timeout
+            .map(|t| seconds("timeout", t).map(|t| Instant::now() + t))
+            .transpose()?;
+        loop {
+            let slice = deadline.map_or(SLICE, |d| {
+                d.saturating_duration_since(Instant::now()).min(SLICE)
+            });
+            if let Some(status) = self.wait_slice(py, slice)? {
+                return Ok(Some(status));
+            }
+            py.check_signals()?;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The status if finished, without blocking (`None` also while another
+    /// thread is waiting).
+    fn poll(&self, py: Python<'_>) -> PyResult<Option<Status>> {
+        if let Some(status) = self.known() {
+            return Ok(Some(status));
+        }
+        self.check_owner(py)?;
+        let polled = {
+            let Ok(mut guard) = self.child.try_lock() else {
+                return Ok(None);
+            };
+            match guard.as_mut() {
+                Some(child) => child.try_wait(),
+                None => Ok(None),
+            }
+        };
+        Ok(polled.py_err(py)?.map(|s| self.finished(s)))
+    }
+
+    /// Kills the whole tree (the polite signal, `grace` seconds, then
+    /// `SIGKILL`, until nothing is left) and returns the final status once
+    /// the keeper verified the tree empty; raises `KillIncomplete` with the
+    /// survivors otherwise (the tree stays killable).
+    #[pyo3(signature = (grace=None))]
+    fn kill(&self, py: Python<'_>, grace: Option<f64>) -> PyResult<Status> {
+        self.check_owner(py)?;
+        let grace = grace.map(|g| seconds("grace", g)).transpose()?;
+        loop {
+            let killed = py.detach(|| {
+                let mut guard = self.child.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(child) = guard.as_mut() else {
+                    return Ok(None);
+                };
+                match grace {
+                    Some(grace) => child.kill_with_grace(grace)?,
+                    None => child.kill()?,
+                }
+                child.wait_timeout(Duration::ZERO)
+            });
+            match killed.py_err(py)? {
+                Some(status) => return Ok(self.finished(status)),
+                None => {
+                    if let Some(status) = self.known() {
+                        return Ok(status);
+                    }
+                    // Killed but the exit not read yet (a racing waiter):
+                    // read it.
+                    if let Some(status) = self.wait(py, None)? {
+                        return Ok(status);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts the kill ladder without waiting (safe from any thread, even
+    /// while another waits).
+    #[pyo3(signature = (grace=None))]
+    fn start_kill(&self, py: Python<'_>, grace: Option<f64>) -> PyResult<()> {
+        self.check_owner(py)?;
+        if self.known().is_some() {
+            return Ok(());
+        }
+        match grace {
+            None => self.handle.start_kill(),
+            Some(grace) => self.handle.start_kill_with_grace(seconds("grace", grace)?),
+        }
+        .py_err(py)
+    }
+
+    /// Sends `signal` to the main process's process group (Unix).
+    fn send_signal(&self, py: Python<'_>, signal: i32) -> PyResult<()> {
+        self.check_owner(py)?;
+        if self.known().is_some() {
+            return Ok(());
+        }
+        self.handle.send_signal(signal).py_err(py)
+    }
+
+    /// Live processes of the tree other than the main one: `(pid, command)`.
+    fn descendants(&self, py: Python<'_>) -> PyResult<Vec<(u32, String)>> {
+        self.check_owner(py)?;
+        Ok(py.detach(|| {
+            let guard = self.child.lock().unwrap_or_else(|e| e.into_inner());
+            guard
+                .as_ref()
+                .map(|c| {
+                    c.descendants()
+                        .into_iter()
+                        .map(|d| (d.pid, d.command))
+                        .collect()
+                })
+                .unwrap_or_default()
+        }))
+    }
+
+    /// Lets go of the tree: the keeper kills whatever is left (with the
+    /// grace) and exits. What a collected handle does too.
+    fn close(&self, py: Python<'_>) {
+        let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
+        py.detach(|| drop(child));
+    }
+}

@@ -1,0 +1,419 @@
+//! The keeper's half: the session's own cgroups — a v2 leaf (for
+//! `cgroup.kill`, and the v2 controllers) and a leaf in each v1 hierarchy
+//! a limit is routed to — made before the command starts, entered by the
+//! command before its first instruction, read for the limits it ran into,
+//! and removed once its tree is empty.
+//!
+//! Every leaf is `tether-<session id>` directly below the directory the
+//! owner named (its own cgroup there); an existing directory of that name
+//! is never adopted.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+use crate::contain::unix::protocol::{LimitSpec, Route};
+use crate::limits::{Enforcement, LimitHit, LimitReport};
+
+/// The period of CPU quotas: 100 ms, the kernel's default (a quota is
+/// cores × period).
+const CPU_PERIOD_US: u64 = 100_000;
+/// Smallest quota the kernel takes per period: 1 ms.
+const CPU_MIN_QUOTA_US: u64 = 1_000;
+
+/// Which version of cgroups a leaf is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Version {
+    /// The unified hierarchy.
+    V2,
+    /// A v1 hierarchy.
+    V1,
+}
+
+/// One directory made for the session.
+#[derive(Debug)]
+struct Leaf {
+    dir: PathBuf,
+    version: Version,
+    /// `cgroup.procs`, open for writing: the command writes `0` to it
+    /// before exec.
+    procs: OwnedFd,
+}
+
+impl Leaf {
+    /// Makes `base/name`. An existing directory is an error, never adopted.
+    fn make(base: &Path, name: &str, version: Version) -> io::Result<Leaf> {
+        let dir = base.join(name);
+        std::fs::create_dir(&dir)?;
+        let procs = match std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+        {
+            Ok(f) => OwnedFd::from(f),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(e);
+            }
+        };
+        Ok(Leaf {
+            dir,
+            version,
+            procs,
+        })
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<(), String> {
+        std::fs::write(self.dir.join(file), value)
+            .map_err(|e| format!("writing {value} to {}: {e}", self.dir.join(file).display()))
+    }
+
+    /// `key N` from a flat-keyed file such as `memory.events`.
+    fn counter(&self, file: &str, key: &str) -> Option<u64> {
+        let mut text = String::new();
+        File::open(self.dir.join(file))
+            .ok()?
+            .read_to_string(&mut text)
+            .ok()?;
+        text.lines().find_map(|line| {
+            let (k, v) = line.split_once(' ')?;
+            (k == key).then(|| v.trim().parse().ok())?
+        })
+    }
+}
+
+/// Where a limit ended up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Holder {
+    V2,
+    /// `v1[i]`.
+    V1(usize),
+}
+
+/// The cgroups of one session, from its start to its end.
+#[derive(Debug, Default)]
+pub(crate) struct SessionCgroups {
+    v2: Option<Leaf>,
+    v1: Vec<Leaf>,
+    memory: Option<Holder>,
+    pids: Option<Holder>,
+    /// `cgroup.kill` of the v2 leaf, opened at the first kill.
+    kill: Option<File>,
+    /// Writes to `cgroup.kill` so far.
+    kills: u32,
+}
+
+impl SessionCgroups {
+    /// Makes the session's leaves as `spec` routes its limits and applies
+    /// them; a step that fails makes that limit `none`, with the error.
+    /// Returns the cgroups and the report of what was applied.
+    pub(crate) fn create(spec: &LimitSpec, session: &str) -> (SessionCgroups, LimitReport) {
+        let mut cgroups = SessionCgroups::default();
+        let mut report = LimitReport::default();
+        if spec.is_empty() {
+            return (cgroups, report);
+        }
+        let valid_name = !session.is_empty()
+            && session
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let name = format!("tether-{session}");
+        let mut v2_error = None;
+        if let Some(base) = &spec.v2_base {
+            if !valid_name {
+                v2_error = Some("the session has no id to name its cgroup by".to_owned());
+            } else {
+                match Leaf::make(&path(base), &name, Version::V2) {
+                    Ok(leaf) => cgroups.v2 = Some(leaf),
+                    Err(e) => {
+                        v2_error = Some(format!("making {}: {e}", path(base).join(&name).display()))
+                    }
+                }
+            }
+        }
+        let mut apply = |value: u64, route: &Route, kind: Kind| -> (Enforcement, Option<Holder>) {
+            let holder = match route {
+                Route::Unavailable(reason) => {
+                    return (none(String::from_utf8_lossy(reason).into_owned()), None);
+                }
+                Route::Cgroup2 => match &cgroups.v2 {
+                    Some(_) => Holder::V2,
+                    None => {
+                        let why = v2_error
+                            .clone()
+                            .unwrap_or_else(|| "no cgroup v2 leaf for the session".into());
+                        return (none(why), None);
+                    }
+                },
+                Route::Cgroup1(base) if valid_name => {
+                    let base = path(base);
+                    match cgroups
+                        .v1
+                        .iter()
+                        .position(|l| l.dir.parent() == Some(&base))
+                    {
+                        Some(i) => Holder::V1(i),
+                        None => match Leaf::make(&base, &name, Version::V1) {
+                            Ok(leaf) => {
+                                cgroups.v1.push(leaf);
+                                Holder::V1(cgroups.v1.len() - 1)
+                            }
+                            Err(e) => {
+                                return (
+                                    none(format!("making {}: {e}", base.join(&name).display())),
+                                    None,
+                                );
+                            }
+                        },
+                    }
+                }
+                Route::Cgroup1(_) => {
+                    return (
+                        none("the session has no id to name its cgroup by".into()),
+                        None,
+                    );
+                }
+            };
+            let leaf = cgroups.leaf(holder);
+            match kind.apply(leaf, value) {
+                Ok(()) => (
+                    match leaf.version {
+                        Version::V2 => Enforcement::Cgroup2,
+                        Version::V1 => Enforcement::Cgroup1,
+                    },
+                    Some(holder),
+                ),
+                Err(why) => (none(why), None),
+            }
+        };
+        let (mut memory, mut pids) = (None, None);
+        if let Some((bytes, route)) = &spec.memory {
+            let (how, holder) = apply(*bytes, route, Kind::Memory);
+            report.memory = Some((*bytes, how));
+            memory = holder;
+        }
+        if let Some((n, route)) = &spec.pids {
+            let (how, holder) = apply(*n, route, Kind::Pids);
+            report.pids = Some((*n, how));
+            pids = holder;
+        }
+        if let Some((millis, route)) = &spec.cpu_millis {
+            let (how, _) = apply(*millis, route, Kind::Cpu);
+            report.cpu_millis = Some((*millis, how));
+        }
+        cgroups.memory = memory;
+        cgroups.pids = pids;
+        report.cgroup = cgroups.v2.as_ref().map(|l| l.dir.clone());
+        report.cgroups = cgroups.dirs();
+        (cgroups, report)
+    }
+
+    fn leaf(&self, holder: Holder) -> &Leaf {
+        match holder {
+            Holder::V2 => self.v2.as_ref().expect("a v2 holder has a v2 leaf"),
+            Holder::V1(i) => &self.v1[i],
+        }
+    }
+
+    fn dirs(&self) -> Vec<PathBuf> {
+        self.v2
+            .iter()
+            .chain(&self.v1)
+            .map(|l| l.dir.clone())
+            .collect()
+    }
+
+    /// The `cgroup.procs` descriptors the command (or the namespace init)
+    /// writes `0` to before its first instruction.
+    pub(crate) fn procs(&self) -> Vec<RawFd> {
+        self.v2
+            .iter()
+            .chain(&self.v1)
+            .map(|l| l.procs.as_raw_fd())
+            .collect()
+    }
+
+    /// `SIGKILL` to every process in the session's v2 leaf, in one write
+    /// (`cgroup.kill`, Linux 5.14+). `false` if there is no v2 leaf or the
+    /// kernel has no `cgroup.kill` (the caller's per-process sweep then
+    /// does the work).
+    pub(crate) fn kill(&mut self) -> bool {
+        use std::io::Write;
+        let Some(leaf) = &self.v2 else { return false };
+        if self.kill.is_none() {
+            self.kill = std::fs::OpenOptions::new()
+                .write(true)
+                .open(leaf.dir.join("cgroup.kill"))
+                .ok();
+        }
+        let killed = self
+            .kill
+            .as_mut()
+            .is_some_and(|f| f.write_all(b"1").is_ok());
+        self.kills += u32::from(killed);
+        killed
+    }
+
+    /// How many times [`kill`](Self::kill) has written `cgroup.kill`.
+    pub(crate) fn kills(&self) -> u32 {
+        self.kills
+    }
+
+    /// The processes in the session's v2 leaf now (`None`: no v2 leaf, or
+    /// unreadable): one read, where walking the tree opens every process.
+    pub(crate) fn members(&self) -> Option<Vec<u32>> {
+        let text = std::fs::read_to_string(self.v2.as_ref()?.dir.join("cgroup.procs")).ok()?;
+        Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
+
+    /// Whether any process is still in the v2 leaf (`None`: no v2 leaf, or
+    /// unreadable).
+    pub(crate) fn populated(&self) -> Option<bool> {
+        self.v2
+            .as_ref()?
+            .counter("cgroup.events", "populated")
+            .map(|n| n != 0)
+    }
+
+    /// The limit the session has run into so far: the OOM kills its memory
+    /// limit caused (memory first: it killed processes), else the forks its
+    /// process limit refused.
+    pub(crate) fn hit(&self) -> Option<LimitHit> {
+        let memory = self.memory.and_then(|h| {
+            let leaf = self.leaf(h);
+            let kills = match leaf.version {
+                Version::V2 => leaf.counter("memory.events", "oom_kill"),
+                Version::V1 => leaf.counter("memory.oom_control", "oom_kill"),
+            }?;
+            (kills > 0).then(|| LimitHit::Memory {
+                victims: kills.min(u32::MAX as u64) as u32,
+            })
+        });
+        let pids = self.pids.and_then(|h| {
+            let refused = self.leaf(h).counter("pids.events", "max")?;
+            (refused > 0).then_some(LimitHit::Pids { refused })
+        });
+        LimitHit::worst(memory, pids)
+    }
+
+    /// Removes every leaf (the tree is empty). A leaf the kernel still
+    /// counts a dying process in is tried again for a moment; one that
+    /// stays busy is left for `tether reap`.
+    pub(crate) fn remove(mut self) {
+        // The keeper's tree is empty, but a process someone moved into the
+        // session's cgroup is no descendant of the keeper: it is the
+        // session's all the same, so it goes too, before the leaf does.
+        if self.populated() == Some(true) && self.kill() {
+            self.wait_unpopulated(EMPTY_WAIT);
+        }
+        self.kill = None;
+        for leaf in self.v2.take().into_iter().chain(self.v1.drain(..)) {
+            let Leaf { dir, procs, .. } = leaf;
+            drop(procs);
+            remove_dir(&dir);
+        }
+    }
+}
+
+/// How long [`SessionCgroups::remove`] waits for a killed process that is
+/// in the session's cgroup but not in its tree to be gone (as long as a
+/// kill's verification window: a process in uninterruptible sleep can
+/// outlast `SIGKILL` for a while).
+const EMPTY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl SessionCgroups {
+    /// Waits until the v2 leaf holds no process, at most `bound`: woken by
+    /// the kernel's notification on `cgroup.events` (`POLLPRI` on every
+    /// change of `populated`), never by a sleep. `false` if it still does.
+    fn wait_unpopulated(&self, bound: std::time::Duration) -> bool {
+        use std::io::Seek;
+        let Some(leaf) = &self.v2 else { return true };
+        let Ok(mut events) = File::open(leaf.dir.join("cgroup.events")) else {
+            return false;
+        };
+        let deadline = std::time::Instant::now() + bound;
+        loop {
+            let mut text = String::new();
+            if events.rewind().is_err() || events.read_to_string(&mut text).is_err() {
+                return false;
+            }
+            if text.lines().any(|l| l == "populated 0") {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let mut pfd = libc::pollfd {
+                fd: events.as_raw_fd(),
+                events: libc::POLLPRI,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the call's duration.
+            unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        }
+    }
+}
+
+/// `rmdir` of an emptied cgroup. Should the kernel still count a task
+/// being torn down (`EBUSY`), up to 50 tries 1 ms apart — a bound, not a
+/// wait: here 200 of 200 v2, v1 `pids` and v1 `memory` leaves each went at
+/// the first try once their process was reaped.
+fn remove_dir(dir: &Path) {
+    for _ in 0..50 {
+        match std::fs::remove_dir(dir) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            _ => return,
+        }
+    }
+}
+
+/// The kinds of limit, and how each is written.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Memory,
+    Pids,
+    Cpu,
+}
+
+impl Kind {
+    fn apply(self, leaf: &Leaf, value: u64) -> Result<(), String> {
+        match (self, leaf.version) {
+            (Kind::Memory, Version::V2) => {
+                leaf.write("memory.max", &value.to_string())?;
+                // RAM only, no swap: "a 256 MiB limit" means it. Absent
+                // without swap accounting, which is fine.
+                let _ = leaf.write("memory.swap.max", "0");
+                Ok(())
+            }
+            (Kind::Memory, Version::V1) => {
+                leaf.write("memory.limit_in_bytes", &value.to_string())?;
+                let _ = leaf.write("memory.memsw.limit_in_bytes", &value.to_string());
+                Ok(())
+            }
+            (Kind::Pids, _) => leaf.write("pids.max", &value.to_string()),
+            (Kind::Cpu, version) => {
+                // Thousandths of a core × 100 ms period = µs per period.
+                let quota = (value * (CPU_PERIOD_US / 1000)).max(CPU_MIN_QUOTA_US);
+                match version {
+                    Version::V2 => leaf.write("cpu.max", &format!("{quota} {CPU_PERIOD_US}")),
+                    Version::V1 => {
+                        leaf.write("cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?;
+                        leaf.write("cpu.cfs_quota_us", &quota.to_string())
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn none(reason: String) -> Enforcement {
+    Enforcement::None(reason)
+}
+
+fn path(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(std::ffi::OsString::from_vec(bytes.to_vec()))
+}

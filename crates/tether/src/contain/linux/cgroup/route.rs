@@ -1,0 +1,242 @@
+//! The owner's half: for each limit a session asks for, where it can be
+//! enforced — a cgroup v2 controller, a cgroup v1 hierarchy, or nowhere
+//! and why — always below the owner's own cgroup, never elsewhere in a
+//! hierarchy (a session must stay inside every limit its owner is under).
+//! The keeper does the rest (`leaf.rs`).
+//!
+//! cgroup v2 gives a child a controller only if its parent has it in
+//! `cgroup.subtree_control`, and a non-root cgroup with controllers there
+//! may hold no process of its own ("no internal processes"). So when our
+//! cgroup has the controller available but not enabled, we enable it — and
+//! if the kernel says `EBUSY` because we ourselves are in it, and nothing
+//! else is, we first move this process into a leaf of its own,
+//! `tether-owner`, beside the sessions' leaves (what a process does in a
+//! delegated systemd scope: `systemd-run --user --scope -p Delegate=yes`).
+//! Anything else in our cgroup (a shell, other programs, keepers started
+//! earlier) is never moved: the limit is then `none`, with that reason.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::hierarchy::{Hierarchies, Place, writable};
+use crate::contain::unix::protocol::{LimitSpec, Route};
+use crate::limits::{Limits, cpu_millis};
+
+/// The leaf this process moves into to free its cgroup for controllers.
+pub(crate) const OWNER_LEAF: &str = "tether-owner";
+
+/// Our v2 cgroup before we moved into [`OWNER_LEAF`]: sessions' leaves go
+/// there, beside ours.
+static MOVED_FROM: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// The resources a limit is about, and the controller of each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resource {
+    Memory,
+    Pids,
+    Cpu,
+}
+
+impl Resource {
+    fn controller(self) -> &'static str {
+        match self {
+            Resource::Memory => "memory",
+            Resource::Pids => "pids",
+            Resource::Cpu => "cpu",
+        }
+    }
+}
+
+/// Where each of `limits` can be enforced, and the v2 cgroup the session's
+/// own leaf goes below. Empty for no limits: a session without limits gets
+/// no cgroup.
+pub(crate) fn plan(limits: &Limits) -> LimitSpec {
+    if limits.is_empty() {
+        return LimitSpec::default();
+    }
+    let found = Hierarchies::of_self();
+    let v2 = v2_base(&found);
+    let route = |resource: Resource| route(&found, v2.as_ref(), resource);
+    LimitSpec {
+        memory: limits.memory.map(|m| (m, route(Resource::Memory))),
+        pids: limits.pids.map(|p| (p, route(Resource::Pids))),
+        cpu_millis: limits.cpu.map(|c| (cpu_millis(c), route(Resource::Cpu))),
+        v2_base: v2
+            .as_ref()
+            .filter(|p| writable(&p.dir).is_ok())
+            .map(|p| bytes(&p.dir)),
+    }
+}
+
+/// Our v2 cgroup — or the one we left for [`OWNER_LEAF`], whose children
+/// the sessions' leaves are.
+fn v2_base(found: &Hierarchies) -> Option<Place> {
+    let place = found.v2()?;
+    let moved = lock(&MOVED_FROM).clone();
+    match moved {
+        Some(base) if place.dir == base.join(OWNER_LEAF) => Some(Place { dir: base, ..place }),
+        _ => Some(place),
+    }
+}
+
+fn route(found: &Hierarchies, v2: Option<&Place>, resource: Resource) -> Route {
+    let controller = resource.controller();
+    let mut why = Vec::new();
+    match v2 {
+        Some(place) => match v2_controller(place, controller) {
+            Ok(()) => return Route::Cgroup2,
+            Err(reason) => why.push(reason),
+        },
+        None if found.any() => why.push("this process is in no cgroup v2 it can see".to_owned()),
+        None => {}
+    }
+    match found.v1(controller) {
+        Some(place) => match writable(&place.dir) {
+            Ok(()) => return Route::Cgroup1(bytes(&place.dir)),
+            Err(e) => why.push(format!(
+                "its cgroup v1 hierarchy: {} is not writable ({}){}",
+                place.dir.display(),
+                short(&e),
+                delegation_hint(&e),
+            )),
+        },
+        None if found.v1_has(controller) => {
+            why.push("its cgroup v1 hierarchy does not contain this process's cgroup".to_owned())
+        }
+        None if found.any() => why.push("no cgroup v1 hierarchy has it".to_owned()),
+        None => {}
+    }
+    if !found.any() {
+        return unavailable("no cgroup filesystem is mounted here (/proc/self/mountinfo)".into());
+    }
+    unavailable(format!("{controller}: {}", why.join("; ")))
+}
+
+/// Makes `controller` available to children of `place` (enabling it in
+/// `cgroup.subtree_control`, moving ourselves out of the way if we alone
+/// hold the cgroup), or says why it cannot be.
+fn v2_controller(place: &Place, controller: &str) -> Result<(), String> {
+    let dir = &place.dir;
+    let listed = |file: &str| {
+        std::fs::read_to_string(dir.join(file))
+            .map(|text| text.split_whitespace().any(|c| c == controller))
+            .unwrap_or(false)
+    };
+    if listed("cgroup.subtree_control") {
+        return Ok(());
+    }
+    if !listed("cgroup.controllers") {
+        let available = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+        return Err(format!(
+            "cgroup v2 has no {controller} controller for {} (its cgroup.controllers: {})",
+            dir.display(),
+            match available.trim() {
+                "" => "none",
+                list => list,
+            }
+        ));
+    }
+    if let Err(e) = writable(dir) {
+        return Err(format!(
+            "{} is not writable ({}){}",
+            dir.display(),
+            short(&e),
+            delegation_hint(&e)
+        ));
+    }
+    match enable(dir, controller) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            let others = others_in(dir);
+            if others.is_empty() && !place.at_mount_root {
+                move_self_aside(dir)
+                    .and_then(|()| enable(dir, controller))
+                    .map_err(|e| {
+                        format!(
+                            "enabling {controller} in {}/cgroup.subtree_control after moving \
+                             this process to {OWNER_LEAF}: {}",
+                            dir.display(),
+                            short(&e)
+                        )
+                    })
+            } else {
+                Err(format!(
+                    "{} holds {} other process(es) besides this one, and cgroup v2 enables \
+                     controllers only for cgroups without processes of their own: run tether in \
+                     a cgroup of its own (e.g. systemd-run --user --scope -p Delegate=yes tether …)",
+                    dir.display(),
+                    others.len().max(1)
+                ))
+            }
+        }
+        Err(e) => Err(format!(
+            "enabling {controller} in {}/cgroup.subtree_control: {}",
+            dir.display(),
+            short(&e)
+        )),
+    }
+}
+
+fn enable(dir: &Path, controller: &str) -> io::Result<()> {
+    std::fs::write(dir.join("cgroup.subtree_control"), format!("+{controller}"))
+}
+
+/// Processes in `dir` other than this one.
+fn others_in(dir: &Path) -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter(|&p| p != me)
+        .collect()
+}
+
+/// Moves this process (all its threads) into `dir/tether-owner`, so that
+/// `dir` holds no process and can give its children controllers.
+fn move_self_aside(dir: &Path) -> io::Result<()> {
+    let leaf = dir.join(OWNER_LEAF);
+    match std::fs::create_dir(&leaf) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())?;
+    *lock(&MOVED_FROM) = Some(dir.to_owned());
+    Ok(())
+}
+
+fn unavailable(reason: String) -> Route {
+    Route::Unavailable(reason.into_bytes())
+}
+
+/// How to get a delegated cgroup, for a permission error.
+fn delegation_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => {
+            ": no cgroup is delegated to this user (run tether as root, or in a delegated \
+             cgroup: systemd-run --user --scope -p Delegate=yes tether …)"
+        }
+        Some(libc::EROFS) => ": the cgroup filesystem is mounted read-only here",
+        _ => "",
+    }
+}
+
+/// An I/O error without the "(os error N)" tail.
+fn short(e: &io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+fn bytes(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes().to_vec()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
