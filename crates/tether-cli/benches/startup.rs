@@ -1,7 +1,7 @@
 //! `TETHER_STARTUP_BASELINE=/path/to/an/older/tether cargo bench -p process-tether-cli --bench startup`:
 //! the release binary's size and start-up (`tether --version`,
 //! `tether run -- /bin/true`) against an older `tether` in the same run,
-//! as a markdown table (issue 17; the README's "Release binary" figures
+//! as a markdown table (issue 17; docs/benchmarks.md's "Release binary" figures
 //! compare with a release build of a2bd8e4). The measuring is done by
 //! `benches/startup.py`, interleaving the two binaries run by run.
 

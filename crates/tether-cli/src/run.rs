@@ -203,6 +203,13 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     } else {
         None
     };
+    // The ledger is opened, checked and the owner registered (~1–2 ms of
+    // SQLite: the schema read, quick_check, a transaction) while the
+    // keeper starts and the command runs, on the other core.
+    let registering = std::thread::Builder::new()
+        .name("tether-ledger".into())
+        .spawn(register)
+        .map_err(Error::Io)?;
 
     let mut command = if args.shell {
         let script = args
@@ -251,8 +258,18 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         command.foreground(true);
     }
     let started = Instant::now();
-    let mut child = command.spawn()?;
-    let recorder = record_start(&child, &args);
+    let spawned = command.spawn();
+    let recorder = registering.join().ok().flatten();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            if let Some(recorder) = recorder {
+                recorder.finish();
+            }
+            return Err(e);
+        }
+    };
+    record_start(recorder.as_ref(), &child, &args);
     forwarder.forward_to(&child)?;
 
     if let Some(passthrough) = &passthrough {
@@ -283,9 +300,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     let output = child.wait_with_output_limited(args.max_output)?;
     let status = output.status;
     if let Some(recorder) = recorder {
-        recorder.record_end(&session_id, Outcome::of_status(&status));
-        recorder.record_limit_hit(&session_id, status.limit_hit());
-        recorder.finish();
+        recorder.finish_after(&session_id, Outcome::of_status(&status), status.limit_hit());
     }
     let result = JsonResult {
         exit_code: status.code(),
@@ -313,17 +328,24 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     Ok(exit_code(&status))
 }
 
-/// Records this run (owner and session) in the ledger. Best effort: a run
-/// whose ledger cannot be written still runs — its processes carry spawn
-/// tags, which is what `tether ps` and `tether reap` need most — and says
-/// why once on stderr.
-fn record_start(child: &tether::Child, args: &RunArgs) -> Option<Recorder> {
-    let recorder = match Recorder::register(&tether::Install::from_env(), "run") {
-        Ok(recorder) => recorder,
+/// Registers this run's owner in the ledger. Best effort: a run whose
+/// ledger cannot be written still runs — its processes carry spawn tags,
+/// which is what `tether ps` and `tether reap` need most — and says why
+/// once on stderr.
+fn register() -> Option<Recorder> {
+    match Recorder::register(&tether::Install::from_env(), "run") {
+        Ok(recorder) => Some(recorder),
         Err(e) => {
             eprintln!("tether: warning: this run is not in the ledger: {e}");
-            return None;
+            None
         }
+    }
+}
+
+/// Records this run's session in the ledger (best effort, as above).
+fn record_start(recorder: Option<&Recorder>, child: &tether::Child, args: &RunArgs) {
+    let Some(recorder) = recorder else {
+        return;
     };
     let command: Vec<String> = args
         .command
@@ -333,14 +355,15 @@ fn record_start(child: &tether::Child, args: &RunArgs) -> Option<Recorder> {
     let mut session = SessionStart::of_child(child, &args.purpose, &command);
     session.cwd = args.cwd.clone();
     recorder.record_start(&session);
-    Some(recorder)
 }
 
 fn record_end(recorder: Option<Recorder>, child: &tether::Child, status: &ExitStatus) {
     if let Some(recorder) = recorder {
-        recorder.record_end(child.session_id(), Outcome::of_status(status));
-        recorder.record_limit_hit(child.session_id(), status.limit_hit());
-        recorder.finish();
+        recorder.finish_after(
+            child.session_id(),
+            Outcome::of_status(status),
+            status.limit_hit(),
+        );
     }
 }
 

@@ -275,3 +275,51 @@ fn a_lost_keeper_is_reported_lost_and_leaves_nothing_alive() {
     assert!(!untagged_after_eof, "alive after the server's exit");
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+/// A line of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} for {pid}"))
+}
+
+// issue 16 item 2: a PTY program printing terminal queries in a loop and never reading its input took `tether mcp` from ~22 MB to 250–285 MB: every batch of answers was a task of its own, blocked writing to the program's input, outside the stdin queue's bound.
+#[test]
+fn unread_answers_to_terminal_queries_do_not_grow_the_server() {
+    let guard = TagGuard::new("mcp-regression-answers");
+    let mut server = Server::start(guard.tag(), &[], false);
+    let before = status_kib(server.pid(), "VmRSS");
+    // 100 MB of cursor-position, device-attribute, status and size queries
+    // from a program in raw mode (so its input buffer fills instead of
+    // being discarded as an overlong line) that never reads an answer.
+    let script = "stty raw -echo; q=$(printf '\\033[6n\\033[c\\033[5n\\033[18t'); \
+                  yes \"$q\" | head -c 100000000; echo; echo done";
+    let run = server.call("run", json!({"command": script, "pty": true, "yield_s": 1}));
+    let id = run["id"].as_str().expect("a session id").to_owned();
+    // Bounded far beyond the few seconds 100 MB through a PTY takes here
+    // (a debug build answers every query): a hang fails, not passes.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut waited = run;
+    while waited["status"] == "running" && Instant::now() < deadline {
+        waited = server.call("wait", json!({"id": id, "timeout_s": 20}));
+    }
+    let peak = status_kib(server.pid(), "VmHWM");
+    let listed = listed(&mut server, &id);
+    eprintln!(
+        "server RSS {before} KiB before, peak {peak} KiB; session {}, {} answers dropped",
+        waited["status"], listed["terminal_answers_dropped"]
+    );
+    assert_eq!(waited["status"], "exited", "{waited}");
+    // The session's own memory (a 1 MiB ring, the screen, the runtime's
+    // buffers) is a few MB; the answers the program never read are at
+    // most 4 KiB. The old server held every batch of them: its peak grew
+    // by >100 MB here.
+    let growth_mib = peak.saturating_sub(before) / 1024;
+    assert!(
+        growth_mib < 48,
+        "the server grew by {growth_mib} MiB ({before} → {peak} KiB)"
+    );
+}

@@ -115,13 +115,11 @@ fn a_predictable_state_dir_made_by_another_user_is_refused() {
     let planted = std::fs::read(&ledger).unwrap();
 
     for args in [&["ps"][..], &["reap", "--dry-run"]] {
-        let out = support::tether()
+        let out = support::tether_as(victim)
             .args(args)
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env(TAG_VAR, guard.tag())
-            .uid(victim)
-            .gid(victim)
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -421,14 +419,12 @@ fn a_command_cannot_ptrace_its_keeper() {
                   libc = ctypes.CDLL(None, use_errno=True)\n\
                   rc = libc.ptrace(16, os.getppid(), 0, 0)\n\
                   print('attach', rc, os.strerror(ctypes.get_errno()) if rc else 'ok', flush=True)\n";
-    let mut owner = support::tether()
+    let mut owner = support::tether_as(65534)
         .args(["run", "--grace", "200ms", "--", "python3", "-c", script])
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("TETHER_HOME", home.path())
         .env(TAG_VAR, guard.tag())
-        .uid(65534)
-        .gid(65534)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -673,6 +669,7 @@ fn non_dumpable(uid: u32, spawn_tag: &str, test_tag: &str) -> std::process::Chil
         .env_clear()
         .env(tether::SPAWN_TAG_VAR, spawn_tag)
         .env(TAG_VAR, test_tag)
+        .current_dir("/")
         .uid(uid)
         .gid(uid)
         .stdin(Stdio::null())
@@ -741,6 +738,7 @@ fn a_non_dumpable_process_is_listed_unattributable_never_signalled() {
         .env_clear()
         .env(tether::SPAWN_TAG_VAR, &tag)
         .env(TAG_VAR, home.tag())
+        .current_dir("/")
         .uid(uid)
         .gid(uid)
         .stdin(Stdio::null())
@@ -752,13 +750,11 @@ fn a_non_dumpable_process_is_listed_unattributable_never_signalled() {
     let child_id = tether::ProcessIdentity::of_pid(child).unwrap();
     assert_eq!(environ_owner(child), 0, "non-dumpable");
     let as_user = |args: &[&str]| {
-        let out = support::tether()
+        let out = support::tether_as(uid)
             .args(args)
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("TETHER_HOME", home.path())
-            .uid(uid)
-            .gid(uid)
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -992,6 +988,72 @@ fn reap_catches_a_pid_hopper_or_says_it_escaped() {
     }
     assert_eq!(silent, 0, "reap exited 0 while a hopper lived");
     assert_eq!(all_escaped, 0, "a hopper escaped reap");
+}
+
+/// `tether run --grace 5s -- sh -c SCRIPT` with stdout piped, once SCRIPT
+/// printed `ready` and `processes` tagged processes exist.
+fn run_until_ready(tag: &str, script: &str, processes: usize) -> std::process::Child {
+    let mut owner = support::tether()
+        .args(["run", "--grace", "5s", "--", "/bin/sh", "-c", script])
+        .env(TAG_VAR, tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    expect_ready(&mut owner);
+    let built = wait_for_count(tag, processes, Duration::from_secs(20));
+    assert!(built >= processes, "fixture built {built} tagged processes");
+    owner
+}
+
+/// Everything `owner` prints until it exits (each line bounded: 30 s).
+fn rest_of_output(owner: &mut std::process::Child) -> Vec<String> {
+    let mut lines = Lines::new();
+    std::iter::from_fn(|| lines.next(owner)).collect()
+}
+
+// issue 20 item 2: SIGTERM to `tether run` reached only the command's process group; a `setsid` child that would have ended on SIGTERM got nothing until the grace ran out (2 s), then SIGKILL.
+#[test]
+fn sigterm_to_tether_run_reaches_a_setsid_child_at_once() {
+    let guard = TagGuard::new("regression-term-setsid");
+    // The setsid shell says when SIGTERM reaches it; SIGKILL (at the end
+    // of the 5 s grace) would leave it no time to.
+    let script = "setsid sh -c 'trap \"echo got-term; exit 0\" TERM; echo ready; \
+                  while :; do sleep 1; done' & wait";
+    // tether run, the main shell, the setsid shell and its sleep.
+    let mut owner = run_until_ready(guard.tag(), script, 4);
+    // SAFETY: kill(2) of our own unreaped child.
+    assert_eq!(unsafe { libc::kill(owner.id() as i32, libc::SIGTERM) }, 0);
+    let rest = rest_of_output(&mut owner);
+    let status = owner.wait().unwrap();
+    assert_eq!(
+        rest,
+        ["got-term"],
+        "the setsid child got SIGTERM (exit {status})"
+    );
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+// issue 20 item 2: after a forwarded SIGINT (which reaches the command's process group only, as a terminal's Ctrl-C does) the main process exited, and what it left — a background job, which ignores SIGINT — got no SIGTERM: it waited for the grace, then SIGKILL.
+#[test]
+fn what_the_command_leaves_after_a_forwarded_sigint_gets_sigterm_at_once() {
+    let guard = TagGuard::new("regression-int-leftovers");
+    let script = "(trap '' INT; trap 'echo got-term; exit 0' TERM; echo ready; \
+                  while :; do sleep 1; done) & wait";
+    // tether run, the main shell, the subshell and its sleep.
+    let mut owner = run_until_ready(guard.tag(), script, 4);
+    // SAFETY: kill(2) of our own unreaped child.
+    assert_eq!(unsafe { libc::kill(owner.id() as i32, libc::SIGINT) }, 0);
+    let rest = rest_of_output(&mut owner);
+    let status = owner.wait().unwrap();
+    assert_eq!(
+        rest,
+        ["got-term"],
+        "the leftover got SIGTERM when the main process exited (exit {status})"
+    );
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
 
 // issue 16 item 7: `tether exec` accepted TETHER_SPAWN naming a dead owner (or pid 0), registered the program as orphaned at once, and the next `tether reap` killed it.
@@ -1505,16 +1567,14 @@ fn a_command_cannot_read_withheld_credentials_from_the_server() {
         ("AWS_SECRET_ACCESS_KEY", format!("aws{unique}key")),
         ("MY_DB_PASSWORD", format!("pw{unique}db")),
     ];
-    let mut cmd = support::tether();
+    let mut cmd = support::tether_as(uid);
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", home.path())
         .env("TETHER_HOME", home.path().join("state"))
         .env(TAG_VAR, guard.tag())
         .envs(secrets.iter().map(|(k, v)| (k, v)))
-        .current_dir(home.path())
-        .uid(uid)
-        .gid(uid);
+        .current_dir(home.path());
     let mut server = McpServer::start(cmd);
     let server_pid = server.child.id();
     let output = server.run(
@@ -1557,6 +1617,7 @@ fn an_unprivileged_user_gets_a_pid_namespace_where_user_namespaces_work() {
     let uid = uid_without_passwd_entry();
     let userns = std::process::Command::new("unshare")
         .args(["--user", "--pid", "--fork", "true"])
+        .current_dir("/")
         .uid(uid)
         .gid(uid)
         .stdin(Stdio::null())
@@ -1572,15 +1633,13 @@ fn an_unprivileged_user_gets_a_pid_namespace_where_user_namespaces_work() {
     let home = tempfile::tempdir().unwrap();
     chown(home.path(), uid);
     for containment in ["pidns", "auto"] {
-        let out = support::tether()
+        let out = support::tether_as(uid)
             .args(["run", "--json", "--containment", containment])
             .args(["--", "sh", "-c", "echo $$"])
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("TETHER_HOME", home.path().join("state"))
             .env(TAG_VAR, guard.tag())
-            .uid(uid)
-            .gid(uid)
             .stdin(Stdio::null())
             .output()
             .unwrap();

@@ -61,6 +61,23 @@ impl Recorder {
         self.with_ledger(|ledger, _| ledger.record_session_end(id, outcome).map(|_| ()));
     }
 
+    /// Records how the owner's last session ended (and the limit it ran
+    /// into, if any) and that the owner is done, in one write (what an
+    /// owner of one command does at its end).
+    pub fn finish_after(
+        &self,
+        id: &tether::SessionId,
+        outcome: Outcome,
+        limit_hit: Option<tether::LimitHit>,
+    ) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (ledger, owner, _) = &mut *state;
+        let result = ledger
+            .record_session_and_owner_end(*owner, id, outcome, limit_hit)
+            .map(|_| ());
+        warn_once(&mut state.2, result);
+    }
+
     /// Records the limit a session ran into (best effort; nothing for
     /// `None`).
     pub fn record_limit_hit(&self, id: &tether::SessionId, hit: Option<tether::LimitHit>) {

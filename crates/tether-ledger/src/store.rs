@@ -6,9 +6,8 @@
 //!   write lock up front, so a transaction never fails half-way on a lock
 //!   upgrade). SQLite's locks are released by the kernel when a process
 //!   dies, so a writer `SIGKILL`ed mid-transaction leaves the store as it
-//!   was before that transaction. `synchronous = NORMAL`: a process crash
-//!   loses nothing committed; a power cut may lose the last transactions,
-//!   never consistency.
+//!   was before that transaction. No `fsync`: see
+//!   [`configure`] for why, crash case by crash case.
 //! - **Trust.** The state directory and the ledger's files must be this
 //!   user's alone — no symbolic links, owned by the effective uid, not
 //!   writable by group or others — or the store is not opened at all
@@ -33,6 +32,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use tether::{Install, ProcessIdentity, SessionId};
 
@@ -277,6 +277,39 @@ impl Ledger {
                 "UPDATE sessions SET ended_at_ms = ?1, outcome = ?2, exit_code = ?3, exit_signal = ?4
                  WHERE id = ?5",
                 params![now_ms(), kind, code, signal, session.as_str()],
+            )?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Records how a session ended (and the limit it ran into, if any)
+    /// and that its owner is done, in one transaction: the end of an owner
+    /// of one command (`tether run`). Returns `false` if the ledger has no
+    /// such session.
+    pub fn record_session_and_owner_end(
+        &mut self,
+        owner: OwnerId,
+        session: &SessionId,
+        outcome: Outcome,
+        limit_hit: Option<tether::LimitHit>,
+    ) -> Result<bool> {
+        let (kind, code, signal) = outcome.columns();
+        self.write(|tx| {
+            let now = now_ms();
+            let n = tx.execute(
+                "UPDATE sessions SET ended_at_ms = ?1, outcome = ?2, exit_code = ?3, exit_signal = ?4
+                 WHERE id = ?5",
+                params![now, kind, code, signal, session.as_str()],
+            )?;
+            if let Some(hit) = limit_hit {
+                tx.execute(
+                    "UPDATE sessions SET limit_hit = ?1 WHERE id = ?2",
+                    params![hit.name(), session.as_str()],
+                )?;
+            }
+            tx.execute(
+                "UPDATE owners SET ended_at_ms = ?1 WHERE id = ?2",
+                params![now, owner.0],
             )?;
             Ok(n > 0)
         })
@@ -701,6 +734,11 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
         Err(e) => return Err(sqlite(e)),
     };
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    // Before any check: a connection that finds the store damaged must
+    // not checkpoint the WAL into it as it closes, rewriting the file the
+    // quarantine keeps as it was found.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        .map_err(sqlite)?;
     // Every check reads only: a file that is not our store is judged
     // before anything (even the journal mode) is written to it.
     let check: Vec<String> = conn
@@ -762,6 +800,40 @@ fn open_existing(path: &Path) -> std::result::Result<(Connection, (u64, u64)), A
     }
 }
 
+/// Busy timeout, WAL, durability, foreign keys.
+///
+/// **No `fsync`, ever (`synchronous = OFF`).** With `NORMAL` — which in
+/// WAL mode syncs nothing at commit — every `tether run` still paid four:
+/// the last connection to close checkpoints the WAL (a sync of the WAL,
+/// one of the database) and deletes it, so the next run creates it again
+/// (a sync of its header, one of the directory). 5–40 ms each on this
+/// machine's loaded disk: most of a 50–85 ms `tether run -- /bin/true`.
+/// Keeping the WAL instead (no checkpoint at close) costs more than it
+/// saves: a process that opens the store alone rebuilds the WAL index by
+/// reading the whole WAL (up to SQLite's 1,000-page checkpoint), which
+/// took 11 % of a `tether run`'s CPU.
+///
+/// What each crash costs, with this:
+/// - **The owner `SIGKILL`ed** (or any writer, mid-transaction or
+///   mid-checkpoint): a transaction without its commit frame is ignored,
+///   a checkpoint that did not finish leaves the WAL in place for the
+///   next opener to finish, and the kernel drops the dead writer's
+///   locks. Whatever a process wrote is in the page cache, which every
+///   other process reads: syncing has no part in this. Nothing lost.
+/// - **The keeper `SIGKILL`ed**: the keeper never opens the ledger.
+/// - **Concurrent writers**: serialised by `BEGIN IMMEDIATE` and the busy
+///   timeout; they see each other's commits through the shared page
+///   cache and `-shm`. Unaffected.
+/// - **Power loss or a kernel crash**: recent transactions may be lost,
+///   and writes that reached the disk out of order can leave the file
+///   damaged. Every row that can be lost or damaged names processes of
+///   the boot that just ended — all dead, and a row of an earlier boot
+///   proves nothing a live process could be killed for (the ledger is
+///   treated as attacker-shaped input anyway: every kill is re-proven
+///   against the live process). A damaged file is found by
+///   `quick_check` at the next open (or by the first write that meets
+///   it), quarantined and rebuilt from the spawn tags of live processes.
+///   The ledger's need for durability ends at reboot.
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // Persistent in the file; a no-op when already WAL.
@@ -772,7 +844,10 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
             Some(format!("cannot switch the ledger to WAL mode (got {mode})")),
         ));
     }
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "synchronous", "OFF")?;
+    // Checked and found sound (see `open_existing`): a closing connection
+    // may fold the WAL into the file again.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())
 }

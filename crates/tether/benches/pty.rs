@@ -6,7 +6,9 @@
 //!    on pipes, interleaved: p50, p90, the PTY/pipe ratio;
 //! 2. capture throughput: 64 MiB written to the terminal (raw mode) into a
 //!    registry PTY session — ring, spill, screen — against a plain blocking
-//!    read loop on the master of the same kind of terminal;
+//!    read loop on the master of the same kind of terminal, for raw bulk
+//!    output and for a TUI-shaped stream; and what the first look at the
+//!    screen after it costs (the parse the capture left for later);
 //! 3. the screen (the `vt100` emulator): parse cost per MiB of typical
 //!    full-screen TUI output, and the cost of rendering one screen.
 
@@ -30,6 +32,11 @@ fn ms(d: Duration) -> f64 {
 }
 
 async fn settle(registry: &Registry, spec: RunSpec) -> Duration {
+    settle_id(registry, spec).await.0
+}
+
+/// Runs `spec` to settled: how long it took, and its id.
+async fn settle_id(registry: &Registry, spec: RunSpec) -> (Duration, tether::SessionId) {
     let start = Instant::now();
     let id = registry.run(spec).await.unwrap();
     let waited = registry
@@ -40,6 +47,30 @@ async fn settle(registry: &Registry, spec: RunSpec) -> Duration {
         .await
         .unwrap();
     assert_eq!(waited.outcome, WaitOutcome::Exited);
+    (start.elapsed(), id)
+}
+
+/// The baseline: `script` on a PTY, its master read in a plain blocking
+/// loop (no ring, spill or screen), until EOF and the exit.
+fn raw_capture(script: &str) -> Duration {
+    let start = Instant::now();
+    let mut child = tether::Command::new("/bin/sh")
+        .args(["-c", script])
+        .pty(PtySize::default())
+        .spawn()
+        .unwrap();
+    let mut master = child.pty.take().unwrap();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut total = 0;
+    loop {
+        let n = master.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        total += n;
+    }
+    child.wait().unwrap();
+    assert_eq!(total, CAPTURE);
     start.elapsed()
 }
 
@@ -116,58 +147,51 @@ fn main() {
         }
 
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("data");
-        std::fs::write(&file, pattern(CAPTURE)).unwrap();
-        let script = format!("stty raw -echo && cat '{}'", file.display());
         let registry = Registry::new(RegistryConfig {
             spill_dir: Some(dir.path().to_owned()),
             ..RegistryConfig::default()
         });
-        let (mut raw, mut captured) = (Vec::new(), Vec::new());
-        for _ in 0..ROUNDS {
-            // The baseline: the same command on a PTY, its master read in
-            // a plain blocking loop (no ring, spill or screen).
-            let start = Instant::now();
-            let mut child = tether::Command::new("/bin/sh")
-                .args(["-c", &script])
-                .pty(PtySize::default())
-                .spawn()
-                .unwrap();
-            let mut master = child.pty.take().unwrap();
-            let mut buf = vec![0u8; 64 << 10];
-            let mut total = 0;
-            loop {
-                let n = master.read(&mut buf).unwrap();
-                if n == 0 {
-                    break;
-                }
-                total += n;
-            }
-            child.wait().unwrap();
-            assert_eq!(total, CAPTURE);
-            raw.push(start.elapsed());
-
-            let spec = RunSpec::shell(script.clone())
-                .pty(PtySize::default())
-                .spill_cap(CAPTURE as u64);
-            captured.push(settle(&registry, spec).await);
-        }
+        let streams = [
+            ("raw bulk output (bytes of every value)", pattern(CAPTURE)),
+            (
+                "TUI-shaped output (30×120 full redraws, colours)",
+                tui_frames(CAPTURE, PtySize::default()).0[..CAPTURE].to_vec(),
+            ),
+        ];
         let mib = (CAPTURE >> 20) as f64;
         let mbps = |d: Duration| mib / d.as_secs_f64();
-        let base = percentile(&mut raw, 0.5);
-        let session = percentile(&mut captured, 0.5);
         println!("\n## capture of {mib} MiB written to the terminal (median of {ROUNDS})\n");
-        println!("| reader | MiB/s | ratio to the raw loop |");
-        println!("|---|---|---|");
         println!(
-            "| blocking read loop on the master | {:.0} | 1.00 |",
-            mbps(base)
+            "| stream | blocking read loop on the master, MiB/s | registry PTY session (ring, spill, screen), MiB/s | ratio | then the screen, ms |"
         );
-        println!(
-            "| registry PTY session (ring, spill, screen) | {:.0} | {:.2} |",
-            mbps(session),
-            mbps(session) / mbps(base)
-        );
+        println!("|---|---|---|---|---|");
+        for (name, data) in streams {
+            let file = dir.path().join("data");
+            std::fs::write(&file, &data).unwrap();
+            let script = format!("stty raw -echo && cat '{}'", file.display());
+            let (mut raw, mut captured, mut looked) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..ROUNDS {
+                raw.push(raw_capture(&script));
+                let spec = RunSpec::shell(script.clone())
+                    .pty(PtySize::default())
+                    .spill_cap(CAPTURE as u64);
+                let (took, id) = settle_id(&registry, spec).await;
+                captured.push(took);
+                // What the capture did not parse, a look at the screen does.
+                let start = Instant::now();
+                registry.screen(id.as_str()).unwrap();
+                looked.push(start.elapsed());
+            }
+            let base = percentile(&mut raw, 0.5);
+            let session = percentile(&mut captured, 0.5);
+            println!(
+                "| {name} | {:.0} | {:.0} | {:.2} | {:.1} |",
+                mbps(base),
+                mbps(session),
+                mbps(session) / mbps(base),
+                ms(percentile(&mut looked, 0.5))
+            );
+        }
     });
 
     let size = PtySize::default();

@@ -3,7 +3,8 @@
 //!
 //! `cargo bench -p process-tether --bench spawn` prints markdown tables:
 //! 1. spawn + wait of `/bin/true`: std, tether with a cold keeper, tether
-//!    with warm keepers; p50, p90 and the p50 ratio to std.
+//!    with warm keepers, and std plus one round trip to a waiting process
+//!    (the least a keeper can cost); p50, p90 and the p50 ratio to std.
 //! 2. the same at owner RSS 0, 1 GiB and 4 GiB resident: tether never forks
 //!    the owner, so its cost stays flat.
 
@@ -14,6 +15,42 @@ const ITERATIONS: usize = 400;
 fn std_true() {
     let status = std::process::Command::new("/bin/true").status().unwrap();
     assert!(status.success());
+}
+
+/// A process that answers every byte it reads with that byte: the other
+/// end of one round trip, as the keeper is.
+struct Echo {
+    child: std::process::Child,
+}
+
+impl Echo {
+    fn start() -> Echo {
+        let child = std::process::Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        Echo { child }
+    }
+
+    fn round_trip(&mut self) {
+        use std::io::{Read, Write};
+        self.child.stdin.as_mut().unwrap().write_all(b"x").unwrap();
+        let mut byte = [0u8];
+        self.child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_exact(&mut byte)
+            .unwrap();
+    }
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }
 
 fn tether_true() {
@@ -75,15 +112,29 @@ fn main() {
         ITERATIONS,
     );
     tether::set_warm_keepers(2);
+    // What a keeper costs at the least: one round trip to a process that
+    // waits for it (the spawn request and its answer; the exit and the
+    // empty tree come back in one message).
+    let echo = std::cell::RefCell::new(Echo::start());
+    let std_and_round_trip = || {
+        std_true();
+        echo.borrow_mut().round_trip();
+    };
     let warm = measure(
         &[
             ("std::process::Command", &std_true),
             ("tether, warm keepers", &tether_true),
+            (
+                "std::process::Command + one round trip to a waiting process",
+                &std_and_round_trip,
+            ),
         ],
         ITERATIONS,
     );
-    for (base, case) in [(&cold[0], &cold[1]), (&warm[0], &warm[1])] {
-        for row in [base, case] {
+    drop(echo);
+    for rows in [&cold[..], &warm[..]] {
+        let base = &rows[0];
+        for row in rows {
             println!(
                 "| {} | {:.0} | {:.0} | {:.2} |",
                 row.0,

@@ -230,10 +230,11 @@ impl Command {
         self
     }
 
-    /// Time between the rungs of a kill (default 2 s): the polite request
-    /// (`SIGTERM`), then the forced end (`SIGKILL`).
-    /// Also used on timeout, when the owner disappears, and for descendants
-    /// left behind by the main process.
+    /// How long a kill waits for the tree to end after the polite request
+    /// (`SIGTERM`) before the forced end (`SIGKILL`) of what is left
+    /// (default 2 s). An upper bound: the kill is over the moment the tree
+    /// is empty. Also used on timeout, when the owner disappears, and for
+    /// descendants left behind by the main process.
     pub fn grace(&mut self, grace: Duration) -> &mut Command {
         self.grace = grace;
         self
@@ -304,8 +305,9 @@ impl Command {
     /// stdio (default: off). The command becomes the leader of a session of
     /// its own with the PTY as its controlling terminal and as stdin,
     /// stdout and stderr; it is contained exactly like any other command.
-    /// The owner's end is [`Child::pty`]. Kills climb `SIGHUP` → `SIGTERM`
-    /// → `SIGKILL` (a hang-up first, as when a terminal closes), unless
+    /// The owner's end is [`Child::pty`]. Kills send `SIGHUP` and `SIGTERM`
+    /// together (a hang-up, as when a terminal closes, and the polite
+    /// request a `nohup` process still obeys), then `SIGKILL`, unless
     /// [`kill_signals`] says otherwise. `foreground` does not apply. The environment is the
     /// owner's: set `TERM` if the owner has none.
     ///

@@ -280,6 +280,23 @@ impl OutputBuffer {
         self.spilled
     }
 
+    /// Whether every byte from `from` on is still readable (from memory
+    /// or the spill file) after `more` bytes are appended — so a reader
+    /// lagging at `from` can still catch up. A spill file whose write
+    /// fails later drops bytes this said were kept.
+    pub(crate) fn keeps(&self, from: u64, more: usize) -> bool {
+        let readable_now = from < self.spilled || from >= self.memory_start();
+        let new_memory_start = (self.end + more as u64).saturating_sub(self.cap as u64);
+        readable_now
+            && (from >= new_memory_start
+                || (!matches!(self.spill, Spill::Off) && new_memory_start <= self.spill_limit))
+    }
+
+    /// The most bytes the ring holds ([`OutputConfig::max_memory`]).
+    pub(crate) fn memory_cap(&self) -> usize {
+        self.cap
+    }
+
     /// The bytes that are gone (see [`Gap`]), if any: where, how many
     /// newlines, and why. `None` while every byte is still readable.
     pub fn gap(&self) -> Option<Gap> {

@@ -74,8 +74,8 @@ pub use crate::contain::Descendant;
 pub use crate::run_spec::{CommandLine, OutputMode, RunSpec, SHELL, StdinMode};
 pub use crate::session::pattern::MAX_MATCH_LEN;
 pub use crate::session::{
-    DEFAULT_STDIN_QUEUE_LIMIT, KillOutcome, KillReason, QueuedWrite, SessionInfo, SessionState,
-    Stream,
+    ANSWERS_LIMIT, DEFAULT_STDIN_QUEUE_LIMIT, KillOutcome, KillReason, QueuedWrite, SessionInfo,
+    SessionState, Stream,
 };
 pub use wait::{WaitOptions, WaitOutcome, WaitResult};
 

@@ -225,8 +225,8 @@ impl RunSpec {
     ///   changes the size;
     /// - `TERM=xterm-256color`, `PAGER=cat` and `GIT_PAGER=cat` unless
     ///   [`env`](Self::env) sets them ([`AGENT_ENV`](crate::terminal::AGENT_ENV));
-    /// - kills climb `SIGHUP` → `SIGTERM` → `SIGKILL`, each rung waiting for
-    ///   the whole tree;
+    /// - kills send `SIGHUP` and `SIGTERM` together to the whole tree, then
+    ///   `SIGKILL` to whatever is alive when the grace ends;
     /// - [`OutputMode::Separate`] is refused (a terminal has one stream).
     pub fn pty(mut self, size: PtySize) -> RunSpec {
         self.pty = Some(size);

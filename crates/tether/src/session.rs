@@ -19,10 +19,12 @@
 mod driver;
 mod info;
 pub(crate) mod pattern;
+mod screen;
 pub(crate) mod spawn;
 mod stdin;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -39,12 +41,14 @@ use crate::limits::{LimitHit, LimitReport};
 use crate::output::OutputBuffer;
 use crate::run_spec::CommandLine;
 use crate::session_id::SessionId;
-use crate::terminal::{Emulator, PtySize, Screen, encode_keys};
+use crate::terminal::queries::QueryScan;
+use crate::terminal::{PtySize, Screen, encode_keys};
+use screen::ScreenState;
 
 pub(crate) use driver::{Driver, Owner};
 pub use info::{KillOutcome, KillReason, SessionInfo, SessionState, Stream};
 pub(crate) use stdin::StdinQueue;
-pub use stdin::{DEFAULT_STDIN_QUEUE_LIMIT, QueuedWrite};
+pub use stdin::{ANSWERS_LIMIT, DEFAULT_STDIN_QUEUE_LIMIT, QueuedWrite};
 
 /// A request to a session's driver.
 pub(crate) enum Control {
@@ -92,8 +96,11 @@ pub(crate) struct Shared {
     /// The worst limit the session ran into so far.
     pub limit_hit: Option<LimitHit>,
     pub spill_error: Option<String>,
-    /// A PTY session's screen, fed with every byte of its output.
-    pub screen: Option<Emulator>,
+    /// A PTY session's terminal size now (`None`: pipes).
+    pub pty_size: Option<PtySize>,
+    /// Where the read path's scan for terminal queries stands in the
+    /// output (see `screen.rs`).
+    pub query_scan: QueryScan,
 }
 
 /// One captured stream: its bytes, whether it ended, its newlines.
@@ -163,6 +170,16 @@ pub(crate) struct Session {
     /// A PTY session's master, for resizes and its termios, until the
     /// output reaches EOF (the driver drops it there with the reader).
     pub terminal: Mutex<Option<Pty>>,
+    /// A PTY session's screen: the emulator and how far it has parsed
+    /// the output (see `screen.rs`). `None` for pipes.
+    pub screen: Mutex<Option<ScreenState>>,
+    /// The screen's parsed offset, readable without its lock.
+    pub screen_parsed: AtomicU64,
+    /// A background task is parsing the screen.
+    pub screen_worker: AtomicBool,
+    /// The runtime the session was started on: its writer and screen
+    /// tasks go there, whichever thread (in a runtime or not) asks.
+    pub runtime: tokio::runtime::Handle,
     pub driver: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -185,7 +202,8 @@ impl Session {
         stdin: Option<AsyncWriter>,
         terminal: Option<Pty>,
     ) -> (Arc<Session>, mpsc::UnboundedReceiver<Control>) {
-        let screen = meta.pty.map(Emulator::new);
+        let screen = meta.pty.map(ScreenState::new);
+        let pty_size = meta.pty;
         let (control, requests) = mpsc::unbounded_channel();
         let session = Arc::new(Session {
             id,
@@ -201,7 +219,8 @@ impl Session {
                 descendants_killed: 0,
                 limit_hit: None,
                 spill_error: None,
-                screen,
+                pty_size,
+                query_scan: QueryScan::default(),
             }),
             changed: watch::Sender::new(0),
             control,
@@ -210,6 +229,10 @@ impl Session {
             stdin_writer: tokio::sync::Mutex::new(()),
             stdin_queue: StdinQueue::default(),
             terminal: Mutex::new(terminal),
+            screen: Mutex::new(screen),
+            screen_parsed: AtomicU64::new(0),
+            screen_worker: AtomicBool::new(false),
+            runtime: tokio::runtime::Handle::current(),
             driver: Mutex::new(None),
         });
         (session, requests)
@@ -261,7 +284,8 @@ impl Session {
             stdin_open,
             settled,
             spill_error: s.spill_error.clone(),
-            pty: s.screen.as_ref().map(|e| e.screen().size),
+            pty: s.pty_size,
+            terminal_answers_dropped: self.stdin_queue.answers_dropped(),
         };
         drop(s);
         if !settled {
@@ -290,18 +314,14 @@ impl Session {
         }
     }
 
-    /// The PTY session's screen now.
-    pub(crate) fn screen(&self) -> Result<Screen> {
-        self.shared()
-            .screen
-            .as_ref()
-            .map(Emulator::screen)
-            .ok_or_else(|| self.not_a_terminal())
+    /// The PTY session's screen now (all output read so far parsed).
+    pub(crate) fn screen(self: &Arc<Self>) -> Result<Screen> {
+        self.current_screen().ok_or_else(|| self.not_a_terminal())
     }
 
     /// Resizes the PTY (the foreground group gets `SIGWINCH`) and its
     /// screen.
-    pub(crate) fn resize(&self, size: PtySize) -> Result<()> {
+    pub(crate) fn resize(self: &Arc<Self>, size: PtySize) -> Result<()> {
         if !self.is_terminal() {
             return Err(self.not_a_terminal());
         }
@@ -313,18 +333,19 @@ impl Session {
             });
         };
         pty.resize(size)?;
-        if let Some(screen) = self.shared().screen.as_mut() {
-            screen.resize(size);
-        }
+        // What was printed before is laid out at the old size.
+        let end = self.shared().output.buffer.end_offset();
+        self.with_screen(end, |e| e.resize(size));
+        self.shared().pty_size = Some(size);
         Ok(())
     }
 
     /// The bytes of named keys for this PTY session, in the cursor-key
     /// mode its screen is in now.
-    pub(crate) fn keys<S: AsRef<str>>(&self, keys: &[S]) -> Result<Vec<u8>> {
-        let application = match self.shared().screen.as_ref() {
-            Some(screen) => screen.application_cursor(),
-            None => return Err(self.not_a_terminal()),
+    pub(crate) fn keys<S: AsRef<str>>(self: &Arc<Self>, keys: &[S]) -> Result<Vec<u8>> {
+        let end = self.shared().output.buffer.end_offset();
+        let Some(application) = self.with_screen(end, |e| e.application_cursor()) else {
+            return Err(self.not_a_terminal());
         };
         encode_keys(keys, application)
     }

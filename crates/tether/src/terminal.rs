@@ -30,13 +30,15 @@
 //! (subreaper or PID namespace on Linux, process group and spawn tag on
 //! macOS), and the master reaches end of file (`EIO` on Linux) when the
 //! last process holding the slave is gone — the moment the owner closes
-//! the master, never at a timer. Kills of PTY sessions climb `SIGHUP` →
-//! `SIGTERM` → `SIGKILL`, each rung waiting for the whole tree.
+//! the master, never at a timer. Kills of PTY sessions send `SIGHUP` and
+//! `SIGTERM` together to the whole tree, then `SIGKILL` to whatever is
+//! alive when the grace ends.
 
 mod emulator;
 mod keys;
 mod passthrough;
 mod pty;
+pub(crate) mod queries;
 
 use crate::error::{Error, Result};
 

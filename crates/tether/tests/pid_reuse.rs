@@ -63,6 +63,29 @@ fn spawn_at(pid: u32) -> std::process::Child {
     panic!("could not get pid {pid} again");
 }
 
+/// Waits until no process has `group` as its process group: the setsid
+/// child leaves the old main process's group only when it runs
+/// `setsid(2)`, and until then the id cannot be handed out (under the
+/// load of a whole suite, 50 tries of `spawn_at` in a row got other pids).
+/// Bounded far above the microseconds that takes.
+fn group_gone(group: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let in_group = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .any(|pid| tether::sys::process(pid).is_ok_and(|p| p.pgrp == group))
+    };
+    while in_group() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "group {group} never emptied"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Whether `child` is still running after a bound of 200 ms, watched on a
 /// pidfd. A SIGKILL is delivered before `kill(2)` returns, so any stray one
 /// would show long before the bound.
@@ -110,6 +133,7 @@ fn inner_pid_reuse() {
         .unwrap();
     let main_pid = c.id();
     c.wait().unwrap();
+    group_gone(main_pid);
     let mut outsider = spawn_at(main_pid);
     c.signal_group(libc::SIGKILL).unwrap();
     c.signal(libc::SIGTERM).unwrap();

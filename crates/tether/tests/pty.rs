@@ -167,11 +167,11 @@ fn dropping_the_child_kills_the_tree() {
 }
 
 #[test]
-fn hangup_then_term_then_kill_each_wait_for_the_whole_tree() {
+fn hangup_and_term_go_together_then_kill_waits_for_the_whole_tree() {
     // One process ignores HUP only (dies at TERM), one ignores both (dies
-    // at KILL); the leader dies at HUP. Each rung must wait for the tree,
-    // not the leader: the TERM- and KILL-only processes prove both rungs
-    // were sent after the leader was gone.
+    // at KILL); the leader dies at HUP, the first of the two signals sent
+    // together. The KILL must wait for the tree, not the leader: the
+    // KILL-only process proves it was sent after the leader was gone.
     let guard = TagGuard::new("pty-ladder");
     let script = "(trap '' HUP; exec sleep 1000) & (trap '' HUP TERM; while :; do sleep 1; done) & \
                   echo ready; exec sleep 1000";

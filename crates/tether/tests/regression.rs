@@ -245,6 +245,34 @@ fn pidns_session_finishes_when_its_init_dies_by_sigkill() {
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
 
+/// A PID-namespace command that exited by itself was reported killed by
+/// `SIGKILL` about one run in ten (32 of 300 `tether run --containment
+/// pidns`): the namespace init reports the command's end and then exits,
+/// and a keeper that reaped the init before reading the report took the
+/// exit for the namespace dying from outside. Fails before the fix (a
+/// handful of the 200 runs say signal 9).
+#[test]
+fn a_pidns_command_that_exits_by_itself_is_never_reported_killed() {
+    if !tether_testkit::require_root("pid namespace containment") {
+        return;
+    }
+    let guard = TagGuard::new("regression-pidns-exit-report");
+    let mut wrong = Vec::new();
+    for _ in 0..200 {
+        let status = tether::Command::new("/bin/sh")
+            .args(["-c", "exit 3"])
+            .env(TAG_VAR, guard.tag())
+            .containment(tether::ContainmentPolicy::PidNamespace)
+            .status()
+            .unwrap();
+        if status.code() != Some(3) {
+            wrong.push(format!("{status:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} of 200 runs: {wrong:?}", wrong.len());
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
 /// Keeper review, fix 2: the PID-namespace init held the command's stdio
 /// pipes open, so output never reached EOF while a kept descendant (which
 /// had redirected its own output) lived.
@@ -413,6 +441,67 @@ fn descendants_killed_counts_every_member_alive_when_the_kill_began() {
         assert_eq!(status.descendants_killed(), 5, "round {round}: {status:?}");
         assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
     }
+}
+
+/// Issue 20 item 2: a PTY session's kill sent `SIGHUP`, waited the whole
+/// grace for a member that ignores it (`nohup`, a shell's `trap '' HUP`),
+/// and only then `SIGTERM`: 2 s (the default grace) for a tree that would
+/// have ended at once. `SIGHUP` and `SIGTERM` now go together.
+#[test]
+fn a_pty_kill_sends_hangup_and_term_together() {
+    use std::io::Read;
+    let guard = TagGuard::new("regression-pty-hup-term");
+    let script = "(trap '' HUP; trap 'echo got-term; exit 0' TERM; \
+                  while :; do sleep 1; done) & echo ready; exec sleep 1000";
+    let mut child = tether::Command::new("/bin/sh")
+        .args(["-c", script])
+        .env(TAG_VAR, guard.tag())
+        .grace(Duration::from_secs(300))
+        .pty(tether::terminal::PtySize::default())
+        .spawn()
+        .unwrap();
+    let mut pty = child.pty.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        while let Ok(n) = pty.read(&mut buf) {
+            if n == 0
+                || lines
+                    .send(String::from_utf8_lossy(&buf[..n]).into())
+                    .is_err()
+            {
+                break;
+            }
+        }
+    });
+    // Bounded far above the milliseconds these take: a hang fails.
+    let bound = Duration::from_secs(30);
+    let mut output = String::new();
+    let mut wait_for = |text: &str| {
+        while !output.contains(text) {
+            match seen.recv_timeout(bound) {
+                Ok(more) => output.push_str(&more),
+                Err(_) => return false,
+            }
+        }
+        true
+    };
+    assert!(wait_for("ready"), "the fixture never got ready");
+    // The main sleep, the subshell, its sleep.
+    assert!(tether_testkit::wait_for_count(guard.tag(), 3, bound) >= 3);
+    let killer = std::thread::spawn(move || {
+        child.kill().unwrap();
+        child.wait().unwrap()
+    });
+    // The old ladder sent SIGTERM when the grace (300 s) ended; the bound
+    // (30 s) is far above the milliseconds it takes now.
+    assert!(
+        wait_for("got-term"),
+        "SIGTERM did not come with SIGHUP: {output:?}"
+    );
+    let status = killer.join().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGHUP), "{status:?}");
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
 
 /// Issue 16 item 5: a spill file that could not be written (its file

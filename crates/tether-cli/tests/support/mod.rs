@@ -49,6 +49,53 @@ pub fn tether_path() -> std::path::PathBuf {
         .map_or_else(|| env!("CARGO_BIN_EXE_tether").into(), Into::into)
 }
 
+/// `tether` run as `uid` (its gid the same), from `/`, at a path that
+/// user can execute: the build's own binary may sit below a directory only
+/// its owner can enter (a checkout in a `mktemp -d` directory, or under
+/// `/root`), where the exec fails with `EACCES`, and so would a working
+/// directory inside it ("bad working directory"). The binary is hard-linked
+/// (copied across file systems) once per build into a directory of its
+/// own in the system's temp dir, named after the build's inode, and reused.
+/// No `TETHER_HOME`: the caller gives the user a home it can write.
+pub fn tether_as(uid: u32) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(tether_path_for_anyone());
+    cmd.current_dir("/").uid(uid).gid(uid);
+    cmd
+}
+
+/// See [`tether_as`].
+pub fn tether_path_for_anyone() -> std::path::PathBuf {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let built = tether_path();
+        let meta = std::fs::metadata(&built).expect("the tether binary");
+        let dir = std::env::temp_dir().join(format!(
+            "tether-test-bin.{}.{}.{}",
+            meta.dev(),
+            meta.ino(),
+            meta.mtime()
+        ));
+        let path = dir.join("tether");
+        if !path.exists() {
+            std::fs::create_dir_all(&dir).expect("a directory for the binary");
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod 755");
+            // Another test binary may race us to it: link or copy under a
+            // name of our own, then rename into place (atomic).
+            let partial = dir.join(format!("tether.{}", std::process::id()));
+            let _ = std::fs::remove_file(&partial);
+            if std::fs::hard_link(&built, &partial).is_err() {
+                std::fs::copy(&built, &partial).expect("copy the tether binary");
+            }
+            std::fs::rename(&partial, &path).expect("the binary in place");
+        }
+        path
+    })
+    .clone()
+}
+
 /// A program that is `tether mcp`, for MCP clients that take one program
 /// path (the Python and TypeScript suites' `TETHER_MCP_CMD`): a script in
 /// `dir` that `exec`s this build's `tether mcp` with its arguments, so the

@@ -10,7 +10,7 @@
 //!   be a real directory (not a symbolic link) owned by the effective uid
 //!   and not writable by group or others — otherwise tether refuses it,
 //!   saying what to do. Read or search bits for group or others are taken
-//!   away (0700, as the README promises).
+//!   away (0700, as docs/security.md promises).
 //! - `ledger.db`, its `-wal` and `-shm` and `ledger.lock`, where they
 //!   exist, must be regular files (not links) owned by the effective uid
 //!   and not writable by group or others; bits for group or others are

@@ -73,6 +73,54 @@ fn raw_read(pipe_size: Option<usize>) -> Duration {
     start.elapsed()
 }
 
+/// The baseline plus the writes a spill file gets, outside tether: the
+/// same read loop (256 KiB pipe, as the registry's), and the first
+/// `spill` bytes written to a fresh nameless file in `dir` in 1 MiB
+/// `pwrite`s at increasing offsets — what a session's spill does with a
+/// 1 MiB ring. Shows what fresh page-cache pages cost on this machine.
+fn raw_read_spilling(dir: &std::path::Path, spill: u64) -> Duration {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let start = Instant::now();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
+        .expect("a nameless file in the spill directory");
+    let mut child = std::process::Command::new("head")
+        .args(["-c", &GIB.to_string(), "/dev/zero"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn head");
+    let mut out = child.stdout.take().unwrap();
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fcntl(F_SETPIPE_SZ) on a pipe we own; no memory passed.
+        unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, 256 << 10) };
+    }
+    let mut buf = vec![0u8; 256 << 10];
+    let mut staged: Vec<u8> = Vec::with_capacity(1 << 20);
+    let (mut total, mut written) = (0u64, 0u64);
+    loop {
+        let n = out.read(&mut buf).expect("read");
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if written < spill {
+            staged.extend_from_slice(&buf[..n]);
+            if staged.len() >= 1 << 20 {
+                file.write_all_at(&staged, written).expect("spill write");
+                written += staged.len() as u64;
+                staged.clear();
+            }
+        }
+    }
+    child.wait().expect("wait");
+    assert_eq!(total, GIB);
+    start.elapsed()
+}
+
 /// The same through a registry session (default buffers: 1 MiB ring,
 /// 256 MiB spill file), until the session is settled.
 fn captured(rt: &tokio::runtime::Runtime, registry: &Registry, spill_cap: u64) -> Duration {
@@ -96,17 +144,32 @@ fn captured(rt: &tokio::runtime::Runtime, registry: &Registry, spill_cap: u64) -
 fn throughput(rt: &tokio::runtime::Runtime) {
     let _guard = rt.enter();
     let registry = Registry::new(RegistryConfig::default());
-    let (mut raw, mut raw_big, mut spill, mut ring) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Where the registry makes its spill files (its default).
+    let spill_dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    let (mut raw, mut raw_big, mut spill, mut ring, mut raw_spill) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
         raw.push(raw_read(None));
         raw_big.push(raw_read(Some(256 << 10)));
+        raw_spill.push(raw_read_spilling(
+            &spill_dir,
+            tether::output::DEFAULT_SPILL_CAP,
+        ));
         spill.push(captured(rt, &registry, tether::output::DEFAULT_SPILL_CAP));
         ring.push(captured(rt, &registry, 0));
     }
     let gibps = |d: Duration| 1.0 / d.as_secs_f64();
     let ratio = |base: Duration, d: Duration| base.as_secs_f64() / d.as_secs_f64();
-    let (raw, raw_big, spill, ring) = (median(raw), median(raw_big), median(spill), median(ring));
+    let (raw, raw_big, spill, ring, raw_spill) = (
+        median(raw),
+        median(raw_big),
+        median(spill),
+        median(ring),
+        median(raw_spill),
+    );
     println!(
         "capture 1 GiB: raw read loop {:.2} GiB/s (64 KiB pipe), {:.2} GiB/s (256 KiB pipe, as the registry's)",
         gibps(raw),
@@ -123,6 +186,13 @@ fn throughput(rt: &tokio::runtime::Runtime) {
         gibps(spill),
         ratio(raw, spill),
         ratio(raw_big, spill)
+    );
+    println!(
+        "  the same writes outside tether (raw 256 KiB loop + 256 MiB in 1 MiB pwrites to a fresh file in {}): {:.2} GiB/s = {:.2} × raw 256 KiB; the registry with its spill file = {:.2} × this",
+        spill_dir.display(),
+        gibps(raw_spill),
+        ratio(raw_big, raw_spill),
+        ratio(raw_spill, spill)
     );
 }
 

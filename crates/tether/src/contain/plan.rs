@@ -23,7 +23,8 @@ pub(crate) struct SpawnPlan {
     pub cwd: Option<PathBuf>,
     pub containment: ContainmentPolicy,
     pub leftovers: Leftovers,
-    /// Time a kill waits at each rung of its ladder.
+    /// How long a kill waits after its gentle signals before the forced
+    /// end (an upper bound: the kill ends when the tree is empty).
     pub grace: Duration,
     pub timeout: Option<Duration>,
     /// Unix: a new session (`setsid`), not only a new process group.
@@ -51,13 +52,14 @@ pub(crate) enum Ladder {
     /// A polite request to end (Unix `SIGTERM`; Windows `CTRL_BREAK_EVENT`).
     #[default]
     Standard,
-    /// What hanging up a terminal does, then a polite request (Unix
-    /// `SIGHUP`, then `SIGTERM`), one grace apart: the ladder of PTY
-    /// sessions. Programs on a terminal treat a hang-up as "the user is
-    /// gone" (shells pass it on to their jobs), which a plain `SIGTERM`
-    /// to an interactive shell is not (`sh -i` ignores it).
+    /// What hanging up a terminal does, and a polite request (Unix
+    /// `SIGHUP` and `SIGTERM` together, as systemd's `SendSIGHUP` does):
+    /// the ladder of PTY sessions. Programs on a terminal treat a hang-up
+    /// as "the user is gone" (shells pass it on to their jobs), which a
+    /// plain `SIGTERM` to an interactive shell is not (`sh -i` ignores
+    /// it); a `nohup` process ignores the hang-up and ends on `SIGTERM`.
     Terminal,
-    /// Unix: these signals, one grace apart.
+    /// Unix: these signals, all at once.
     #[cfg_attr(not(unix), allow(dead_code))]
     Signals(Vec<i32>),
 }

@@ -571,7 +571,9 @@ async fn read_ready(session: &Arc<Session>, pipe: Option<&Pipe>) -> io::Result<R
 
 /// Up to `max_reads` non-blocking reads into the session's buffer (and a
 /// PTY session's screen, whose answers to terminal queries go back to the
-/// command through its stdin).
+/// command through its stdin: a program that asked waits for them, and
+/// nobody else is attached to answer; in order with other input, bounded
+/// like it — see `stdin.rs`).
 fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result<ReadStatus> {
     thread_local! {
         // One read buffer per worker thread, not per session: an idle
@@ -592,6 +594,10 @@ fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result
                 }
                 Some(n) => {
                     status.bytes += n;
+                    let terminal = session.is_terminal();
+                    if terminal {
+                        keep_screen_close(session, n);
+                    }
                     let lines = count_newlines(&buf[..n]);
                     let mut guard = session.shared();
                     let shared = &mut *guard;
@@ -599,14 +605,27 @@ fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result
                         .stream_mut(pipe.stream)
                         .expect("every pipe has its stream");
                     captured.lines += lines;
+                    let start = captured.buffer.end_offset();
                     if let Err(e) = captured.buffer.append(&buf[..n]) {
                         shared.spill_error.get_or_insert_with(|| e.to_string());
                     }
-                    if let Some(screen) = shared.screen.as_mut() {
-                        screen.feed(&buf[..n]);
-                        let replies = screen.take_replies();
-                        drop(guard);
-                        answer(session, replies);
+                    if !terminal {
+                        continue;
+                    }
+                    // The last query in what was read: the screen is parsed
+                    // up to its end (and every query before it answered).
+                    let mut at = 0;
+                    let mut query_end = None;
+                    while let Some(end) = shared.query_scan.next_query_end(&buf[at..n]) {
+                        at += end;
+                        query_end = Some(start + at as u64);
+                    }
+                    drop(guard);
+                    match query_end {
+                        Some(upto) => {
+                            session.with_screen(upto, |_| ());
+                        }
+                        None => session.parse_behind(start + n as u64),
                     }
                 }
                 None => {
@@ -619,18 +638,25 @@ fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result
     })
 }
 
-/// Writes a PTY program the answers to its terminal queries (cursor
-/// position, device attributes): a program that asked waits for them, and
-/// nobody else is attached to answer. In order with other input (the
-/// session's writes are serialised); lost only if the terminal is gone.
-fn answer(session: &Arc<Session>, replies: Vec<u8>) {
-    if replies.is_empty() {
-        return;
+/// Parses a PTY session's screen now, before `more` bytes of output are
+/// appended, if they would push bytes it has not parsed out of the
+/// session's buffer, or if [`BATCH`](super::screen::BATCH) bytes wait
+/// already (the background parse fell behind: a look at the screen must
+/// never have more than that to catch up on, and a program that prints
+/// faster than the screen is built is read no faster than that — as a
+/// terminal reads no faster than it draws).
+fn keep_screen_close(session: &Arc<Session>, more: usize) {
+    let parsed = session
+        .screen_parsed
+        .load(std::sync::atomic::Ordering::SeqCst);
+    let (keeps, end) = {
+        let shared = session.shared();
+        let buffer = &shared.output.buffer;
+        (buffer.keeps(parsed, more), buffer.end_offset())
+    };
+    if !keeps || end.saturating_sub(parsed) >= super::screen::BATCH {
+        session.with_screen(end, |_| ());
     }
-    let session = Arc::clone(session);
-    tokio::spawn(async move {
-        let _ = session.write_stdin(&replies).await;
-    });
 }
 
 /// Newlines in `bytes`, for the line counts progress reports show. Summed

@@ -146,6 +146,12 @@ pub struct SessionInfo {
     pub spill_error: Option<String>,
     /// The terminal's size now, for a PTY session (`None`: pipes).
     pub pty: Option<PtySize>,
+    /// Terminal queries of a PTY session's program (cursor position,
+    /// device attributes, …) whose answers were dropped: more than
+    /// [`ANSWERS_LIMIT`](crate::registry::ANSWERS_LIMIT) bytes of answers
+    /// waited for a program not reading its input, as a terminal's input
+    /// buffer overflows — or its input was closed. 0 for pipes.
+    pub terminal_answers_dropped: u64,
 }
 
 impl SessionInfo {

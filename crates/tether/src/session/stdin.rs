@@ -13,10 +13,21 @@
 //!
 //! The writer task holds the session only weakly between writes, so a
 //! session that ends (and is evicted) is freed even while its queue exists.
+//!
+//! A PTY session's answers to its program's terminal queries (cursor
+//! position, device attributes) take the same path, in order with the
+//! caller's writes, under a bound of their own: [`ANSWERS_LIMIT`] bytes
+//! queued and not yet written, as a terminal's own input buffer is
+//! bounded. A program that asks faster than it reads its input loses the
+//! answers beyond that, counted in
+//! [`SessionInfo::terminal_answers_dropped`](crate::registry::SessionInfo::terminal_answers_dropped).
+//! Before, each batch of answers was a task of its own blocked on the
+//! write: a program printing queries in a loop without reading took
+//! `tether mcp` from ~22 MB to 250–285 MB in 30 s (issue 16).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 
@@ -29,12 +40,23 @@ use crate::error::{Error, Result};
 /// 16 MiB of queued, not yet written stdin bytes per session.
 pub const DEFAULT_STDIN_QUEUE_LIMIT: usize = 16 << 20;
 
+/// Answers to terminal queries queued for a PTY session's program and not
+/// yet written, at most: 4 KiB, the size of Linux's own terminal input
+/// buffer (`N_TTY_BUF_SIZE`) — and 4 KiB of unread answers is hundreds of
+/// queries the program never read the answers to.
+pub const ANSWERS_LIMIT: usize = 4 << 10;
+
 /// The queue of one session.
 #[derive(Default)]
 pub(crate) struct StdinQueue {
     state: Mutex<QueueState>,
     /// Bytes queued and not yet written.
     queued: Arc<AtomicUsize>,
+    /// Answer bytes queued and not yet written (at most [`ANSWERS_LIMIT`]).
+    answers: Arc<AtomicUsize>,
+    /// Answers to terminal queries that were never written: the queue of
+    /// answers was full, or stdin was closed.
+    answers_dropped: AtomicU64,
 }
 
 #[derive(Default)]
@@ -50,7 +72,8 @@ struct QueueState {
 struct Pending {
     data: Vec<u8>,
     close: bool,
-    done: oneshot::Sender<Result<()>>,
+    /// Who learns how it went: a caller's write, or nobody (answers).
+    done: Option<oneshot::Sender<Result<()>>>,
 }
 
 /// A write accepted by [`Registry::queue_write`](crate::registry::Registry::queue_write).
@@ -82,6 +105,59 @@ impl StdinQueue {
     /// Bytes queued and not yet written.
     pub(crate) fn queued(&self) -> usize {
         self.queued.load(Ordering::SeqCst)
+    }
+
+    /// Answers to terminal queries dropped so far.
+    pub(crate) fn answers_dropped(&self) -> u64 {
+        self.answers_dropped.load(Ordering::SeqCst)
+    }
+
+    /// Queues the answers to `count` terminal queries, after whatever is
+    /// queued already. Dropped (and counted) when [`ANSWERS_LIMIT`] bytes
+    /// of answers wait already — the program is not reading them — or
+    /// when stdin is closed. Never blocks, never fails.
+    pub(crate) fn push_answers(&self, session: &Arc<Session>, data: Vec<u8>, count: u64) {
+        let mut state = lock(&self.state);
+        let queued = self.answers.load(Ordering::SeqCst);
+        if state.closed
+            || lock(&session.stdin).is_none()
+            || queued.saturating_add(data.len()) > ANSWERS_LIMIT
+        {
+            self.answers_dropped.fetch_add(count, Ordering::SeqCst);
+            return;
+        }
+        let len = data.len();
+        self.answers.fetch_add(len, Ordering::SeqCst);
+        let pending = Pending {
+            data,
+            close: false,
+            done: None,
+        };
+        if self.sender(&mut state, session).send(pending).is_err() {
+            // The writer ended (stdin failed).
+            self.answers.fetch_sub(len, Ordering::SeqCst);
+            self.answers_dropped.fetch_add(count, Ordering::SeqCst);
+            state.closed = true;
+            state.sender = None;
+        }
+    }
+
+    /// The writer task's channel, starting the task on first use.
+    fn sender<'a>(
+        &self,
+        state: &'a mut QueueState,
+        session: &Arc<Session>,
+    ) -> &'a mpsc::UnboundedSender<Pending> {
+        state.sender.get_or_insert_with(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            session.runtime.spawn(write_queue(
+                Arc::downgrade(session),
+                Arc::clone(&self.queued),
+                Arc::clone(&self.answers),
+                receiver,
+            ));
+            sender
+        })
     }
 
     /// Stdin is closed: writes still queued fail, later ones at once.
@@ -122,19 +198,14 @@ impl StdinQueue {
                 limit,
             });
         }
-        let sender = state.sender.get_or_insert_with(|| {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            tokio::spawn(write_queue(
-                Arc::downgrade(session),
-                Arc::clone(&self.queued),
-                receiver,
-            ));
-            sender
-        });
         let (done, answer) = oneshot::channel();
         self.queued.fetch_add(data.len(), Ordering::SeqCst);
-        let pending = Pending { data, close, done };
-        if let Err(mpsc::error::SendError(pending)) = sender.send(pending) {
+        let pending = Pending {
+            data,
+            close,
+            done: Some(done),
+        };
+        if let Err(mpsc::error::SendError(pending)) = self.sender(state, session).send(pending) {
             // The writer ended (stdin failed): refuse like a closed stdin.
             self.queued.fetch_sub(pending.data.len(), Ordering::SeqCst);
             state.closed = true;
@@ -155,6 +226,7 @@ impl StdinQueue {
 async fn write_queue(
     session: Weak<Session>,
     queued: Arc<AtomicUsize>,
+    answers: Arc<AtomicUsize>,
     mut receiver: mpsc::UnboundedReceiver<Pending>,
 ) {
     let mut failed = false;
@@ -185,7 +257,14 @@ async fn write_queue(
                 result
             }
         };
-        queued.fetch_sub(pending.data.len(), Ordering::SeqCst);
-        let _ = pending.done.send(result);
+        match pending.done {
+            Some(done) => {
+                queued.fetch_sub(pending.data.len(), Ordering::SeqCst);
+                let _ = done.send(result);
+            }
+            None => {
+                answers.fetch_sub(pending.data.len(), Ordering::SeqCst);
+            }
+        }
     }
 }

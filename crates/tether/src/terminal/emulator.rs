@@ -76,6 +76,8 @@ impl Screen {
 #[derive(Default)]
 struct Answers {
     replies: Vec<u8>,
+    /// Queries answered in `replies`.
+    count: u64,
 }
 
 impl vt100::Callbacks for Answers {
@@ -102,6 +104,7 @@ impl vt100::Callbacks for Answers {
             _ => return,
         };
         self.replies.extend_from_slice(reply.as_bytes());
+        self.count += 1;
     }
 }
 
@@ -155,13 +158,26 @@ impl Emulator {
 
     /// The answers owed to the program, in the order it asked.
     pub fn take_replies(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.parser.callbacks_mut().replies)
+        self.take_answers().0
+    }
+
+    /// The answers owed to the program, and how many queries they answer.
+    pub(crate) fn take_answers(&mut self) -> (Vec<u8>, u64) {
+        let answers = self.parser.callbacks_mut();
+        let count = std::mem::take(&mut answers.count);
+        (std::mem::take(&mut answers.replies), count)
     }
 
     /// Changes the size (as the terminal's window did).
     pub fn resize(&mut self, size: PtySize) {
         self.parser
             .set_size(nonzero(size.rows()), nonzero(size.cols()));
+    }
+
+    /// The terminal's size.
+    pub fn size(&self) -> PtySize {
+        let (rows, cols) = self.parser.screen().size();
+        PtySize::clamped(rows.get(), cols.get())
     }
 
     /// Whether cursor keys are in application mode (DECCKM).

@@ -252,6 +252,43 @@ async fn cursor_and_device_queries_are_answered() {
     );
 }
 
+/// Megabytes of output, then a question: the screen is built off the
+/// read path, from the buffer, yet the answer must take every byte
+/// before the query into account.
+const ASKS_AFTER_A_FLOOD: &str = r#"
+import os, sys, termios, tty
+old = termios.tcgetattr(0)
+tty.setraw(0)
+line = b"x" * 100 + b"\r\n"
+for _ in range(60000):
+    os.write(1, line)
+os.write(1, b"tail")
+os.write(1, b"\x1b[6n")
+reply = b""
+while not reply.endswith(b"R"):
+    reply += os.read(0, 1)
+termios.tcsetattr(0, termios.TCSADRAIN, old)
+print("\ncpr=%r" % reply)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_after_megabytes_of_output_is_answered_with_the_exact_cursor() {
+    let guard = TagGuard::new("registry-pty-flood-query");
+    let registry = registry();
+    let spec = RunSpec::argv(["python3", "-c", ASKS_AFTER_A_FLOOD])
+        .env(TAG_VAR, guard.tag())
+        .pty(PtySize::default());
+    let id = registry.run(spec).await.unwrap();
+    // Bounded: without an answer the program would wait forever.
+    let info = settled(&registry, id.as_str()).await;
+    assert_eq!(info.exit.unwrap().code(), Some(0));
+    assert!(info.output_bytes > 6_000_000, "{}", info.output_bytes);
+    // 6 MB of full lines scrolled the screen: "tail" is on its last row
+    // (30 of the default 30×120), the cursor after it.
+    let out = text(&registry, id.as_str());
+    assert!(out.contains(r"cpr=b'\x1b[30;5R'"), "{out:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_screen_shows_what_was_drawn_where() {
     let registry = registry();

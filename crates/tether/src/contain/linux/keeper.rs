@@ -13,7 +13,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::pidfd::Pidfd;
-use super::procfs::{children_of, read_stat};
+use super::procfs::{children_of_process, read_stat};
 use crate::contain::Termination;
 use crate::containment::Containment;
 
@@ -102,13 +102,21 @@ impl Member {
 /// Every live process of the session, each pinned by a pidfd and verified
 /// to be a descendant of the keeper *after* the pidfd was opened — so a pid
 /// recycled between listing and opening is skipped.
-pub(crate) fn members(_scope: &TreeScope<'_>) -> Vec<Member> {
+pub(crate) fn members(scope: &TreeScope<'_>) -> Vec<Member> {
+    walk(scope, |_| {})
+}
+
+/// [`members`], calling `visit` with each as soon as its own children are
+/// listed (and pinned): whatever `visit` does to it — kill it — its
+/// children, which the kernel then hands to the keeper, are already known.
+pub(crate) fn walk(_scope: &TreeScope<'_>, mut visit: impl FnMut(&Member)) -> Vec<Member> {
     let me = std::process::id();
     let mut known: HashSet<u32> = HashSet::from([me]);
-    let mut frontier = vec![me];
-    let mut members = Vec::new();
-    while let Some(parent) = frontier.pop() {
-        for pid in children_of(parent) {
+    // (pid, threads, index in `members`): the keeper is single-threaded.
+    let mut frontier = vec![(me, 1, None)];
+    let mut members: Vec<Member> = Vec::new();
+    while let Some((parent, threads, index)) = frontier.pop() {
+        for pid in children_of_process(parent, threads) {
             if known.contains(&pid) {
                 continue;
             }
@@ -120,12 +128,15 @@ pub(crate) fn members(_scope: &TreeScope<'_>) -> Vec<Member> {
                 continue;
             }
             known.insert(pid);
-            frontier.push(pid);
+            frontier.push((pid, stat.threads, Some(members.len())));
             members.push(Member {
                 pid,
                 pgrp: stat.pgrp,
                 pidfd,
             });
+        }
+        if let Some(index) = index {
+            visit(&members[index]);
         }
     }
     members

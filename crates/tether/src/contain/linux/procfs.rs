@@ -76,6 +76,47 @@ pub(crate) fn boot_id() -> &'static str {
     })
 }
 
+/// The direct children of `pid`, which had `threads` threads when its
+/// `stat` was read. A single-threaded process has one `children` file,
+/// read at its known path (open, read, close: three syscalls, where
+/// listing `task/` first costs eight — the keeper reads this for every
+/// member of a tree it kills, ~100 of them in the owner-death bench).
+/// A thread started since then forks children this read misses; the
+/// caller's next walk finds them, as it finds any process forked during
+/// one. Missing process → empty.
+pub(crate) fn children_of_process(pid: u32, threads: u32) -> Vec<u32> {
+    if threads != 1 {
+        return children_of(pid);
+    }
+    let mut out = Vec::new();
+    let Ok(mut file) = File::open(format!("/proc/{pid}/task/{pid}/children")) else {
+        return out;
+    };
+    let mut buf = [0u8; 4096];
+    // Pids are separated by spaces; one may straddle two reads.
+    let mut carry: u32 = 0;
+    let mut in_number = false;
+    while let Ok(n) = file.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        for &b in &buf[..n] {
+            if b.is_ascii_digit() {
+                carry = carry.saturating_mul(10).saturating_add(u32::from(b - b'0'));
+                in_number = true;
+            } else if in_number {
+                out.push(carry);
+                carry = 0;
+                in_number = false;
+            }
+        }
+    }
+    if in_number {
+        out.push(carry);
+    }
+    out
+}
+
 /// The direct children of `pid` (all its threads), from
 /// `/proc/<pid>/task/*/children`. Missing process → empty.
 pub(crate) fn children_of(pid: u32) -> Vec<u32> {

@@ -186,6 +186,16 @@ pub(crate) fn members(scope: &TreeScope<'_>) -> Vec<Member> {
     }
 }
 
+/// [`members`], calling `visit` with each (on macOS after the one scan
+/// that lists them all).
+pub(crate) fn walk(scope: &TreeScope<'_>, mut visit: impl FnMut(&Member)) -> Vec<Member> {
+    let members = members(scope);
+    for member in &members {
+        visit(member);
+    }
+    members
+}
+
 /// Whether the tree is over: no live member, and no child of the keeper
 /// but the main process's zombie — which is reaped now, since nothing is
 /// left that its pid must keep naming. `false` when the process table

@@ -50,9 +50,13 @@ pub trait ChildExt {
     /// As [`signal`](ChildExt::signal).
     fn signal_group(&self, signal: i32) -> Result<()>;
 
-    /// Forwards `signal` to the process group, then kills the whole tree
-    /// after the grace unless it ended by itself: how `tether run` passes
-    /// on SIGINT, SIGTERM and SIGHUP.
+    /// Forwards `signal`, then kills the whole tree after the grace unless
+    /// it ended by itself: how `tether run` passes on SIGINT, SIGTERM and
+    /// SIGHUP. `SIGINT` and `SIGQUIT` (a terminal's keys reach only its
+    /// foreground job) go to the main process's process group; any other
+    /// signal to every process of the tree at once. When the main process
+    /// exits, what it left behind gets the kill's gentle signals at once
+    /// (it does not wait for the grace).
     ///
     /// # Errors
     /// As [`signal`](ChildExt::signal).
@@ -93,10 +97,11 @@ pub trait CommandExt {
     /// own process group (default: its own group).
     fn new_session(&mut self, yes: bool) -> &mut Command;
 
-    /// The signals a kill sends before `SIGKILL`, one grace apart (default
-    /// `[SIGTERM]`; PTY sessions `[SIGHUP, SIGTERM]`). Each waits for the
-    /// whole tree, not just the main process. An empty list makes
-    /// `SIGKILL` the first rung.
+    /// The signals a kill sends first (default `[SIGTERM]`; PTY sessions
+    /// `[SIGHUP, SIGTERM]`): all of them, in this order, to every process
+    /// of the tree at once; `SIGKILL` follows for whatever is still alive
+    /// when the grace ends. The kill is over as soon as the tree is empty.
+    /// An empty list: `SIGKILL` at once.
     ///
     /// ```standalone_crate
     /// # #[cfg(unix)]

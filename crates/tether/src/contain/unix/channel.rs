@@ -36,10 +36,22 @@ pub(crate) fn recv_into(
     sock: BorrowedFd<'_>,
     frames: &mut FrameBuffer,
 ) -> io::Result<(usize, Vec<OwnedFd>)> {
-    let mut buf = vec![0u8; 64 * 1024];
+    thread_local! {
+        // One receive buffer per thread, not a fresh (zeroed) 64 KiB per
+        // message: a spawn and its end are four messages.
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 64 * 1024]);
+    }
+    BUF.with_borrow_mut(|buf| recv_with(sock, frames, buf))
+}
+
+fn recv_with(
+    sock: BorrowedFd<'_>,
+    frames: &mut FrameBuffer,
+    buf: &mut [u8],
+) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut space = nix::cmsg_space!([RawFd; 8]);
     loop {
-        let mut iov = [IoSliceMut::new(&mut buf)];
+        let mut iov = [IoSliceMut::new(buf)];
         let result = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), os::RECV_FLAGS);
         let msg = match result {
             Ok(msg) => msg,

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::channel::{recv_into, send_frame};
 use super::fork::{Lifeline, PerProcess, created_here};
+use super::keeper::DEBUG_VAR;
 use super::keeper_entry::KEEPER_ARG;
 use super::protocol::{Event, FrameBuffer, Request};
 use crate::error::{Error, Result};
@@ -86,13 +87,17 @@ pub(crate) struct KeeperLink {
     /// link is inert too: its socket was pointed at `/dev/null` at the fork
     /// (see `fork.rs`), and the tree is the parent's to end.
     owner: u32,
+    /// The keeper was told to go (its tree is empty); it is reaped when
+    /// the link is dropped.
+    draining: bool,
 }
 
 impl KeeperLink {
     /// Starts a keeper. Its stdin is its end of the socket; it inherits
     /// nothing else (stdout/stderr are /dev/null unless
     /// `TETHER_KEEPER_DEBUG` is set) and carries `keeper_tag` as its spawn
-    /// tag. No `pre_exec`: the owner stays on std's posix_spawn path.
+    /// tag (and `TETHER_KEEPER_DEBUG`, when the owner has it, which makes
+    /// it report each kill's phases). No `pre_exec`: the owner stays on std's posix_spawn path.
     ///
     /// The keeper gets a process group of its own from its first
     /// instruction (`POSIX_SPAWN_SETPGROUP`): a signal aimed at the owner's
@@ -108,11 +113,16 @@ impl KeeperLink {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
         crate::contain::os::prepare_socket(&ours);
         crate::contain::os::prepare_socket(&theirs);
-        let debug = std::env::var_os("TETHER_KEEPER_DEBUG").is_some();
-        let process = std::process::Command::new(keeper)
+        let debug = std::env::var_os(DEBUG_VAR).is_some();
+        let mut command = std::process::Command::new(keeper);
+        command
             .arg(KEEPER_ARG)
             .env_clear()
-            .env(crate::spawn_tag::SPAWN_TAG_VAR, keeper_tag)
+            .env(crate::spawn_tag::SPAWN_TAG_VAR, keeper_tag);
+        if debug {
+            command.env(DEBUG_VAR, "1");
+        }
+        let process = command
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
             .stderr(if debug {
@@ -136,6 +146,7 @@ impl KeeperLink {
             path: keeper.to_owned(),
             detached: false,
             owner,
+            draining: false,
         })
     }
 
@@ -167,6 +178,7 @@ impl KeeperLink {
             path: self.path.clone(),
             detached: false,
             owner: self.owner,
+            draining: false,
         })
     }
 
@@ -248,6 +260,18 @@ impl KeeperLink {
         self.process.as_ref().map(|p| p.id())
     }
 
+    /// Tells a keeper whose tree is empty to go (EOF), without waiting for
+    /// it: it exits while the owner goes on (a `tether run` records the
+    /// end in the ledger meanwhile), and is reaped when the link is
+    /// dropped — by then, normally, without a wait.
+    pub(crate) fn finish(&mut self) {
+        if self.detached || !created_here(self.owner) {
+            return;
+        }
+        shutdown(&self.sock);
+        self.draining = true;
+    }
+
     /// Waits for the keeper process to exit and reaps it. Call once the
     /// keeper said its last word (or the socket hit EOF). Once this
     /// returns, everything the keeper's exit reparented has been
@@ -275,7 +299,14 @@ impl Drop for KeeperLink {
         }
         shutdown(&self.sock);
         if let Some(process) = self.process.take() {
-            reaper().send(process);
+            if self.draining {
+                // Its tree is empty and it was told to go a while ago:
+                // reap it here rather than hand it to the reaper thread
+                // (and start one, in a one-shot `tether run`).
+                reap_child(process);
+            } else {
+                reaper().send(process);
+            }
         }
     }
 }

@@ -30,9 +30,9 @@ pub(crate) enum Scope {
     Tree,
 }
 
-/// One rung of a kill ladder: a signal for `scope`, then up to the grace
-/// for the whole tree to be gone before the next rung. `SIGKILL` rounds
-/// always follow the last rung.
+/// One gentle signal of a kill, for `scope`. A kill sends all of its
+/// rungs' signals at once; `SIGKILL` rounds follow for whatever is alive
+/// when the grace ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Rung {
     pub signal: i32,
@@ -175,9 +175,9 @@ pub(crate) enum Request {
     Spawn(Box<SpawnSpec>),
     /// Deliver a signal.
     Signal { signal: i32, scope: Scope },
-    /// Climb `ladder` (the spawn's own when empty), `grace_ms` per rung,
-    /// then SIGKILL the whole tree until it is empty. Answered by
-    /// `TreeEmpty` or `KillFailed`.
+    /// Send the signals of `ladder` (the spawn's own when empty) at once,
+    /// then SIGKILL whatever of the tree is alive `grace_ms` later, until
+    /// it is empty. Answered by `TreeEmpty` or `KillFailed`.
     Kill { ladder: Vec<Rung>, grace_ms: u64 },
     /// The owner is still here and has seen the keeper stopped: nothing to
     /// do but to be read (the SIGCONT that came with it resumed us).

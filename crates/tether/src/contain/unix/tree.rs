@@ -135,10 +135,10 @@ impl Tree {
                     self.settled = true;
                     // The keeper waits for another command: back to the
                     // warm pool if it wants one (a PID namespace is spent),
-                    // else told to go (EOF) and reaped.
+                    // else told to go (EOF), to be reaped with the link.
                     let reusable = self.containment != Containment::PidNamespace;
                     if !(reusable && super::pool::recycle(&mut self.link)) {
-                        self.link.reap();
+                        self.link.finish();
                     }
                     TreeEvent::Settled { killed, limit_hit }
                 }
@@ -214,8 +214,9 @@ pub(crate) struct TreeHandle {
 }
 
 impl TreeHandle {
-    /// Starts the kill ladder on the whole tree (the command's own ladder,
-    /// `grace` per rung, then SIGKILL) without waiting for it.
+    /// Starts the kill ladder on the whole tree (the command's own gentle
+    /// signals at once, SIGKILL for what is alive `grace` later) without
+    /// waiting for it.
     pub(crate) fn start_kill(&self, grace: Duration) -> Result<()> {
         self.send(&Request::Kill {
             ladder: self.ladder.to_vec(),
@@ -228,14 +229,20 @@ impl TreeHandle {
         self.send(&Request::Signal { signal, scope })
     }
 
-    /// Sends `signal` to the main process's group, then kills the whole
-    /// tree after `grace` unless it ended by itself.
+    /// Passes `signal` on, then kills the whole tree after `grace` unless
+    /// it ended by itself. `SIGINT` and `SIGQUIT` — what a terminal's
+    /// keys send to its foreground job only — go to the main process's
+    /// group; any other signal (`SIGTERM`, `SIGHUP`: the whole program is
+    /// asked to end) to every process of the tree at once, as a kill's
+    /// first rung does. Either way, what the main process leaves when it
+    /// exits gets the session's gentle signals at once.
     pub(crate) fn interrupt(&self, signal: i32, grace: Duration) -> Result<()> {
+        let scope = match signal {
+            libc::SIGINT | libc::SIGQUIT => Scope::Group,
+            _ => Scope::Tree,
+        };
         self.send(&Request::Kill {
-            ladder: vec![Rung {
-                signal,
-                scope: Scope::Group,
-            }],
+            ladder: vec![Rung { signal, scope }],
             grace_ms: millis(grace),
         })
     }

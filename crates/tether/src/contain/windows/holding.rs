@@ -10,7 +10,7 @@
 //! names files only by querying each handle — a call that hangs on some
 //! pipes); the Restart Manager (`RmGetList`) answers the inverse question,
 //! "who holds these files", and is where a future `--holding` for Windows
-//! should go. The README says so. Nothing here is `deleted`: Windows
+//! should go. docs/windows.md says so. Nothing here is `deleted`: Windows
 //! refuses to delete a running image or a directory in use (it can be
 //! renamed, and is then reported under its new name).
 

@@ -1,18 +1,30 @@
-//! The kill ladder: which rung a kill stands on, and how a signal reaches
-//! every process of the tree exactly once.
+//! The kill ladder: where a kill stands, and how a signal reaches every
+//! process of the tree exactly once.
+//!
+//! A kill has two rungs. The *gentle* one sends every signal of the
+//! session's ladder (`SIGTERM`; on a PTY `SIGHUP` and `SIGTERM` together,
+//! as systemd's `SendSIGHUP` does) to every member of the tree at once;
+//! the *forced* one (`SIGKILL`) reaches only what is still alive when the
+//! grace ends. The grace is an upper bound for stragglers, never a wait:
+//! the kill is over the moment the tree is empty (the keeper looks after
+//! every `SIGCHLD` and every [`KILL_SWEEP`]). Before this, the signals of a
+//! PTY's ladder went out one grace apart and the gentle signal reached only
+//! the command's group first: a `nohup` member cost a whole grace (2 s),
+//! and so did a `setsid` child of a `tether run` that was sent `SIGTERM`.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use crate::contain::os::keeper::{Member, SessionCgroups, TreeScope, members};
+use crate::contain::os::keeper::{Member, SessionCgroups, TreeScope, walk};
 use crate::contain::unix::protocol::{Rung, Scope};
 
 /// How long SIGKILL rounds go on before a kill is reported as incomplete
 /// (a process in uninterruptible sleep can ignore SIGKILL for a while).
 pub(super) const VERIFY_WINDOW: Duration = Duration::from_secs(5);
-/// Re-sweep interval once a kill is under way: orphans reparented to the
-/// keeper raise no event, so the keeper looks again at this pace until the
-/// tree is empty (measured: a fork-looping tree empties in ~20 ms).
+/// Re-sweep interval once a kill is under way: processes forked during the
+/// kill raise no event, so the keeper walks the tree again at this pace
+/// (and no faster, however often a dying tree wakes it) until the tree
+/// is empty (measured: a fork-looping tree empties in ~20 ms).
 pub(super) const KILL_SWEEP: Duration = Duration::from_millis(5);
 
 /// Where a kill stands.
@@ -20,17 +32,13 @@ pub(super) const KILL_SWEEP: Duration = Duration::from_millis(5);
 pub(super) enum Ladder {
     /// Nothing is being killed.
     Idle,
-    /// `rungs[index]` went out; the next rung (or SIGKILL) follows at
-    /// `deadline` unless the tree is empty first. Meanwhile processes
-    /// forked after the first sweep get the rung's signal too.
-    Climbing {
-        rungs: Vec<Rung>,
-        index: usize,
-        deadline: Instant,
-        grace: Duration,
-    },
+    /// The gentle signals went out to the whole tree at once; whatever is
+    /// alive at `deadline` gets the forced end. Until then processes that
+    /// join the tree (forked after the first sweep, or reparented to the
+    /// keeper) get the gentle signals too.
+    Gentle { rungs: Vec<Rung>, deadline: Instant },
     /// SIGKILL rounds until the tree is empty or `give_up` passes.
-    Killing { give_up: Instant },
+    Forced { give_up: Instant },
 }
 
 impl Ladder {
@@ -38,8 +46,8 @@ impl Ladder {
     pub(super) fn next_wake(&self, now: Instant) -> Option<Instant> {
         match self {
             Ladder::Idle => None,
-            Ladder::Climbing { deadline, .. } => Some((*deadline).min(now + KILL_SWEEP)),
-            Ladder::Killing { give_up } => Some((*give_up).min(now + KILL_SWEEP)),
+            Ladder::Gentle { deadline, .. } => Some((*deadline).min(now + KILL_SWEEP)),
+            Ladder::Forced { give_up } => Some((*give_up).min(now + KILL_SWEEP)),
         }
     }
 }
@@ -54,27 +62,104 @@ pub(super) struct Delivery<'a> {
     /// The keeper's own child (the command, or the namespace init).
     pub child: u32,
     pub scope: TreeScope<'a>,
-    /// Pids of descendants a kill signalled (the main process excluded).
-    pub signalled: &'a mut HashSet<u32>,
+    /// Which signals each descendant got during this kill (the main
+    /// process excluded), so that no process gets one twice.
+    pub signalled: &'a mut HashSet<(u32, i32)>,
+    /// Signals already sent to the main process's whole group.
+    pub group_signalled: &'a mut HashSet<i32>,
     /// The session's cgroups: with a v2 one, `SIGKILL` to the tree is
     /// `cgroup.kill`.
     pub cgroups: &'a mut SessionCgroups,
 }
 
 impl Delivery<'_> {
-    /// Sends `signal` to `scope`, once per process. A stopped process would
-    /// hold a pending signal forever, so anything but SIGKILL and the stop
-    /// signals is followed by SIGCONT.
+    /// The tree's live members now, each pinned: one walk of the tree.
+    pub(super) fn members(&self) -> Vec<Member> {
+        walk(&self.scope, |_| {})
+    }
+
+    /// Sends every signal of `rungs`, in order, to its scope — the members
+    /// `listed`, all listed before any of these signals went out (so the
+    /// kill's count is exact: a member that dies of the first signal
+    /// cannot take unlisted descendants with it) — once per process; then
+    /// `SIGCONT` where any of them needs it (a stopped process would hold a
+    /// pending signal forever). `SIGKILL` and the stop signals are not
+    /// followed by `SIGCONT`.
     ///
-    /// The main process's group gets one `killpg` while its leader is
-    /// unreaped (the kernel does not reuse the id of a live group leader):
-    /// it reaches the whole group at once, which stops a fork loop in the
-    /// group far faster than a per-process sweep (measured: a fork storm
-    /// dies in ~25 ms with it, ~400 ms without). Members of that group are
-    /// then skipped by the sweep, so no process gets the signal twice.
-    pub(super) fn deliver(&mut self, signal: i32, scope: Scope) {
-        let cont = continues(signal);
+    /// The main process's group first, with one `killpg` per signal while
+    /// its leader is unreaped (the kernel does not reuse the id of a live
+    /// group leader): it reaches the whole group at once, which stops a
+    /// fork loop in the group far faster than a per-process sweep
+    /// (measured: a fork storm dies in ~25 ms with it, ~400 ms without).
+    /// Then every other member through its pidfd, in one pass over the
+    /// list.
+    pub(super) fn deliver(&mut self, rungs: &[Rung], listed: &[Member]) {
+        let (main, child) = (self.main, self.child);
+        // Signals this call sends the whole group: every member listed in
+        // it was reached. (One that joins the group later is not: a fork
+        // does not inherit pending signals. It gets its own.)
+        let mut to_group: Vec<i32> = Vec::new();
+        if let Some(main) = main {
+            for rung in rungs {
+                if self.group_signalled.insert(rung.signal) {
+                    // SAFETY: kill(2) with a negative pid signals a group.
+                    unsafe { libc::kill(-(main as libc::pid_t), rung.signal) };
+                    to_group.push(rung.signal);
+                }
+            }
+            if to_group.iter().any(|&s| continues(s)) {
+                // SAFETY: as above.
+                unsafe { libc::kill(-(main as libc::pid_t), libc::SIGCONT) };
+            }
+        }
+        for member in listed {
+            if Some(member.pid) == main || member.pid == child {
+                continue;
+            }
+            let in_group = Some(member.pgrp) == main;
+            let mut cont = false;
+            for rung in rungs.iter().filter(|r| r.scope == Scope::Tree) {
+                if !self.signalled.insert((member.pid, rung.signal)) {
+                    continue;
+                }
+                if in_group && to_group.contains(&rung.signal) {
+                    continue;
+                }
+                if member.signal(rung.signal) {
+                    cont |= continues(rung.signal);
+                }
+            }
+            if cont {
+                member.signal(libc::SIGCONT);
+            }
+        }
+    }
+
+    /// Sends `signal` to the main process's group and to every member of
+    /// the tree (the forced end: no `SIGCONT`, none is needed; no memory of
+    /// who got it, every round sends it again to whatever is left). With a
+    /// cgroup v2 of the session's own, `SIGKILL` is its `cgroup.kill`.
+    pub(super) fn force(&mut self, signal: i32) {
         let group = self.main;
+        if let Some(main) = group {
+            // SAFETY: kill(2) with a negative pid signals a group.
+            unsafe { libc::kill(-(main as libc::pid_t), signal) };
+        }
+        if signal == libc::SIGKILL && self.cgroup_killed() {
+            return;
+        }
+        walk(&self.scope, |member| {
+            if Some(member.pgrp) != group {
+                member.signal(signal);
+            }
+        });
+    }
+
+    /// Sends one signal to the main process's group now, outside any kill
+    /// (a `Signal` request), and to the rest of the tree if `scope` says.
+    pub(super) fn signal_now(&mut self, signal: i32, scope: Scope) {
+        let group = self.main;
+        let cont = continues(signal);
         if let Some(main) = group {
             // SAFETY: kill(2) with a negative pid signals a group.
             unsafe { libc::kill(-(main as libc::pid_t), signal) };
@@ -86,51 +171,29 @@ impl Delivery<'_> {
         if scope == Scope::Group {
             return;
         }
-        // The session's own cgroup v2: every process in it gets SIGKILL in
-        // one write, forks racing the kill included (3,000 processes: see
-        // the fork-storm bench). The per-process sweep below is then only
-        // for what left the cgroup, so it waits until the cgroup is empty
-        // (a sweep of thousands of dying processes costs more than their
-        // deaths).
-        if signal == libc::SIGKILL && self.cgroups.kill() {
-            // The first kill: its dead are reaped before anyone sweeps (a
-            // sweep lists every zombie not reaped yet). Later rounds sweep
-            // once the cgroup is empty: what is left then is outside it.
-            if self.cgroups.kills() == 1 || self.cgroups.populated() != Some(false) {
-                return;
-            }
+        if signal == libc::SIGKILL && self.cgroup_killed() {
+            return;
         }
-        for member in members(&self.scope) {
-            let reached = Some(member.pgrp) == group || member.signal(signal);
-            if reached {
-                self.count(&member);
-                if cont && Some(member.pgrp) != group {
-                    member.signal(libc::SIGCONT);
-                }
+        walk(&self.scope, |member| {
+            if Some(member.pgrp) != group && member.signal(signal) && cont {
+                member.signal(libc::SIGCONT);
             }
-        }
+        });
     }
+}
 
-    /// Sends `signal` (then SIGCONT) to tree members not signalled yet.
-    pub(super) fn deliver_new(&mut self, signal: i32) {
-        for member in members(&self.scope) {
-            if !self.signalled.contains(&member.pid)
-                && Some(member.pid) != self.main
-                && member.pid != self.child
-                && member.signal(signal)
-            {
-                self.signalled.insert(member.pid);
-                if continues(signal) {
-                    member.signal(libc::SIGCONT);
-                }
-            }
-        }
-    }
-
-    fn count(&mut self, member: &Member) {
-        if Some(member.pid) != self.main && member.pid != self.child {
-            self.signalled.insert(member.pid);
-        }
+impl Delivery<'_> {
+    /// `SIGKILL` through the session's own cgroup v2, if it has one: every
+    /// process in it in one write, forks racing the kill included (3,000
+    /// processes: see the fork-storm bench). `true` when that is all this
+    /// round needs: the per-process walk is then only for what left the
+    /// cgroup, so it waits until the cgroup is empty (a walk of thousands
+    /// of dying processes costs more than their deaths), and the first
+    /// kill's dead are reaped before anyone walks (a walk lists every
+    /// zombie not reaped yet).
+    fn cgroup_killed(&mut self) -> bool {
+        self.cgroups.kill()
+            && (self.cgroups.kills() == 1 || self.cgroups.populated() != Some(false))
     }
 }
 

@@ -24,16 +24,19 @@
 //! 4. It waits on the socket and its signals. It reaps everything, reports
 //!    the main process's exit, and kills the tree when asked, at the
 //!    timeout, on lifeline EOF, on `SIGTERM`, or (policy) when the main
-//!    process exits with descendants left. Killing is a ladder — each rung
-//!    a signal and a grace, then `SIGKILL` rounds until the tree is empty —
-//!    and every process is signalled through a handle opened and verified
-//!    as a tree member first, so a recycled pid is never hit.
+//!    process exits with descendants left. Killing is a ladder (see
+//!    `ladder.rs`): the gentle signals to every member at once, then, for
+//!    whatever is alive when the grace ends, `SIGKILL` rounds until the
+//!    tree is empty — and every process is signalled through a handle
+//!    opened and verified as a tree member first, so a recycled pid is
+//!    never hit.
 //! 5. When the tree is empty it says so and waits for the next command
 //!    (the owner may recycle it); a keeper that entered a PID namespace
 //!    serves one session only.
 
 mod exec;
 mod ladder;
+mod trace;
 
 use std::collections::HashSet;
 use std::io;
@@ -55,7 +58,9 @@ use exec::posix_spawn;
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub(crate) use exec::enter_cgroups;
 pub(crate) use exec::{Exec, fork_exec};
-use ladder::{Delivery, Ladder, VERIFY_WINDOW};
+use ladder::{Delivery, KILL_SWEEP, Ladder, VERIFY_WINDOW};
+pub(crate) use trace::DEBUG_VAR;
+use trace::KillTrace;
 
 /// Serves sessions one after the other until the owner goes away: a keeper
 /// whose tree is empty goes back to waiting for the next `Spawn`, so an
@@ -138,8 +143,11 @@ struct Session {
     ladder: Ladder,
     timeout_at: Option<Instant>,
     timed_out: bool,
-    /// Pids of descendants a kill signalled (the main process excluded).
-    signalled: HashSet<u32>,
+    /// Which signals each descendant got during the kill under way (the
+    /// main process excluded): nobody gets one twice.
+    signalled: HashSet<(u32, i32)>,
+    /// Signals the kill under way sent to the main process's whole group.
+    group_signalled: HashSet<i32>,
     /// The descendants alive when a kill began (the main process and the
     /// namespace init excluded), listed before its first signal: what
     /// `TreeEmpty` reports as killed. Counting the processes each
@@ -150,6 +158,27 @@ struct Session {
     /// The session's own cgroups (limits; `cgroup.kill`), removed when
     /// the tree is empty.
     cgroups: SessionCgroups,
+    /// When the kill under way last walked the tree (see
+    /// [`sweep_due`](Session::sweep_due)).
+    swept_at: Option<Instant>,
+    /// When the phases of the kill under way happened (reported under
+    /// `TETHER_KEEPER_DEBUG`).
+    trace: KillTrace,
+}
+
+impl Session {
+    /// Whether a kill under way should walk the tree again now: at most
+    /// every [`KILL_SWEEP`]. A dying tree wakes the keeper once per orphan
+    /// it inherits (`SIGCHLD`); a walk at each of those wake-ups read
+    /// `/proc` for every member still alive, over and over, on the CPUs
+    /// the tree needed to die on.
+    fn sweep_due(&mut self, now: Instant) -> bool {
+        if self.swept_at.is_some_and(|at| now < at + KILL_SWEEP) {
+            return false;
+        }
+        self.swept_at = Some(now);
+        true
+    }
 }
 
 struct Keeper {
@@ -160,6 +189,8 @@ struct Keeper {
     waiter: Waiter,
     /// The keeper cannot serve another session (it entered a namespace).
     spent: bool,
+    /// `TETHER_KEEPER_DEBUG` is set: report each kill's phases on stderr.
+    debug: bool,
 }
 
 impl Keeper {
@@ -186,6 +217,7 @@ impl Keeper {
             frames: FrameBuffer::default(),
             waiter: Waiter::new()?,
             spent: false,
+            debug: std::env::var_os(trace::DEBUG_VAR).is_some(),
         })
     }
 
@@ -291,8 +323,11 @@ impl Keeper {
                 timeout_at,
                 timed_out: false,
                 signalled: HashSet::new(),
+                group_signalled: HashSet::new(),
                 doomed: HashSet::new(),
                 cgroups,
+                swept_at: None,
+                trace: KillTrace::default(),
             },
             event,
         ))
@@ -364,6 +399,9 @@ impl Keeper {
             self.reap(s);
             if s.main == Main::Exited && os::tree_is_empty(&scope(s)) {
                 let killed = s.doomed.len() as u32;
+                if self.debug {
+                    s.trace.report(killed);
+                }
                 let limit_hit = s.cgroups.hit();
                 // Gone before the owner hears the tree is empty.
                 std::mem::take(&mut s.cgroups).remove();
@@ -430,7 +468,7 @@ impl Keeper {
         while let Ok(Some(payload)) = self.frames.next_payload() {
             match Request::decode(&payload) {
                 Ok(Request::Signal { signal, scope }) => {
-                    delivery(s).deliver(signal, scope);
+                    delivery(s).signal_now(signal, scope);
                 }
                 Ok(Request::Kill { ladder, grace_ms }) => {
                     self.begin_kill(s, &ladder, grace_ms);
@@ -459,9 +497,13 @@ impl Keeper {
             match change {
                 Change::Exited(termination) if is_main => self.main_exited(s, termination),
                 Change::Exited(_) if s.pidns && pid == s.child => {
-                    // Init died before reporting (killed from outside): the
-                    // command died with the namespace.
-                    self.main_exited(s, Termination::Signal(libc::SIGKILL));
+                    // Init's report of the command's end may still be
+                    // unread (it reports, then exits). With none, init died
+                    // before reporting (killed from outside): the command
+                    // died with the namespace.
+                    let reported = s.init.as_mut().and_then(|init| init.last_exit());
+                    let termination = reported.unwrap_or(Termination::Signal(libc::SIGKILL));
+                    self.main_exited(s, termination);
                 }
                 Change::Stopped(signal) if is_main => {
                     self.send(&Event::MainStopped { signal });
@@ -482,103 +524,110 @@ impl Keeper {
             timed_out: s.timed_out,
             limit_hit: s.cgroups.hit(),
         });
+        // What the main process left gets the session's gentle signals now
+        // — also during a kill whose first signal reached only the main
+        // process's group (a forwarded SIGINT): it would otherwise wait
+        // for the grace, the forced end, although it might die at once.
         if s.spec.leftovers == Leftovers::Kill
-            && matches!(s.ladder, Ladder::Idle)
+            && !matches!(s.ladder, Ladder::Forced { .. })
             && !os::tree_is_empty(&scope(s))
         {
             self.begin_kill(s, &[], s.spec.grace_ms);
         }
     }
 
-    /// Starts (or hurries) a kill: `ladder` (the session's own when empty),
-    /// `grace_ms` per rung. A kill already under way keeps its place but
-    /// takes the earlier deadline, and the new first rung goes out now.
+    /// Starts (or hurries) a kill: the gentle signals of `ladder` (the
+    /// session's own when empty) go to their scope at once, and whatever
+    /// is alive `grace_ms` later gets the forced end. A kill already under
+    /// way sends the new signals to whoever has not had them yet and takes
+    /// the earlier deadline.
     fn begin_kill(&mut self, s: &mut Session, ladder: &[Rung], grace_ms: u64) {
+        if matches!(s.ladder, Ladder::Forced { .. }) {
+            return;
+        }
         let rungs: Vec<Rung> = if ladder.is_empty() {
             s.spec.ladder.clone()
         } else {
             ladder.to_vec()
         };
-        let grace = Duration::from_millis(grace_ms);
-        let deadline = Instant::now() + grace;
-        if matches!(s.ladder, Ladder::Idle) {
-            note_doomed(s);
+        let now = Instant::now();
+        // No gentle signal: the forced end at once.
+        let grace = if rungs.is_empty() { 0 } else { grace_ms };
+        let deadline = now + Duration::from_millis(grace);
+        let starting = matches!(s.ladder, Ladder::Idle);
+        if starting {
+            s.trace = KillTrace::begin();
+            s.signalled.clear();
+            s.group_signalled.clear();
         }
-        if let Some(first) = rungs.first() {
-            delivery(s).deliver(first.signal, first.scope);
+        // One walk of the tree serves both the count and the delivery:
+        // the members alive now, all listed before the first signal. With
+        // no gentle signal and a cgroup v2 of the session's own, nothing
+        // needs the walk: the count is one read of its `cgroup.procs`
+        // (`note_doomed`) and the forced end is `cgroup.kill` (a walk of a
+        // 3,000-process storm opened every one of them first).
+        s.swept_at = Some(now);
+        let listed = if rungs.is_empty() && starting && s.cgroups.members().is_some() {
+            Vec::new()
+        } else {
+            delivery(s).members()
+        };
+        if starting {
+            note_doomed(s, &listed);
+            s.trace.listed();
+        }
+        delivery(s).deliver(&rungs, &listed);
+        if starting {
+            s.trace.signalled();
         }
         s.ladder = match std::mem::replace(&mut s.ladder, Ladder::Idle) {
-            _ if rungs.is_empty() => Ladder::Climbing {
-                rungs,
-                index: 0,
-                deadline: Instant::now(),
-                grace,
-            },
-            Ladder::Idle => Ladder::Climbing {
-                rungs,
-                index: 0,
-                deadline,
-                grace,
-            },
-            Ladder::Climbing {
-                rungs: old,
-                index,
+            Ladder::Gentle {
+                rungs: mut old,
                 deadline: old_deadline,
-                grace: old_grace,
-            } => Ladder::Climbing {
-                rungs: old,
-                index,
-                deadline: old_deadline.min(deadline),
-                grace: old_grace.min(grace),
-            },
-            killing @ Ladder::Killing { .. } => killing,
+            } => {
+                for rung in rungs {
+                    if !old.contains(&rung) {
+                        old.push(rung);
+                    }
+                }
+                Ladder::Gentle {
+                    rungs: old,
+                    deadline: old_deadline.min(deadline),
+                }
+            }
+            _ => Ladder::Gentle { rungs, deadline },
         };
-        if grace.is_zero() {
-            self.advance_ladder(s, Instant::now());
+        if grace == 0 {
+            self.advance_ladder(s, now);
         }
     }
 
     fn advance_ladder(&mut self, s: &mut Session, now: Instant) {
         match s.ladder.clone() {
             Ladder::Idle => {}
-            Ladder::Climbing {
-                rungs,
-                index,
-                deadline,
-                grace,
-            } => {
+            Ladder::Gentle { rungs, deadline } => {
                 if now >= deadline {
-                    match rungs.get(index + 1) {
-                        Some(next) => {
-                            delivery(s).deliver(next.signal, next.scope);
-                            s.ladder = Ladder::Climbing {
-                                rungs: rungs.clone(),
-                                index: index + 1,
-                                deadline: now + grace,
-                                grace,
-                            };
-                        }
-                        None => {
-                            s.ladder = Ladder::Killing {
-                                give_up: now + VERIFY_WINDOW,
-                            };
-                            delivery(s).deliver(libc::SIGKILL, Scope::Tree);
-                        }
-                    }
-                } else if let Some(rung) = rungs.get(index)
-                    && rung.scope == Scope::Tree
-                {
+                    s.ladder = Ladder::Forced {
+                        give_up: now + VERIFY_WINDOW,
+                    };
+                    s.swept_at = Some(now);
+                    force(s);
+                } else if rungs.iter().any(|r| r.scope == Scope::Tree) && s.sweep_due(now) {
                     // A fork racing the first sweep made a process that
-                    // never saw the signal: sweep again, new ones only.
-                    delivery(s).deliver_new(rung.signal);
+                    // never saw the signals, or an orphan was reparented
+                    // to the keeper: sweep again, new ones only.
+                    let listed = delivery(s).members();
+                    delivery(s).deliver(&rungs, &listed);
                 }
             }
-            Ladder::Killing { give_up } => {
+            Ladder::Forced { give_up } => {
                 self.reap(s);
                 if os::tree_is_empty(&scope(s)) {
                     return;
                 }
-                delivery(s).deliver(libc::SIGKILL, Scope::Tree);
+                if s.sweep_due(now) {
+                    force(s);
+                }
                 if now >= give_up {
                     let survivors = os::members(&scope(s))
                         .into_iter()
@@ -589,7 +638,7 @@ impl Keeper {
                     // With the owner gone there is nobody to ask again, so
                     // keep trying.
                     s.ladder = if self.ctl.is_none() {
-                        Ladder::Killing {
+                        Ladder::Forced {
                             give_up: now + VERIFY_WINDOW,
                         }
                     } else {
@@ -606,17 +655,24 @@ impl Keeper {
 /// and the namespace init's report channel.
 type Launched = (Containment, u32, u32, (u64, Option<u64>), Option<InitLink>);
 
+/// The forced rung: `SIGKILL` to everything of the tree alive now (with a
+/// cgroup v2 of the session's own, its `cgroup.kill`: see
+/// `Delivery::force`).
+fn force(s: &mut Session) {
+    delivery(s).force(libc::SIGKILL);
+}
+
 /// Adds the tree's members alive now, other than the main process and the
-/// namespace init, to the processes a kill is counted against.
-fn note_doomed(s: &mut Session) {
+/// namespace init, to the processes a kill is counted against: `listed`
+/// (walked before the kill's first signal), or, for a session with a
+/// cgroup v2 of its own, that cgroup's `cgroup.procs` (one read; a process
+/// someone moved out of the session's cgroup is still killed, by the
+/// walk, but not counted).
+fn note_doomed(s: &mut Session, listed: &[os::Member]) {
     let (main, child) = (s.main.pid(), s.child);
-    // A session with a cgroup v2 of its own lists it in one read of its
-    // `cgroup.procs` (a walk of 3,000 processes opened each of them). A
-    // process someone moved out of the session's cgroup is still killed,
-    // by the sweep, but not counted.
     let alive: Vec<u32> = match s.cgroups.members() {
         Some(pids) => pids,
-        None => os::members(&scope(s)).into_iter().map(|m| m.pid).collect(),
+        None => listed.iter().map(|m| m.pid).collect(),
     };
     s.doomed.extend(
         alive
@@ -642,6 +698,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
             main_pgrp: s.group,
         },
         signalled: &mut s.signalled,
+        group_signalled: &mut s.group_signalled,
         cgroups: &mut s.cgroups,
     }
 }

@@ -1,0 +1,23 @@
+//! `tether run -- /bin/true` against `timeout 10 /bin/true`: the fixed cost
+//! of one contained command from the command line (issue 20, item 1).
+//!
+//! `cargo bench -p process-tether-cli --bench run` prints a markdown table;
+//! with `TETHER_BASELINE=<another build's tether>` that build is measured
+//! too, interleaved round by round.
+//!
+//! The benchmark itself is in `run/linux.rs`.
+
+#[cfg(target_os = "linux")]
+#[path = "support/mod.rs"]
+mod support;
+
+#[cfg(target_os = "linux")]
+#[path = "run/linux.rs"]
+mod linux;
+
+fn main() {
+    #[cfg(target_os = "linux")]
+    linux::main();
+    #[cfg(not(target_os = "linux"))]
+    eprintln!("this benchmark runs on Linux only");
+}
