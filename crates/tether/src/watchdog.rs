@@ -2,7 +2,9 @@
 //!
 //! A helper — a worker a gateway starts per session, a language server, an
 //! MCP server a client spawned — should not outlive the process it serves.
-//! Call this first thing in the helper, before heavy initialization:
+//! Call this first thing in the helper, before heavy initialization (not
+//! run as a test, `no_run`: it sketches a helper that serves forever and
+//! needs an owner in `TETHER_SPAWN`; [`Builder`] has one that runs):
 //!
 //! ```no_run
 //! fn main() {
