@@ -309,7 +309,8 @@ impl Builder {
         self
     }
 
-    /// How long requests in flight may run on after the owner died.
+    /// How long requests in flight may run on after the owner died
+    /// (default [`DEFAULT_GRACE`], 5 s; zero: act at once).
     pub fn grace(mut self, grace: Duration) -> Builder {
         self.grace = grace;
         self
