@@ -1594,3 +1594,51 @@ fn an_unprivileged_user_gets_a_pid_namespace_where_user_namespaces_work() {
         assert_eq!(result["stdout"], "2\n", "{containment}: {result}");
     }
 }
+
+// issue 17 item 6 (found by `tether doctor`'s `oom` line): an unprivileged keeper could not open
+// its own /proc/self/oom_score_adj once non-dumpable (the file is root's then), so its sessions
+// kept the owner's oom_score_adj (0) — the OOM killer's order held for root only.
+#[test]
+fn an_unprivileged_users_sessions_are_the_oom_killers_first_choice() {
+    if !tether_testkit::require_root("running tether as an unprivileged uid") {
+        return;
+    }
+    let uid = uid_without_passwd_entry();
+    let guard = TagGuard::new("regression-unprivileged-oom");
+    let home = tempfile::tempdir().unwrap();
+    chown(home.path(), uid);
+    let owner: i32 = std::fs::read_to_string("/proc/self/oom_score_adj")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(owner < 1000, "the test runs at {owner}: nothing to raise");
+    let out = support::tether()
+        .args(["run", "--json", "--"])
+        .args([
+            "sh",
+            "-c",
+            "cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'; \
+             cat /proc/$PPID/oom_score_adj",
+        ])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TETHER_HOME", home.path().join("state"))
+        .env(TAG_VAR, guard.tag())
+        .uid(uid)
+        .gid(uid)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}: {stdout}", out.status);
+    let result: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let values: Vec<&str> = result["stdout"].as_str().unwrap().lines().collect();
+    // The command and its child go first; the keeper (their parent) is back
+    // at its owner's value.
+    assert_eq!(
+        values,
+        ["1000", "1000", owner.to_string().as_str()],
+        "as uid {uid}: {result}"
+    );
+}
