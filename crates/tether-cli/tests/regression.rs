@@ -242,6 +242,7 @@ fn under_timeout(
         .args(timeout)
         .arg(support::tether_path())
         .args(["run", "--grace", grace, "--", "/bin/sh", "-c", script])
+        .env("TETHER_HOME", support::home())
         .env(TAG_VAR, tag)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -456,6 +457,7 @@ fn sh_on_terminal(tag: &str, script: &str) -> terminal::Terminal {
     let mut cmd = std::process::Command::new("/bin/sh");
     cmd.args(["-c", script])
         .arg(support::tether_path())
+        .env("TETHER_HOME", support::home())
         .env(TAG_VAR, tag)
         .env("TERM", "dumb");
     terminal::Terminal::spawn(cmd)
@@ -609,6 +611,7 @@ fn the_terminal_comes_back_on_every_way_out() {
 fn bash_on_terminal(tag: &str) -> terminal::Terminal {
     let mut cmd = std::process::Command::new("bash");
     cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
+        .env("TETHER_HOME", support::home())
         .env(TAG_VAR, tag)
         .env("TERM", "dumb")
         .env("PS1", "prompt> ")

@@ -12,9 +12,34 @@ use tether_testkit::TAG_VAR;
 /// The `tether` binary under test: this build's, or the one
 /// `TETHER_TEST_BIN` names — for showing that a regression test fails
 /// against an older build (`TETHER_TEST_BIN=/old/target/debug/tether
-/// cargo test -p process-tether-cli --test regression`).
+/// cargo test -p process-tether-cli --test regression`). It runs in the
+/// test's own tether home ([`home`]); a test that sets `TETHER_HOME`
+/// itself overrides it.
 pub fn tether() -> Command {
-    Command::new(tether_path())
+    let mut cmd = Command::new(tether_path());
+    cmd.env("TETHER_HOME", home());
+    cmd
+}
+
+thread_local! {
+    /// The running test's own state directory: libtest runs every test on
+    /// a thread of its own, so each test gets one, removed when its thread
+    /// ends. Without it `tether run` and `tether mcp` would record into
+    /// the machine's shared `~/.local/state/tether`, where other builds
+    /// leave their ledger (one at a newer schema made `tether run` warn on
+    /// stderr, and a stderr-checking test fail 5 of 5), and `ps`/`reap`
+    /// would see every other build's sessions.
+    static HOME: tempfile::TempDir = tempfile::Builder::new()
+        .prefix("tether-test-home.")
+        .tempdir()
+        .expect("a private tether home");
+}
+
+/// The running test's private `TETHER_HOME` (see [`HOME`]): for commands
+/// that run `tether` other than through [`tether`] (a shell script, a
+/// wrapper such as `timeout` or `unshare`).
+pub fn home() -> std::path::PathBuf {
+    HOME.with(|home| home.path().to_owned())
 }
 
 /// The path [`tether`] runs.
