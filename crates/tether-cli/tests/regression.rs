@@ -1621,8 +1621,14 @@ fn an_unprivileged_users_sessions_are_the_oom_killers_first_choice() {
         .args([
             "sh",
             "-c",
-            "cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'; \
-             cat /proc/$PPID/oom_score_adj",
+            // The keeper lowers its own value back once its spawn call
+            // returns, which the command can outrun (39 of 300 immediate
+            // reads of the keeper's value saw 1000 here): its value is read
+            // once it changes, at most 5,000 reads later (seconds: each is a
+            // fork) — a keeper that stays at 1000 fails the test.
+            "cat /proc/self/oom_score_adj; sh -c 'cat /proc/self/oom_score_adj'; i=0; \
+             while [ $i -lt 5000 ] && [ \"$(cat /proc/$PPID/oom_score_adj)\" = 1000 ]; do \
+             i=$((i+1)); done; cat /proc/$PPID/oom_score_adj",
         ])
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
