@@ -13,20 +13,26 @@ use tether_ledger::{Ledger, LedgerError};
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Probes each mechanism tether uses by using it — a keeper is started and runs `exit 0` under \
-the standard containment and, on Linux, in a PID namespace (sessions of purpose `doctor`, \
+the standard containment and, on Linux, in a PID namespace, and one session is started as \
+`tether run --memory 64M --pids 16 --cpu 0.5` would start it (sessions of purpose `doctor`, \
 gone before tether doctor exits) — and prints one line per mechanism: available or not, \
 what was found, and on the next line what that means for the guarantees (G1–G9 in the \
-README) or what they fall back to. The state directory is opened and checked as every \
-tether command does (created 0700 if missing).
+README) or what they fall back to. Each limit line names the mechanism that session got \
+(`cgroup2`, `cgroup1`, `job`, or `none` and why: what `tether run --json` reports in \
+`limits`); on Linux, getting it may enable a cgroup v2 controller in tether's own cgroup, \
+as `tether run` would. The state directory is opened and checked as every tether command \
+does (created 0700 if missing).
 
 Exit status: 0 when tether can run commands here (the probe session ran); 1 when it cannot \
 (the keeper or job line says why); 125 on bad arguments.
 
 Examples:
   tether doctor
-  tether doctor --json | jq '.findings[] | select(.status == \"unavailable\")'")]
+  tether doctor --json | jq '.findings[] | select(.status == \"unavailable\")'
+  tether doctor --json | jq -c '.findings[] | select(.mechanism)'")]
 pub struct DoctorArgs {
-    /// Print one JSON object: `can_run` and `findings[]` (`topic`, `status`, `found`, `meaning`).
+    /// Print one JSON object: `can_run` and `findings[]` (`topic`, `status`, `found`, `meaning`,
+    /// and `mechanism` on the limits, `cgroup_kill` and `oom`).
     #[arg(long)]
     json: bool,
 }
@@ -46,6 +52,10 @@ struct JsonFinding<'a> {
     status: &'static str,
     found: &'a str,
     meaning: &'a str,
+    /// The mechanism a session gets, on the findings about one (the
+    /// limits, `cgroup_kill`, `oom`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mechanism: Option<&'static str>,
 }
 
 pub fn main(args: DoctorArgs) -> ExitCode {
@@ -65,6 +75,7 @@ pub fn main(args: DoctorArgs) -> ExitCode {
                     status: f.status.name(),
                     found: &f.found,
                     meaning: &f.meaning,
+                    mechanism: f.mechanism,
                 })
                 .collect(),
         };
@@ -91,7 +102,6 @@ fn render(report: &Report) -> String {
             Status::Available => "available",
             Status::Unavailable => "not available",
             Status::Info => "info",
-            Status::NotProbed => "not probed",
             Status::Untested => "untested",
         };
         out.push_str(&format!(

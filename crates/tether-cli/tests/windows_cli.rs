@@ -446,4 +446,42 @@ fn doctor_reports_a_session_job_and_a_pseudoconsole() {
     assert_eq!(status("system"), "info");
     assert_eq!(status("state_dir"), "available");
     assert!(["available", "info"].contains(&status("nested_jobs").as_str()));
+
+    // Each limit line says what `tether run` with the same limits gets:
+    // `job` on Windows, `none` with the same reason under Wine (Wine 8
+    // takes job limits without enforcing them).
+    let run = tether_exe()
+        .args([
+            "run", "--json", "--memory", "64M", "--pids", "16", "--cpu", "0.5",
+        ])
+        .args(["--shell", "exit /b 0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let run: serde_json::Value = serde_json::from_slice(&run.stdout).expect("run --json");
+    for (topic, key) in [
+        ("memory_limit", "memory"),
+        ("pids_limit", "pids"),
+        ("cpu_limit", "cpu"),
+    ] {
+        let line = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["topic"] == topic)
+            .unwrap_or_else(|| panic!("no {topic} in {report}"));
+        let applied = &run["limits"][key];
+        assert_eq!(line["mechanism"], applied["enforced"], "{line} vs {run}");
+        match wine_version() {
+            Some(_) => {
+                assert_eq!(line["status"], "unavailable", "{line}");
+                assert_eq!(line["mechanism"], "none", "{line}");
+                assert_eq!(line["found"], applied["reason"], "{line} vs {run}");
+            }
+            None => {
+                assert_eq!(line["status"], "available", "{line}");
+                assert_eq!(line["mechanism"], "job", "{line}");
+            }
+        }
+    }
 }

@@ -62,6 +62,8 @@ pub(crate) fn add_tcsetpgrp_action(
 /// `KeeperLink::start` for how a stopped keeper is resumed).
 pub(crate) fn prepare() -> io::Result<()> {
     super::set_child_subreaper()?;
+    // While /proc/self is still ours: once non-dumpable it is root's.
+    super::oom::hold_own();
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) } < 0 {
         return Err(io::Error::last_os_error());

@@ -1,13 +1,16 @@
-//! `tether doctor` on Windows: the version, the session job, nested jobs
-//! and ConPTY — each probed by doing it (a session job holding `exit 0`, a
-//! pseudoconsole opened and closed).
+//! `tether doctor` on Windows: the version, the session job and its
+//! limits, nested jobs and ConPTY — each probed by doing it (a session job
+//! holding `exit 0`, one more with
+//! [`PROBE_LIMITS`](crate::doctor::PROBE_LIMITS), a pseudoconsole opened
+//! and closed).
 
 use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
 
 use super::conpty::PseudoConsole;
 use super::job::in_any_job;
 use super::self_attach::current_process;
-use crate::doctor::{Finding, Status, Topic};
+use crate::doctor::{Finding, Status, Topic, limit_findings, limited_probe};
+use crate::limits::Enforcement;
 use crate::terminal::PtySize;
 use crate::{Containment, ContainmentPolicy};
 
@@ -17,7 +20,53 @@ pub(crate) fn probe(
     spawn: &dyn Fn(ContainmentPolicy) -> crate::Result<Containment>,
 ) -> Vec<Finding> {
     let standard = spawn(ContainmentPolicy::Standard);
-    vec![system(), job(&standard), nested_jobs(&standard), conpty()]
+    let mut findings = vec![system(), job(&standard)];
+    findings.extend(limits());
+    findings.extend([nested_jobs(&standard), conpty()]);
+    findings
+}
+
+/// The memory, process and CPU limits as a session's job took them
+/// (`Job::with_limits`): `job` where the system enforces them, else `none`
+/// with the reason the session reported — the job's refusal, or Wine's gap
+/// (Wine 8 accepts job limits without enforcing them, so under Wine every
+/// limit is `none`, with the reason).
+fn limits() -> Vec<Finding> {
+    let probe = limited_probe("exit 0", |_| ()).map(|(report, ())| report);
+    limit_findings(&probe, &|topic, how| {
+        let (flag, setting, holds) = match topic {
+            Topic::MemoryLimit => (
+                "--memory",
+                "JOB_OBJECT_LIMIT_JOB_MEMORY",
+                "caps the committed memory of all a session's processes together: an \
+                 allocation past it fails in the process that makes it",
+            ),
+            Topic::PidsLimit => (
+                "--pids",
+                "JOB_OBJECT_LIMIT_ACTIVE_PROCESS",
+                "caps a session's processes at once: creating one more fails",
+            ),
+            _ => (
+                "--cpu",
+                "JOB_OBJECT_CPU_RATE_CONTROL_HARD_CAP",
+                "caps a session's share of all processors' cycles (cores / processors), \
+                 throttling it, never killing it",
+            ),
+        };
+        match how {
+            Enforcement::None(reason) => (
+                reason.clone(),
+                format!(
+                    "tether run {flag} is reported none with this reason and not enforced; the \
+                     session's job still kills its whole tree (G2, G3)"
+                ),
+            ),
+            how => (
+                format!("{}: {setting} on the session's job", how.name()),
+                format!("tether run {flag} {holds} (G9)"),
+            ),
+        }
+    })
 }
 
 fn system() -> Finding {

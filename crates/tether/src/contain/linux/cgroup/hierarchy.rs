@@ -159,6 +159,17 @@ impl Hierarchies {
         !self.mounts.is_empty()
     }
 
+    /// Every cgroup filesystem mount, in `mountinfo` order.
+    pub(crate) fn mounts(&self) -> &[Mount] {
+        &self.mounts
+    }
+
+    /// Whether a cgroup2 filesystem is mounted (whether or not our cgroup
+    /// is reachable through it).
+    pub(crate) fn v2_mounted(&self) -> bool {
+        self.mounts.iter().any(|m| m.v2)
+    }
+
     /// Our cgroup v2 directory.
     pub(crate) fn v2(&self) -> Option<Place> {
         let ours = self

@@ -18,13 +18,18 @@
 //! keeper reads what was hit (`memory.events` / `memory.oom_control`
 //! `oom_kill`, `pids.events` `max`) and removes the leaves. A keeper that
 //! was itself killed leaves them to its owner, or to `tether reap`.
+//!
+//! `tether doctor` reports from the same code: the hierarchies as found
+//! here, the reasons a route passed cgroup v2 over, the base of a
+//! session's v2 leaf, and what a session with limits actually got.
 
 mod hierarchy;
 mod leaf;
 mod route;
 
+pub(crate) use hierarchy::{Hierarchies, writable};
 pub(crate) use leaf::SessionCgroups;
-pub(crate) use route::plan;
+pub(crate) use route::{delegation_hint, passed_over, plan, session_v2_base, short};
 
 use std::path::Path;
 

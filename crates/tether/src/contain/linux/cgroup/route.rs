@@ -57,15 +57,66 @@ pub(crate) fn plan(limits: &Limits) -> LimitSpec {
     }
     let found = Hierarchies::of_self();
     let v2 = v2_base(&found);
-    let route = |resource: Resource| route(&found, v2.as_ref(), resource);
+    let route = |resource: Resource| route(&found, v2.as_ref(), resource).0;
     LimitSpec {
         memory: limits.memory.map(|m| (m, route(Resource::Memory))),
         pids: limits.pids.map(|p| (p, route(Resource::Pids))),
         cpu_millis: limits.cpu.map(|c| (cpu_millis(c), route(Resource::Cpu))),
-        v2_base: v2
-            .as_ref()
-            .filter(|p| writable(&p.dir).is_ok())
-            .map(|p| bytes(&p.dir)),
+        v2_base: leaf_base(&found, v2.as_ref()).ok().map(|dir| bytes(&dir)),
+    }
+}
+
+/// Why each limit a session would be given is not routed to cgroup v2
+/// (`tether doctor`'s "why cgroup1"): the reasons [`plan`] passed v2 over,
+/// empty for a limit that gets v2 or gets nothing (its `none` reason then
+/// says it all). Routes exactly as [`plan`] does, with the same effects (a
+/// controller enabled in our cgroup, this process moved aside into
+/// [`OWNER_LEAF`]), so a session started next routes the same way.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PassedOver {
+    /// For the memory limit.
+    pub memory: Vec<String>,
+    /// For the process-count limit.
+    pub pids: Vec<String>,
+    /// For the CPU limit.
+    pub cpu: Vec<String>,
+}
+
+/// See [`PassedOver`].
+pub(crate) fn passed_over() -> PassedOver {
+    let found = Hierarchies::of_self();
+    let v2 = v2_base(&found);
+    let why = |resource: Resource| route(&found, v2.as_ref(), resource).1;
+    PassedOver {
+        memory: why(Resource::Memory),
+        pids: why(Resource::Pids),
+        cpu: why(Resource::Cpu),
+    }
+}
+
+/// The cgroup v2 directory a session's own leaf goes below (for
+/// `cgroup.kill`, and its v2 controllers), or why a session gets none.
+pub(crate) fn session_v2_base() -> Result<PathBuf, String> {
+    let found = Hierarchies::of_self();
+    leaf_base(&found, v2_base(&found).as_ref())
+}
+
+fn leaf_base(found: &Hierarchies, v2: Option<&Place>) -> Result<PathBuf, String> {
+    let Some(place) = v2 else {
+        return Err(if found.v2_mounted() {
+            "this process's cgroup v2 is outside every cgroup2 mount it can see".to_owned()
+        } else {
+            "no cgroup2 filesystem is mounted here (/proc/self/mountinfo)".to_owned()
+        });
+    };
+    match writable(&place.dir) {
+        Ok(()) => Ok(place.dir.clone()),
+        Err(e) => Err(format!(
+            "{} is not writable ({}){}",
+            place.dir.display(),
+            short(&e),
+            delegation_hint(&e)
+        )),
     }
 }
 
@@ -80,12 +131,14 @@ fn v2_base(found: &Hierarchies) -> Option<Place> {
     }
 }
 
-fn route(found: &Hierarchies, v2: Option<&Place>, resource: Resource) -> Route {
+/// Where `resource` goes, and the reasons cgroup v2 was passed over (empty
+/// for `Cgroup2`, and for `Unavailable`, whose reason holds them).
+fn route(found: &Hierarchies, v2: Option<&Place>, resource: Resource) -> (Route, Vec<String>) {
     let controller = resource.controller();
     let mut why = Vec::new();
     match v2 {
         Some(place) => match v2_controller(place, controller) {
-            Ok(()) => return Route::Cgroup2,
+            Ok(()) => return (Route::Cgroup2, why),
             Err(reason) => why.push(reason),
         },
         None if found.any() => why.push("this process is in no cgroup v2 it can see".to_owned()),
@@ -93,7 +146,7 @@ fn route(found: &Hierarchies, v2: Option<&Place>, resource: Resource) -> Route {
     }
     match found.v1(controller) {
         Some(place) => match writable(&place.dir) {
-            Ok(()) => return Route::Cgroup1(bytes(&place.dir)),
+            Ok(()) => return (Route::Cgroup1(bytes(&place.dir)), why),
             Err(e) => why.push(format!(
                 "its cgroup v1 hierarchy: {} is not writable ({}){}",
                 place.dir.display(),
@@ -108,9 +161,15 @@ fn route(found: &Hierarchies, v2: Option<&Place>, resource: Resource) -> Route {
         None => {}
     }
     if !found.any() {
-        return unavailable("no cgroup filesystem is mounted here (/proc/self/mountinfo)".into());
+        return (
+            unavailable("no cgroup filesystem is mounted here (/proc/self/mountinfo)".into()),
+            Vec::new(),
+        );
     }
-    unavailable(format!("{controller}: {}", why.join("; ")))
+    (
+        unavailable(format!("{controller}: {}", why.join("; "))),
+        Vec::new(),
+    )
 }
 
 /// Makes `controller` available to children of `place` (enabling it in
@@ -212,7 +271,7 @@ fn unavailable(reason: String) -> Route {
 }
 
 /// How to get a delegated cgroup, for a permission error.
-fn delegation_hint(e: &io::Error) -> &'static str {
+pub(crate) fn delegation_hint(e: &io::Error) -> &'static str {
     match e.raw_os_error() {
         Some(libc::EACCES | libc::EPERM) => {
             ": no cgroup is delegated to this user (run tether as root, or in a delegated \
@@ -224,7 +283,7 @@ fn delegation_hint(e: &io::Error) -> &'static str {
 }
 
 /// An I/O error without the "(os error N)" tail.
-fn short(e: &io::Error) -> String {
+pub(crate) fn short(e: &io::Error) -> String {
     let text = e.to_string();
     match text.find(" (os error") {
         Some(at) => text[..at].to_owned(),

@@ -1,10 +1,13 @@
 //! `tether doctor` on Linux: the kernel, the keeper as subreaper, pidfds
-//! and pidfs, PID namespaces and the descriptor limit — each probed with
-//! the code tether runs, never inferred from a kernel version.
+//! and pidfs, PID namespaces, cgroups and session limits (`limits.rs`) and
+//! the descriptor limit — each probed with the code tether runs, never
+//! inferred from a kernel version.
+
+mod limits;
 
 use super::pidfd::Pidfd;
 use crate::contain::unix::doctor as unix;
-use crate::doctor::{Finding, Status, Topic, cgroups_not_probed};
+use crate::doctor::{Finding, Status, Topic};
 use crate::{Containment, ContainmentPolicy};
 
 /// Every Linux finding, in report order. `spawn` runs `exit 0` in a
@@ -14,16 +17,17 @@ pub(crate) fn probe(
 ) -> Vec<Finding> {
     let standard = spawn(ContainmentPolicy::Standard);
     let pidfd = Pidfd::open(std::process::id());
-    vec![
+    let mut findings = vec![
         system(),
         unix::keeper(&standard),
         subreaper(&standard),
         pidfd_finding(&pidfd),
         pidfs(&pidfd),
         pid_namespace(spawn(ContainmentPolicy::PidNamespace)),
-        cgroups_not_probed(),
-        unix::open_files(),
-    ]
+    ];
+    findings.extend(limits::findings());
+    findings.push(unix::open_files());
+    findings
 }
 
 /// Kernel release, distribution and architecture.
