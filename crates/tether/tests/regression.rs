@@ -604,3 +604,61 @@ fn a_session_cgroup_holding_a_process_outside_the_keepers_tree_is_emptied_and_re
         Some(libc::SIGKILL)
     );
 }
+
+/// Issue 18 (warm keepers by default in Python): a descriptor the owner
+/// left inheritable — a pipe's write end made with `pipe(2)`, as Python's
+/// `os.set_inheritable` or a parent's pass-through leaves one — reached the
+/// command (which should get exactly its three streams, as `subprocess`'s
+/// `close_fds=True`) and stayed open in the keeper; an idle warm keeper
+/// lives as long as its owner, so the pipe's reader never saw EOF after the
+/// owner closed its own copy. The keeper now closes what it inherited.
+/// (Alone: the warm pool is process-wide.)
+#[test]
+fn an_inheritable_descriptor_reaches_neither_the_command_nor_an_idle_keeper() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    if !tether_testkit::alone(
+        module_path!(),
+        "an_inheritable_descriptor_reaches_neither_the_command_nor_an_idle_keeper",
+    ) {
+        return;
+    }
+    let mut ends = [0; 2];
+    // SAFETY: pipe(2) fills two descriptors, owned below. No O_CLOEXEC:
+    // inheritable on purpose.
+    assert_eq!(unsafe { libc::pipe(ends.as_mut_ptr()) }, 0);
+    // SAFETY: both were just created for us.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+    // `pipe:[inode]`, as the command's own descriptor list would show it.
+    let pipe = std::fs::read_link(format!("/proc/self/fd/{}", write.as_raw_fd())).unwrap();
+    let pipe = pipe.to_str().unwrap();
+    tether::set_warm_keepers(1);
+    let out = tether::Command::new("ls")
+        .args(["-l", "/proc/self/fd"])
+        .output()
+        .unwrap();
+    let seen = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        seen.contains("/proc/") && !seen.contains(pipe),
+        "the command got the owner's {pipe}:\n{seen}"
+    );
+    let idle: Vec<u32> = tether::sys::children(std::process::id())
+        .into_iter()
+        .filter(|&pid| tether::sys::describe(pid).contains("__tether-keeper"))
+        .collect();
+    assert_eq!(idle.len(), 1, "the command's keeper waits in the pool");
+    drop(write);
+    let mut pfd = libc::pollfd {
+        fd: read.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // Bounded: EOF is there at once when no one else holds the write end;
+    // 10 s only keeps a failure from hanging the suite.
+    // SAFETY: one valid pollfd.
+    assert_eq!(unsafe { libc::poll(&mut pfd, 1, 10_000) }, 1, "no EOF");
+    let mut byte = [0u8; 1];
+    // SAFETY: reads into a buffer we own.
+    let n = unsafe { libc::read(read.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+    assert_eq!(n, 0, "EOF: nobody else holds the write end");
+    tether::set_warm_keepers(0);
+}
