@@ -123,10 +123,13 @@ pub mod keeper {
     }
 }
 
-/// Keeps `n` keepers started ahead of need (0, the default, turns the pool
-/// off and lets idle keepers exit), which takes the keeper's own exec off
-/// the spawn path. Takes effect from the next spawn on. Does nothing on
-/// Windows (no keepers).
+/// Keeps up to `n` keepers of finished sessions waiting for the next
+/// commands, which takes the keeper's own exec off the spawn path of every
+/// command but the first (0, the default, turns the pool off and lets idle
+/// keepers exit). Idle keepers are children of this process that die with
+/// it; no thread of ours runs for them. Takes effect from the next spawn
+/// on; a child forked without `exec` keeps the setting and starts with no
+/// keepers. Does nothing on Windows (no keepers).
 ///
 /// Each command still gets the owner's environment, working directory and
 /// stdio as of its own spawn; what it inherits from the keeper process
