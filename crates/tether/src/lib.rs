@@ -131,10 +131,16 @@ pub mod keeper {
 /// on; a child forked without `exec` keeps the setting and starts with no
 /// keepers. Does nothing on Windows (no keepers).
 ///
-/// Each command still gets the owner's environment, working directory and
-/// stdio as of its own spawn; what it inherits from the keeper process
-/// itself — umask and resource limits — is the owner's as of when that
-/// keeper started.
+/// Each command gets the owner's environment, working directory and stdio
+/// as of its own spawn. What it inherits from the keeper process itself —
+/// credentials, resource limits, niceness and, on Linux, umask,
+/// capabilities, `no_new_privs`, seccomp, CPU affinity, root directory,
+/// namespaces and cgroup — must still be what the owner has at that spawn,
+/// or the warm keeper is let go and a fresh one started (an owner that
+/// dropped root never has its next command run as root). Not checked: a
+/// Landlock domain or LSM label the owner entered since, and the umask on
+/// macOS; an owner that changes those between commands should keep the
+/// pool off.
 pub fn set_warm_keepers(n: usize) {
     contain::set_warm_keepers(n)
 }

@@ -687,3 +687,112 @@ fn idle_warm_keepers_leave_no_thread_of_ours() {
     assert_eq!(threads(), before, "a thread of ours outlived every session");
     tether::set_warm_keepers(0);
 }
+
+/// The keepers living in the process (live ones: an exited keeper's
+/// command line is empty).
+fn keeper_children() -> Vec<u32> {
+    tether::sys::children(std::process::id())
+        .into_iter()
+        .filter(|&pid| tether::sys::describe(pid).contains("__tether-keeper"))
+        .collect()
+}
+
+/// Issue 18 (warm keepers by default in Python): a command inherits its
+/// umask and resource limits from the keeper that starts it, and a warm
+/// keeper had the owner's from when it started — after `umask(077)` and a
+/// lower `RLIMIT_NOFILE` the next command still ran with 022 and the old
+/// limit (`subprocess` gives the new ones). A warm keeper is now used only
+/// while what the owner passes on is unchanged. (Alone: the warm pool,
+/// umask and limits are process-wide.)
+#[test]
+fn a_warm_keeper_does_not_outlive_a_change_of_umask_or_limits() {
+    if !tether_testkit::alone(
+        module_path!(),
+        "a_warm_keeper_does_not_outlive_a_change_of_umask_or_limits",
+    ) {
+        return;
+    }
+    let sh = |script: &str| {
+        let out = tether::Command::new("/bin/sh")
+            .args(["-c", script])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    tether::set_warm_keepers(1);
+    // SAFETY: umask(2) cannot fail.
+    unsafe { libc::umask(0o022) };
+    assert_eq!(sh("umask"), "0022");
+    let first = keeper_children();
+    assert_eq!(first.len(), 1, "the command's keeper waits in the pool");
+    assert_eq!(sh("umask"), "0022");
+    assert_eq!(
+        keeper_children(),
+        first,
+        "unchanged: the warm keeper served"
+    );
+
+    // SAFETY: umask(2) cannot fail.
+    unsafe { libc::umask(0o077) };
+    assert_eq!(sh("umask"), "0077");
+    let second = keeper_children();
+    assert!(
+        second.len() == 1 && second != first,
+        "{first:?} → {second:?}"
+    );
+
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a struct we own; lowering the soft
+    // limit needs no privilege.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        limit.rlim_cur = 200;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+    }
+    assert_eq!(sh("ulimit -n"), "200");
+    assert_ne!(keeper_children(), second);
+    assert_eq!(
+        tether_testkit::zombie_children(),
+        0,
+        "the old keepers were reaped"
+    );
+    tether::set_warm_keepers(0);
+}
+
+/// The same, for credentials: an owner running as root that dropped to
+/// another user had its next command run as root by the warm keeper
+/// started before. (Alone: the process gives up root for good.)
+#[test]
+fn a_warm_keeper_does_not_run_commands_as_the_root_its_owner_gave_up() {
+    if !tether_testkit::require_root("dropping from root to another user") {
+        return;
+    }
+    if !tether_testkit::alone(
+        module_path!(),
+        "a_warm_keeper_does_not_run_commands_as_the_root_its_owner_gave_up",
+    ) {
+        return;
+    }
+    let id = || {
+        let out = tether::Command::new("id")
+            .arg("-u")
+            .current_dir("/")
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    tether::set_warm_keepers(1);
+    assert_eq!(id(), "0");
+    assert_eq!(keeper_children().len(), 1);
+    // SAFETY: setresgid/setresuid with plain ids; checked.
+    unsafe {
+        assert_eq!(libc::setgroups(0, std::ptr::null()), 0);
+        assert_eq!(libc::setresgid(65534, 65534, 65534), 0);
+        assert_eq!(libc::setresuid(65534, 65534, 65534), 0);
+    }
+    assert_eq!(id(), "65534", "the command ran with the owner's new user");
+    tether::set_warm_keepers(0);
+}

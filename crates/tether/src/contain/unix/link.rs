@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::channel::{recv_into, send_frame};
 use super::fork::{Lifeline, PerProcess, created_here};
+use super::inheritance::Inheritance;
 use super::keeper_entry::KEEPER_ARG;
 use super::protocol::{Event, FrameBuffer, Request};
 use crate::error::{Error, Result};
@@ -86,6 +87,9 @@ pub(crate) struct KeeperLink {
     /// link is inert too: its socket was pointed at `/dev/null` at the fork
     /// (see `fork.rs`), and the tree is the parent's to end.
     owner: u32,
+    /// What the owner passed on to the keeper when it started, if the warm
+    /// pool took note (only a keeper with one is kept for later commands).
+    pub(crate) inheritance: Option<Inheritance>,
 }
 
 impl KeeperLink {
@@ -136,6 +140,7 @@ impl KeeperLink {
             path: keeper.to_owned(),
             detached: false,
             owner,
+            inheritance: None,
         })
     }
 
@@ -173,6 +178,7 @@ impl KeeperLink {
             path: self.path.clone(),
             detached: false,
             owner: self.owner,
+            inheritance: self.inheritance.take(),
         };
         guard().rest(idle.sender.keeper);
         Ok(idle)

@@ -13,6 +13,13 @@
 //! (CPython 3.12+). Starting keepers ahead of need would take a thread (or
 //! a keeper exec on a spawn that does not need it): they are not.
 //!
+//! A command inherits some things from its keeper rather than from its
+//! spawn request — credentials, resource limits, umask, namespaces (see
+//! `inheritance.rs`). A warm keeper is handed out only while the owner's
+//! are what they were when that keeper started; one started before the
+//! owner dropped root, say, is let go instead of running the next command
+//! as root.
+//!
 //! An idle keeper whose owner dies exits at the lifeline EOF like any
 //! other; one that dies while idle (killed, OOM) is reaped by the next
 //! spawn or session end, whichever comes first (G5), and a spawn that
@@ -23,7 +30,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::fork::PerProcess;
-
+use super::inheritance::Inheritance;
 use super::link::KeeperLink;
 use crate::error::Result;
 
@@ -63,10 +70,11 @@ fn pool() -> &'static Pool {
 /// turns the pool off and lets idle keepers exit, reaped before this
 /// returns). Takes effect from the next spawn on.
 ///
-/// Each command still gets the owner's environment, working directory and
-/// stdio as of its own spawn; what it inherits from the keeper process
-/// itself — umask and resource limits — is the owner's as of when that
-/// keeper started.
+/// Each command gets the owner's environment, working directory and stdio
+/// as of its own spawn; what it inherits from the keeper process itself
+/// (credentials, resource limits, umask, namespaces, …) is checked to be
+/// the owner's as of this spawn before a warm keeper is used (see
+/// `inheritance.rs` for what cannot be checked).
 pub fn set_warm_keepers(n: usize) {
     TARGET.store(n, Ordering::SeqCst);
     let pool = pool();
@@ -86,22 +94,32 @@ fn release(links: Vec<KeeperLink>) {
 }
 
 /// A keeper for one spawn: a warm one if the pool has one for this keeper
-/// program (`true`), else a freshly started one (`false`). A warm keeper
-/// may have died since the sweep here; the caller retries with a fresh one
-/// then.
+/// program that the owner, as it is now, would have started too (`true`),
+/// else a freshly started one (`false`). A warm keeper may have died since
+/// the sweep here; the caller retries with [`fresh`] then.
 pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
+    if TARGET.load(Ordering::SeqCst) == 0 {
+        return Ok((KeeperLink::start(keeper, tag)?, false));
+    }
+    // Taken before the keeper starts, on this thread: what it inherits.
+    let now = Inheritance::now();
     let pool = pool();
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
     state.sweep();
-    if TARGET.load(Ordering::SeqCst) == 0 {
-        drop(state);
-        return Ok((KeeperLink::start(keeper, tag)?, false));
-    }
     let mut stale = Vec::new();
     if state.keeper.as_deref() != Some(keeper) {
         stale = std::mem::take(&mut state.idle);
         state.keeper = Some(keeper.to_owned());
     }
+    // A keeper started before the owner changed what it passes on (dropped
+    // privileges, a tighter limit, another umask or namespace) would give
+    // its command what the owner gave up: it goes, and so do the others
+    // like it (the owner rarely changes back).
+    let (same, changed): (Vec<KeeperLink>, Vec<KeeperLink>) = std::mem::take(&mut state.idle)
+        .into_iter()
+        .partition(|link| link.inheritance.as_ref() == Some(&now));
+    state.idle = same;
+    stale.extend(changed);
     let warm = state.idle.pop();
     drop(state);
     release(stale);
@@ -110,8 +128,21 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
             link.busy();
             Ok((link, true))
         }
-        None => Ok((KeeperLink::start(keeper, tag)?, false)),
+        None => Ok((started(keeper, tag, Some(now))?, false)),
     }
+}
+
+/// A freshly started keeper (after a warm one turned out dead), noted for
+/// the pool if it is on.
+pub(crate) fn fresh(keeper: &Path, tag: &str) -> Result<KeeperLink> {
+    let now = (TARGET.load(Ordering::SeqCst) > 0).then(Inheritance::now);
+    started(keeper, tag, now)
+}
+
+fn started(keeper: &Path, tag: &str, inheritance: Option<Inheritance>) -> Result<KeeperLink> {
+    let mut link = KeeperLink::start(keeper, tag)?;
+    link.inheritance = inheritance;
+    Ok(link)
 }
 
 /// Takes back the keeper of a finished session (its tree is empty and it
@@ -122,6 +153,7 @@ pub(crate) fn recycle(link: &mut KeeperLink) -> bool {
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
     state.sweep();
     if state.keeper.as_deref() != Some(link.path())
+        || link.inheritance.is_none()
         || state.idle.len() >= TARGET.load(Ordering::SeqCst)
     {
         return false;
