@@ -15,6 +15,7 @@
 mod child;
 mod engine;
 mod error;
+mod limits;
 mod op;
 mod session;
 
@@ -53,6 +54,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(child::spawn, m)?)?;
     m.add_class::<child::Child>()?;
     m.add_class::<child::Status>()?;
+    m.add_class::<limits::Limit>()?;
+    m.add_class::<limits::LimitReport>()?;
     m.add_class::<op::Op>()?;
     m.add_class::<session::Info>()?;
     m.add_class::<session::Chunk>()?;

@@ -138,3 +138,19 @@ def python_owner(script: str, tag: str, **env: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def require_root(what: str) -> None:
+    """Skips a test that needs root for `what` — or fails it under
+    TETHER_REQUIRE_ROOT=1 (as CI sets it), so it never passes silently."""
+    if os.geteuid() == 0:
+        return
+    message = f"needs root ({what})"
+    if os.environ.get("TETHER_REQUIRE_ROOT") == "1":
+        pytest.fail(message + ", and TETHER_REQUIRE_ROOT=1")
+    pytest.skip(message)
+
+
+def fd_count() -> int:
+    """Open descriptors of this process."""
+    return len(os.listdir("/proc/self/fd"))

@@ -34,6 +34,7 @@ from ._errors import (
     Unsupported,
 )
 from ._keeper import executable
+from ._native import Limit, LimitReport
 from ._popen import DEVNULL, PIPE, STDOUT, CompletedProcess, KillResult, Popen, run
 from ._session import (
     AsyncSession,
@@ -72,6 +73,8 @@ __all__ = [
     "KeeperError",
     "KillIncomplete",
     "KillResult",
+    "Limit",
+    "LimitReport",
     "Match",
     "PIPE",
     "Popen",
