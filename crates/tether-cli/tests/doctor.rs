@@ -37,8 +37,13 @@ impl As {
             As::Unprivileged => {
                 let mut cmd = Command::new("setpriv");
                 let id = NOBODY_ID.to_string();
+                // From `/`: the test's own working directory (the crate,
+                // inside a checkout that may be root's alone) is one the
+                // user cannot enter, and the keeper refuses to start a
+                // session there ("bad working directory").
                 cmd.args(["--reuid", &id, "--regid", &id, "--clear-groups", "--"])
-                    .arg(program);
+                    .arg(program)
+                    .current_dir("/");
                 cmd
             }
         }

@@ -50,7 +50,8 @@ fn init(mode: Mode, tag: &str, args: &[&str]) -> Command {
         Mode::Pid1 => {
             let mut c = Command::new("unshare");
             c.args(["--pid", "--fork", "--mount-proc"])
-                .arg(env!("CARGO_BIN_EXE_tether"));
+                .arg(env!("CARGO_BIN_EXE_tether"))
+                .env("TETHER_HOME", support::home());
             c
         }
     };

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use orphans::Home;
 use serde_json::Value;
-use support::{tether, wait_pid_exit};
+use support::{tether, tether_as, wait_pid_exit};
 use tether_testkit::{TAG_VAR, TagGuard, Tree, require_root, tagged_pids, wait_all_dead};
 
 /// The cgroups the ledger recorded for `session`.
@@ -142,12 +142,11 @@ fn a_user_without_a_delegated_cgroup_gets_none_with_the_reason() {
     if !require_root("switching to an unprivileged user") {
         return;
     }
-    use std::os::unix::process::CommandExt;
     let guard = TagGuard::new("cli-limits-nobody");
     let state = tempfile::tempdir().unwrap();
     // The unprivileged user's own state directory.
     std::os::unix::fs::chown(state.path(), Some(65534), Some(65534)).unwrap();
-    let out = tether()
+    let out = tether_as(65534)
         .args([
             "run", "--json", "--memory", "64M", "--pids", "10", "--cpu", "1",
         ])
@@ -155,8 +154,6 @@ fn a_user_without_a_delegated_cgroup_gets_none_with_the_reason() {
         .env(TAG_VAR, guard.tag())
         .env("TETHER_HOME", state.path())
         .env("HOME", state.path())
-        .uid(65534)
-        .gid(65534)
         .stdin(Stdio::null())
         .output()
         .unwrap();

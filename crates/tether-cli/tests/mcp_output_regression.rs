@@ -10,6 +10,8 @@
 // Linux; macOS is type-checked, Windows has its own tests.
 #![cfg(target_os = "linux")]
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -47,7 +49,8 @@ impl Server {
                 cmd
             }
         };
-        cmd.env(TAG_VAR, tag)
+        cmd.env("TETHER_HOME", support::home())
+            .env(TAG_VAR, tag)
             .env_remove(tether::SPAWN_TAG_VAR)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());

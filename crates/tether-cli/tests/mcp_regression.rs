@@ -36,7 +36,9 @@ impl Server {
         let mut cmd = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = std::process::Command::new(program);
-                c.args(args).arg(support::tether_path());
+                c.args(args)
+                    .arg(support::tether_path())
+                    .env("TETHER_HOME", support::home());
                 c
             }
             None => support::tether(),

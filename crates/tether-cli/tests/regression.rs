@@ -115,13 +115,11 @@ fn a_predictable_state_dir_made_by_another_user_is_refused() {
     let planted = std::fs::read(&ledger).unwrap();
 
     for args in [&["ps"][..], &["reap", "--dry-run"]] {
-        let out = support::tether()
+        let out = support::tether_as(victim)
             .args(args)
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env(TAG_VAR, guard.tag())
-            .uid(victim)
-            .gid(victim)
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -242,6 +240,7 @@ fn under_timeout(
         .args(timeout)
         .arg(support::tether_path())
         .args(["run", "--grace", grace, "--", "/bin/sh", "-c", script])
+        .env("TETHER_HOME", support::home())
         .env(TAG_VAR, tag)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -420,14 +419,12 @@ fn a_command_cannot_ptrace_its_keeper() {
                   libc = ctypes.CDLL(None, use_errno=True)\n\
                   rc = libc.ptrace(16, os.getppid(), 0, 0)\n\
                   print('attach', rc, os.strerror(ctypes.get_errno()) if rc else 'ok', flush=True)\n";
-    let mut owner = support::tether()
+    let mut owner = support::tether_as(65534)
         .args(["run", "--grace", "200ms", "--", "python3", "-c", script])
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("TETHER_HOME", home.path())
         .env(TAG_VAR, guard.tag())
-        .uid(65534)
-        .gid(65534)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -456,6 +453,7 @@ fn sh_on_terminal(tag: &str, script: &str) -> terminal::Terminal {
     let mut cmd = std::process::Command::new("/bin/sh");
     cmd.args(["-c", script])
         .arg(support::tether_path())
+        .env("TETHER_HOME", support::home())
         .env(TAG_VAR, tag)
         .env("TERM", "dumb");
     terminal::Terminal::spawn(cmd)
@@ -609,6 +607,7 @@ fn the_terminal_comes_back_on_every_way_out() {
 fn bash_on_terminal(tag: &str) -> terminal::Terminal {
     let mut cmd = std::process::Command::new("bash");
     cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
+        .env("TETHER_HOME", support::home())
         .env(TAG_VAR, tag)
         .env("TERM", "dumb")
         .env("PS1", "prompt> ")
@@ -670,6 +669,7 @@ fn non_dumpable(uid: u32, spawn_tag: &str, test_tag: &str) -> std::process::Chil
         .env_clear()
         .env(tether::SPAWN_TAG_VAR, spawn_tag)
         .env(TAG_VAR, test_tag)
+        .current_dir("/")
         .uid(uid)
         .gid(uid)
         .stdin(Stdio::null())
@@ -738,6 +738,7 @@ fn a_non_dumpable_process_is_listed_unattributable_never_signalled() {
         .env_clear()
         .env(tether::SPAWN_TAG_VAR, &tag)
         .env(TAG_VAR, home.tag())
+        .current_dir("/")
         .uid(uid)
         .gid(uid)
         .stdin(Stdio::null())
@@ -749,13 +750,11 @@ fn a_non_dumpable_process_is_listed_unattributable_never_signalled() {
     let child_id = tether::ProcessIdentity::of_pid(child).unwrap();
     assert_eq!(environ_owner(child), 0, "non-dumpable");
     let as_user = |args: &[&str]| {
-        let out = support::tether()
+        let out = support::tether_as(uid)
             .args(args)
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("TETHER_HOME", home.path())
-            .uid(uid)
-            .gid(uid)
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -1502,16 +1501,14 @@ fn a_command_cannot_read_withheld_credentials_from_the_server() {
         ("AWS_SECRET_ACCESS_KEY", format!("aws{unique}key")),
         ("MY_DB_PASSWORD", format!("pw{unique}db")),
     ];
-    let mut cmd = support::tether();
+    let mut cmd = support::tether_as(uid);
     cmd.env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", home.path())
         .env("TETHER_HOME", home.path().join("state"))
         .env(TAG_VAR, guard.tag())
         .envs(secrets.iter().map(|(k, v)| (k, v)))
-        .current_dir(home.path())
-        .uid(uid)
-        .gid(uid);
+        .current_dir(home.path());
     let mut server = McpServer::start(cmd);
     let server_pid = server.child.id();
     let output = server.run(
@@ -1554,6 +1551,7 @@ fn an_unprivileged_user_gets_a_pid_namespace_where_user_namespaces_work() {
     let uid = uid_without_passwd_entry();
     let userns = std::process::Command::new("unshare")
         .args(["--user", "--pid", "--fork", "true"])
+        .current_dir("/")
         .uid(uid)
         .gid(uid)
         .stdin(Stdio::null())
@@ -1569,15 +1567,13 @@ fn an_unprivileged_user_gets_a_pid_namespace_where_user_namespaces_work() {
     let home = tempfile::tempdir().unwrap();
     chown(home.path(), uid);
     for containment in ["pidns", "auto"] {
-        let out = support::tether()
+        let out = support::tether_as(uid)
             .args(["run", "--json", "--containment", containment])
             .args(["--", "sh", "-c", "echo $$"])
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .env("TETHER_HOME", home.path().join("state"))
             .env(TAG_VAR, guard.tag())
-            .uid(uid)
-            .gid(uid)
             .stdin(Stdio::null())
             .output()
             .unwrap();

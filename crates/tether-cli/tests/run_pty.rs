@@ -9,6 +9,8 @@
 // suite runs on Linux; macOS is type-checked, Windows has its own tests.
 #![cfg(target_os = "linux")]
 
+mod support;
+
 use std::io::{Read, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -90,6 +92,7 @@ fn start(extra: &str) -> (Child, Pty, Screen) {
     );
     let mut child = Command::new("/bin/sh")
         .args(["-c", &script])
+        .env("TETHER_HOME", support::home())
         .pty(PtySize::new(24, 80).unwrap())
         .spawn()
         .expect("start the shell on a terminal");
@@ -156,6 +159,7 @@ fn the_terminal_mode_is_restored_after_a_normal_exit_and_a_failed_start() {
         );
         let mut child = Command::new("/bin/sh")
             .args(["-c", &script])
+            .env("TETHER_HOME", support::home())
             .pty(PtySize::default())
             .spawn()
             .unwrap();
@@ -178,6 +182,7 @@ fn window_size_changes_reach_the_program() {
     );
     let mut child = Command::new("/bin/sh")
         .args(["-c", &script])
+        .env("TETHER_HOME", support::home())
         .pty(PtySize::new(24, 80).unwrap())
         .spawn()
         .unwrap();

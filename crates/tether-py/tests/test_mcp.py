@@ -8,9 +8,10 @@ import os
 import subprocess
 import sys
 import sysconfig
+from pathlib import Path
 
 
-def test_tether_on_the_venv_path_answers_mcp_tools_list() -> None:
+def test_tether_on_the_venv_path_answers_mcp_tools_list(tmp_path: Path) -> None:
     exe = os.path.join(sysconfig.get_path("scripts"), "tether")
     assert os.path.isfile(exe), exe
     with open(exe, "rb") as f:
@@ -22,7 +23,10 @@ def test_tether_on_the_venv_path_answers_mcp_tools_list() -> None:
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
-    server = subprocess.Popen([exe, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    # A ledger of its own: not the machine's shared ~/.local/state/tether,
+    # which other builds write (one at a newer schema makes the server warn).
+    env = dict(os.environ, TETHER_HOME=str(tmp_path))
+    server = subprocess.Popen([exe, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     assert server.stdin is not None and server.stdout is not None
     for request in requests:
         server.stdin.write(json.dumps(request) + "\n")

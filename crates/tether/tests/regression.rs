@@ -245,6 +245,34 @@ fn pidns_session_finishes_when_its_init_dies_by_sigkill() {
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
 
+/// A PID-namespace command that exited by itself was reported killed by
+/// `SIGKILL` about one run in ten (32 of 300 `tether run --containment
+/// pidns`): the namespace init reports the command's end and then exits,
+/// and a keeper that reaped the init before reading the report took the
+/// exit for the namespace dying from outside. Fails before the fix (a
+/// handful of the 200 runs say signal 9).
+#[test]
+fn a_pidns_command_that_exits_by_itself_is_never_reported_killed() {
+    if !tether_testkit::require_root("pid namespace containment") {
+        return;
+    }
+    let guard = TagGuard::new("regression-pidns-exit-report");
+    let mut wrong = Vec::new();
+    for _ in 0..200 {
+        let status = tether::Command::new("/bin/sh")
+            .args(["-c", "exit 3"])
+            .env(TAG_VAR, guard.tag())
+            .containment(tether::ContainmentPolicy::PidNamespace)
+            .status()
+            .unwrap();
+        if status.code() != Some(3) {
+            wrong.push(format!("{status:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} of 200 runs: {wrong:?}", wrong.len());
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
 /// Keeper review, fix 2: the PID-namespace init held the command's stdio
 /// pipes open, so output never reached EOF while a kept descendant (which
 /// had redirected its own output) lived.

@@ -12,9 +12,34 @@ use tether_testkit::TAG_VAR;
 /// The `tether` binary under test: this build's, or the one
 /// `TETHER_TEST_BIN` names — for showing that a regression test fails
 /// against an older build (`TETHER_TEST_BIN=/old/target/debug/tether
-/// cargo test -p process-tether-cli --test regression`).
+/// cargo test -p process-tether-cli --test regression`). It runs in the
+/// test's own tether home ([`home`]); a test that sets `TETHER_HOME`
+/// itself overrides it.
 pub fn tether() -> Command {
-    Command::new(tether_path())
+    let mut cmd = Command::new(tether_path());
+    cmd.env("TETHER_HOME", home());
+    cmd
+}
+
+thread_local! {
+    /// The running test's own state directory: libtest runs every test on
+    /// a thread of its own, so each test gets one, removed when its thread
+    /// ends. Without it `tether run` and `tether mcp` would record into
+    /// the machine's shared `~/.local/state/tether`, where other builds
+    /// leave their ledger (one at a newer schema made `tether run` warn on
+    /// stderr, and a stderr-checking test fail 5 of 5), and `ps`/`reap`
+    /// would see every other build's sessions.
+    static HOME: tempfile::TempDir = tempfile::Builder::new()
+        .prefix("tether-test-home.")
+        .tempdir()
+        .expect("a private tether home");
+}
+
+/// The running test's private `TETHER_HOME` (see [`HOME`]): for commands
+/// that run `tether` other than through [`tether`] (a shell script, a
+/// wrapper such as `timeout` or `unshare`).
+pub fn home() -> std::path::PathBuf {
+    HOME.with(|home| home.path().to_owned())
 }
 
 /// The path [`tether`] runs.
@@ -22,6 +47,53 @@ pub fn tether_path() -> std::path::PathBuf {
     std::env::var_os("TETHER_TEST_BIN")
         .filter(|p| !p.is_empty())
         .map_or_else(|| env!("CARGO_BIN_EXE_tether").into(), Into::into)
+}
+
+/// `tether` run as `uid` (its gid the same), from `/`, at a path that
+/// user can execute: the build's own binary may sit below a directory only
+/// its owner can enter (a checkout in a `mktemp -d` directory, or under
+/// `/root`), where the exec fails with `EACCES`, and so would a working
+/// directory inside it ("bad working directory"). The binary is hard-linked
+/// (copied across file systems) once per build into a directory of its
+/// own in the system's temp dir, named after the build's inode, and reused.
+/// No `TETHER_HOME`: the caller gives the user a home it can write.
+pub fn tether_as(uid: u32) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(tether_path_for_anyone());
+    cmd.current_dir("/").uid(uid).gid(uid);
+    cmd
+}
+
+/// See [`tether_as`].
+pub fn tether_path_for_anyone() -> std::path::PathBuf {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let built = tether_path();
+        let meta = std::fs::metadata(&built).expect("the tether binary");
+        let dir = std::env::temp_dir().join(format!(
+            "tether-test-bin.{}.{}.{}",
+            meta.dev(),
+            meta.ino(),
+            meta.mtime()
+        ));
+        let path = dir.join("tether");
+        if !path.exists() {
+            std::fs::create_dir_all(&dir).expect("a directory for the binary");
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod 755");
+            // Another test binary may race us to it: link or copy under a
+            // name of our own, then rename into place (atomic).
+            let partial = dir.join(format!("tether.{}", std::process::id()));
+            let _ = std::fs::remove_file(&partial);
+            if std::fs::hard_link(&built, &partial).is_err() {
+                std::fs::copy(&built, &partial).expect("copy the tether binary");
+            }
+            std::fs::rename(&partial, &path).expect("the binary in place");
+        }
+        path
+    })
+    .clone()
 }
 
 /// A program that is `tether mcp`, for MCP clients that take one program

@@ -2,8 +2,10 @@
 // and the process table by the unique tag each test gives the server (never by
 // process name). The server command comes from TETHER_MCP_CMD, which
 // crates/tether-cli/tests/mcp_typescript_client.rs sets.
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import assert from 'node:assert/strict';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -16,6 +18,21 @@ export function newTag(name) {
   return `ts-${name}-${process.pid}-${randomBytes(4).toString('hex')}`;
 }
 
+// Each test's servers keep their state (the ledger) in a directory of the
+// test's own, under this one, removed when the run ends. Without it they
+// would record into the machine's shared ~/.local/state/tether, where other
+// builds leave their ledgers (one at a newer schema makes the server warn;
+// `tether ps` and `reap` there see every build's sessions).
+const homes = mkdtempSync(join(tmpdir(), 'tether-ts-homes.'));
+process.on('exit', () => rmSync(homes, { recursive: true, force: true }));
+
+/** The private TETHER_HOME of the test carrying `tag` (mode 0700, as the ledger requires). */
+export function tetherHome(tag) {
+  const home = join(homes, tag);
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  return home;
+}
+
 /** A connected client to a fresh server whose environment carries `tag`. */
 export async function connect(tag, { args = [], env = {} } = {}) {
   const command = process.env.TETHER_MCP_CMD;
@@ -24,6 +41,7 @@ export async function connect(tag, { args = [], env = {} } = {}) {
     [TAG_VAR]: tag,
     PATH: process.env.PATH ?? '/usr/bin:/bin',
     HOME: process.env.HOME ?? '/tmp',
+    TETHER_HOME: tetherHome(tag),
     TETHER_LOG: 'warn,rmcp=error',
     ...env,
   };

@@ -11,15 +11,18 @@ server inherits and passes to every command (it is not a credential), so a
 test can prove that nothing it started is alive — by tag, never by name.
 """
 
+import atexit
 import itertools
 import json
 import os
 import queue
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -47,14 +50,32 @@ def new_tag(name: str) -> str:
     return f"mcp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+# Each test's servers keep their state (the ledger) in a directory of the
+# test's own, under this one, removed when the suite ends. Without it they
+# would record into the machine's shared ~/.local/state/tether, where other
+# builds leave their ledgers (one at a newer schema makes the server warn;
+# `tether ps` and `reap` there see every build's sessions).
+_HOMES = tempfile.mkdtemp(prefix="tether-mcp-homes.")
+atexit.register(shutil.rmtree, _HOMES, ignore_errors=True)
+
+
+def tether_home(tag: str) -> str:
+    """The private TETHER_HOME of the test carrying `tag` (mode 0700, as the
+    ledger requires)."""
+    home = os.path.join(_HOMES, tag)
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    return home
+
+
 def server_env(tag: str, extra: dict | None = None) -> dict:
     env = {
         TAG_VAR: tag,
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/tmp"),
+        "TETHER_HOME": tether_home(tag),
         "TETHER_LOG": "warn,rmcp=error",
     }
-    for var in ("TETHER_KEEPER", "XDG_RUNTIME_DIR", "TETHER_STATE_DIR"):
+    for var in ("TETHER_KEEPER", "XDG_RUNTIME_DIR"):
         if var in os.environ:
             env[var] = os.environ[var]
     env.update(extra or {})

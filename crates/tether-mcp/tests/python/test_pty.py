@@ -64,8 +64,12 @@ async def test_a_repl_answers_and_keys_drive_it(tag):
         # Keys: a typo erased with Backspace, then Enter.
         body = await call(s, "write", {"id": sid, "data": "6*7x", "keys": ["Backspace", "Enter"]})
         assert "42" in body["output"].splitlines(), body
-        # Ctrl-D at the prompt (eof) ends the REPL.
-        body = await call(s, "write", {"id": sid, "eof": True, "yield_s": BOUND})
+        # Ctrl-D at the prompt (eof) ends the REPL. The REPL prints a newline
+        # at once and exits later (interpreter shutdown); with the quiet rule
+        # on, the call would return 0.2 s after that newline, before the exit
+        # on a loaded machine ("running": 2 of 3 runs at load ~345). The exit
+        # is the event: quiet_s 0 makes the call return at it.
+        body = await call(s, "write", {"id": sid, "eof": True, "quiet_s": 0, "yield_s": BOUND})
         assert body["status"] == "exited" and body["exit_code"] == 0, body
 
 

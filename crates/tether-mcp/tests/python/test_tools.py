@@ -161,8 +161,9 @@ async def test_write_to_interactive_cat(tag):
         wrote = await call(s, "write", {"id": sid, "data": "hello", "submit": True, "yield_s": 0})
         assert await expect(s, wrote, "hello") == "hello\n"
         # eof closes stdin: cat exits, and write returns at the exit (not at
-        # yield_s: the status is exited).
-        body = await call(s, "write", {"id": sid, "data": "last", "eof": True, "yield_s": 50})
+        # yield_s: the status is exited). quiet_s 0: the quiet rule would
+        # return 0.2 s after "last", before cat's exit on a loaded machine.
+        body = await call(s, "write", {"id": sid, "data": "last", "eof": True, "quiet_s": 0, "yield_s": 50})
         assert body["status"] == "exited" and body["exit_code"] == 0
         assert body["output"] == "last"
         body = await call(s, "write", {"id": sid, "data": "more"}, error=True)

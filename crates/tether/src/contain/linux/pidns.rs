@@ -170,6 +170,26 @@ impl InitLink {
             _ => Ok(None),
         }
     }
+
+    /// The command's end as the init reported it before exiting, if that
+    /// report is still unread: call once the init has been reaped. The
+    /// init reports the command's end, then exits when the namespace is
+    /// empty, and the keeper can see the exit first (it woke for
+    /// something else between the two): reading the exit as "the command
+    /// died with the namespace" then turned a clean `exit 0` into
+    /// `SIGKILL` (32 of 300 `tether run --containment pidns -- sh -c 'echo
+    /// $$'` here). Never blocks: the init is dead, and nothing else holds
+    /// the pipe's write end (close-on-exec in the command), so a read
+    /// finds a report or EOF.
+    pub(crate) fn last_exit(&mut self) -> Option<Termination> {
+        let mut exit = None;
+        while let Ok(report) = read_report(self.reports.as_fd()) {
+            if let InitReport::Exited { status } = report {
+                exit = Some(decode_wait_status(status));
+            }
+        }
+        exit
+    }
 }
 
 /// A command started in a fresh namespace.

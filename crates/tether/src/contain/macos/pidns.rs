@@ -46,6 +46,10 @@ impl InitLink {
     pub(crate) fn read_exit(&mut self) -> io::Result<Option<Termination>> {
         match self.never {}
     }
+
+    pub(crate) fn last_exit(&mut self) -> Option<Termination> {
+        match self.never {}
+    }
 }
 
 /// A command started in a fresh namespace: never, here.

@@ -461,9 +461,13 @@ impl Keeper {
             match change {
                 Change::Exited(termination) if is_main => self.main_exited(s, termination),
                 Change::Exited(_) if s.pidns && pid == s.child => {
-                    // Init died before reporting (killed from outside): the
-                    // command died with the namespace.
-                    self.main_exited(s, Termination::Signal(libc::SIGKILL));
+                    // Init's report of the command's end may still be
+                    // unread (it reports, then exits). With none, init died
+                    // before reporting (killed from outside): the command
+                    // died with the namespace.
+                    let reported = s.init.as_mut().and_then(|init| init.last_exit());
+                    let termination = reported.unwrap_or(Termination::Signal(libc::SIGKILL));
+                    self.main_exited(s, termination);
                 }
                 Change::Stopped(signal) if is_main => {
                     self.send(&Event::MainStopped { signal });
