@@ -792,9 +792,10 @@ fn a_warm_keeper_does_not_outlive_a_change_of_umask_or_limits() {
 
 /// The same, for credentials: an owner running as root that dropped to
 /// another user had its next command run as root by the warm keeper
-/// started before. (Alone: the process gives up root for good.)
+/// started before. (Alone: the process changes its user.)
 #[test]
 fn a_warm_keeper_does_not_run_commands_as_the_root_its_owner_gave_up() {
+    use std::os::unix::fs::PermissionsExt;
     if !tether_testkit::require_root("dropping from root to another user") {
         return;
     }
@@ -804,6 +805,13 @@ fn a_warm_keeper_does_not_run_commands_as_the_root_its_owner_gave_up() {
     ) {
         return;
     }
+    // A keeper the other user can execute: the build's may sit below a
+    // directory only root can enter (a checkout in a `mktemp -d`).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let keeper = dir.path().join("tether-keeper");
+    std::fs::copy(env!("CARGO_BIN_EXE_tether-keeper"), &keeper).unwrap();
+    tether::keeper::set_program(Some(keeper));
     let id = || {
         let out = tether::Command::new("id")
             .arg("-u")
@@ -815,12 +823,19 @@ fn a_warm_keeper_does_not_run_commands_as_the_root_its_owner_gave_up() {
     tether::set_warm_keepers(1);
     assert_eq!(id(), "0");
     assert_eq!(keeper_children().len(), 1);
+    // Root stays the saved id only, so the test can take it back to clean
+    // up: a command started now runs as 65534 through and through.
     // SAFETY: setresgid/setresuid with plain ids; checked.
     unsafe {
-        assert_eq!(libc::setgroups(0, std::ptr::null()), 0);
-        assert_eq!(libc::setresgid(65534, 65534, 65534), 0);
-        assert_eq!(libc::setresuid(65534, 65534, 65534), 0);
+        assert_eq!(libc::setresgid(65534, 65534, 0), 0);
+        assert_eq!(libc::setresuid(65534, 65534, 0), 0);
     }
     assert_eq!(id(), "65534", "the command ran with the owner's new user");
+    // SAFETY: as above; the saved id allows it.
+    unsafe {
+        assert_eq!(libc::setresuid(0, 0, 0), 0);
+        assert_eq!(libc::setresgid(0, 0, 0), 0);
+    }
     tether::set_warm_keepers(0);
+    drop(dir);
 }
