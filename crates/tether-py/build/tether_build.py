@@ -11,9 +11,10 @@ cannot find. So `build_wheel` here
 2. copies it to `python/tether/bin/` (the keeper the extension finds beside
    the package) and to the wheel's `scripts` data (on the environment's
    PATH, so `tether mcp` needs no Python);
-3. has it write its man page and shell completions (`tether man`,
+3. has it write its man pages and shell completions (`tether man --dir`,
    `tether completions SHELL`) into the wheel's `data`, which installers
-   put under the environment's prefix — `share/man/man1/tether.1`,
+   put under the environment's prefix — `share/man/man1/tether.1` (and
+   `tether-run.1`, … one per subcommand),
    `share/bash-completion/completions/tether`,
    `share/zsh/site-functions/_tether`,
    `share/fish/vendor_completions.d/tether.fish` — where `man` (from the
@@ -22,7 +23,7 @@ cannot find. So `build_wheel` here
    either);
 4. has maturin build the wheel;
 5. fails unless the wheel holds both copies of the executable, executable,
-   and (not on Windows) the man page and the three completion scripts.
+   and (not on Windows) the man pages and the three completion scripts.
 """
 
 from __future__ import annotations
@@ -50,10 +51,11 @@ PACKAGE_BIN = ROOT / "crates/tether-py/python/tether/bin"
 SCRIPTS = ROOT / "crates/tether-py/build/wheel.data/scripts"
 #: The wheel's `data`: installed under the environment's prefix.
 DATA = ROOT / "crates/tether-py/build/wheel.data/data"
+#: Where the man pages go under `DATA` (`tether man --dir` writes them).
+MAN1 = "share/man/man1"
 #: What goes under `DATA` (prefix-relative), and the `tether` arguments
 #: that print it. Empty on Windows, which has no place for either.
 SHARE = {} if sys.platform == "win32" else {
-    "share/man/man1/tether.1": ["man"],
     "share/bash-completion/completions/tether": ["completions", "bash"],
     "share/zsh/site-functions/_tether": ["completions", "zsh"],
     "share/fish/vendor_completions.d/tether.fish": ["completions", "fish"],
@@ -100,9 +102,12 @@ def build_executable() -> Path:
 
 
 def write_share(exe: Path) -> None:
-    """Writes the man page and completion scripts `exe` prints into the
+    """Writes the man pages and completion scripts `exe` prints into the
     wheel's data (replacing what an earlier build left there)."""
     shutil.rmtree(DATA, ignore_errors=True)
+    if not SHARE:
+        return
+    subprocess.run([str(exe), "man", "--dir", str(DATA / MAN1)], check=True, stdout=subprocess.DEVNULL)
     for name, args in SHARE.items():
         path = DATA / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,10 +137,13 @@ def check_wheel(wheel: Path) -> None:
                 if not mode & stat.S_IXUSR:
                     raise RuntimeError(f"{wheel.name}: {name} is not executable (mode {oct(mode)})")
         data = scripts[0].split("/")[0] + "/data/"
-        absent = [name for name in SHARE if data + name not in names]
+        wanted = [*SHARE, *(f"{MAN1}/{page.name}" for page in sorted((DATA / MAN1).glob("*.1")))]
+        if SHARE and f"{MAN1}/tether.1" not in wanted:
+            raise RuntimeError(f"`tether man --dir` wrote no tether.1 into {DATA / MAN1}")
+        absent = [name for name in wanted if data + name not in names]
         if absent:
             raise RuntimeError(f"{wheel.name} is missing {', '.join(data + n for n in absent)}")
-    _log(f"{wheel.name} carries {package}, {scripts[0]} and {len(SHARE)} files under {data}share/")
+    _log(f"{wheel.name} carries {package}, {scripts[0]} and {len(wanted)} files under {data}share/")
 
 
 def build_wheel(
