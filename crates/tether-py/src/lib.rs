@@ -29,9 +29,10 @@ fn set_keeper(path: Option<std::path::PathBuf>) {
     tether::keeper::set_program(path);
 }
 
-/// Keeps `n` keepers started ahead of need (0, the default: none). Takes
-/// the keeper's exec off each spawn, at the price of `n` idle keeper
-/// processes (see `tether::set_warm_keepers`).
+/// Keeps up to `n` keepers of finished commands for the next ones (the
+/// package sets 2 at import; 0: a keeper per command). Takes the keeper's
+/// exec off every spawn but the first, at the price of up to `n` idle
+/// keeper processes (see `tether::set_warm_keepers`).
 #[pyfunction]
 fn set_warm_keepers(n: usize) {
     tether::set_warm_keepers(n);
