@@ -60,7 +60,7 @@ def set_warm_keepers(n: int) -> None:
     """Keeps up to ``n`` keepers of finished commands waiting for the next
     ones (default ``DEFAULT_WARM_KEEPERS``, 2), which takes the keeper's own
     exec off every command but the first: ``run(['/bin/true'])`` costs
-    ~1.2× ``subprocess.run`` instead of ~2.8× here. An idle keeper is a
+    ~1.35× ``subprocess.run`` instead of ~2.8× here. An idle keeper is a
     small child process of this one that dies with it (``SIGKILL``
     included); no thread of tether's runs for it, so an idle program still
     has none (``fork`` stays warning-free). A warm keeper serves a command
