@@ -11,8 +11,19 @@ cannot find. So `build_wheel` here
 2. copies it to `python/tether/bin/` (the keeper the extension finds beside
    the package) and to the wheel's `scripts` data (on the environment's
    PATH, so `tether mcp` needs no Python);
-3. has maturin build the wheel;
-4. fails unless the wheel holds both copies, executable.
+3. has it write its man pages and shell completions (`tether man --dir`,
+   `tether completions SHELL`) into the wheel's `data`, which installers
+   put under the environment's prefix — `share/man/man1/tether.1` (and
+   `tether-run.1`, … one per subcommand),
+   `share/bash-completion/completions/tether`,
+   `share/zsh/site-functions/_tether`,
+   `share/fish/vendor_completions.d/tether.fish` — where `man` (from the
+   `bin` on PATH) and bash-completion find them for a venv, and every
+   tool finds them for `/usr/local` (not on Windows: it has no place for
+   either);
+4. has maturin build the wheel;
+5. fails unless the wheel holds both copies of the executable, executable,
+   and (not on Windows) the man pages and the three completion scripts.
 """
 
 from __future__ import annotations
@@ -38,6 +49,17 @@ ROOT = Path(__file__).resolve().parents[3]
 EXE = "tether.exe" if sys.platform == "win32" else "tether"
 PACKAGE_BIN = ROOT / "crates/tether-py/python/tether/bin"
 SCRIPTS = ROOT / "crates/tether-py/build/wheel.data/scripts"
+#: The wheel's `data`: installed under the environment's prefix.
+DATA = ROOT / "crates/tether-py/build/wheel.data/data"
+#: Where the man pages go under `DATA` (`tether man --dir` writes them).
+MAN1 = "share/man/man1"
+#: What goes under `DATA` (prefix-relative), and the `tether` arguments
+#: that print it. Empty on Windows, which has no place for either.
+SHARE = {} if sys.platform == "win32" else {
+    "share/bash-completion/completions/tether": ["completions", "bash"],
+    "share/zsh/site-functions/_tether": ["completions", "zsh"],
+    "share/fish/vendor_completions.d/tether.fish": ["completions", "fish"],
+}
 
 
 def _log(message: str) -> None:
@@ -75,7 +97,24 @@ def build_executable() -> Path:
             # larger with them).
             subprocess.run(["strip", str(copy)], check=True)
         copy.chmod(copy.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    write_share(built)
     return built
+
+
+def write_share(exe: Path) -> None:
+    """Writes the man pages and completion scripts `exe` prints into the
+    wheel's data (replacing what an earlier build left there)."""
+    shutil.rmtree(DATA, ignore_errors=True)
+    if not SHARE:
+        return
+    subprocess.run([str(exe), "man", "--dir", str(DATA / MAN1)], check=True, stdout=subprocess.DEVNULL)
+    for name, args in SHARE.items():
+        path = DATA / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        out = subprocess.run([str(exe), *args], check=True, stdout=subprocess.PIPE).stdout
+        if not out:
+            raise RuntimeError(f"`tether {' '.join(args)}` printed nothing")
+        path.write_bytes(out)
 
 
 def check_wheel(wheel: Path) -> None:
@@ -97,7 +136,14 @@ def check_wheel(wheel: Path) -> None:
                 mode = names[name].external_attr >> 16
                 if not mode & stat.S_IXUSR:
                     raise RuntimeError(f"{wheel.name}: {name} is not executable (mode {oct(mode)})")
-    _log(f"{wheel.name} carries {package} and {scripts[0]}")
+        data = scripts[0].split("/")[0] + "/data/"
+        wanted = [*SHARE, *(f"{MAN1}/{page.name}" for page in sorted((DATA / MAN1).glob("*.1")))]
+        if SHARE and f"{MAN1}/tether.1" not in wanted:
+            raise RuntimeError(f"`tether man --dir` wrote no tether.1 into {DATA / MAN1}")
+        absent = [name for name in wanted if data + name not in names]
+        if absent:
+            raise RuntimeError(f"{wheel.name} is missing {', '.join(data + n for n in absent)}")
+    _log(f"{wheel.name} carries {package}, {scripts[0]} and {len(wanted)} files under {data}share/")
 
 
 def build_wheel(

@@ -11,6 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::error::IntoPy;
+use crate::limits::LimitReport;
 
 /// Longest stretch a wait blocks without looking at Python's signals.
 /// Ctrl-C normally interrupts the wait at once (`EINTR` on the main
@@ -32,6 +33,11 @@ pub(crate) struct Status {
     /// not counted).
     #[pyo3(get)]
     descendants_killed: u32,
+    /// The limit the session ran into (`"memory"`: the kernel killed
+    /// processes of it for its memory limit; `"pids"`: forks were refused),
+    /// or `None`.
+    #[pyo3(get)]
+    limit_hit: Option<&'static str>,
 }
 
 impl From<tether::ExitStatus> for Status {
@@ -40,6 +46,7 @@ impl From<tether::ExitStatus> for Status {
             returncode: returncode(&status),
             timed_out: status.timed_out(),
             descendants_killed: status.descendants_killed(),
+            limit_hit: status.limit_hit().map(|hit| hit.name()),
         }
     }
 }
@@ -48,10 +55,12 @@ impl From<tether::ExitStatus> for Status {
 impl Status {
     fn __repr__(&self) -> String {
         format!(
-            "Status(returncode={}, timed_out={}, descendants_killed={})",
+            "Status(returncode={}, timed_out={}, descendants_killed={}, limit_hit={})",
             self.returncode,
             if self.timed_out { "True" } else { "False" },
-            self.descendants_killed
+            self.descendants_killed,
+            self.limit_hit
+                .map_or_else(|| "None".to_owned(), |hit| format!("{hit:?}"))
         )
     }
 }
@@ -92,6 +101,9 @@ pub(crate) struct Child {
     /// The process that started it (see `InheritedHandleError`).
     #[pyo3(get)]
     owner_pid: u32,
+    /// The limits as applied, each with how it is enforced.
+    #[pyo3(get)]
+    limits: Py<LimitReport>,
     status: Mutex<Option<Status>>,
 }
 
@@ -136,7 +148,7 @@ fn stdio(fd: Option<i32>) -> PyResult<tether::Stdio> {
 
 /// Starts `argv` contained (see `tether.Popen` for every argument).
 #[pyfunction]
-#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false))]
+#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     py: Python<'_>,
@@ -150,7 +162,11 @@ pub(crate) fn spawn(
     timeout: Option<f64>,
     purpose: String,
     keep_descendants: bool,
+    memory: Option<Bound<'_, PyAny>>,
+    pids: Option<Bound<'_, PyAny>>,
+    cpu: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Child> {
+    let limits = crate::limits::from_py(py, memory.as_ref(), pids.as_ref(), cpu.as_ref())?;
     let mut argv = argv.into_iter();
     let program = argv
         .next()
@@ -175,13 +191,15 @@ pub(crate) fn spawn(
         .stderr(stdio(stderr)?)
         .grace(seconds("grace", grace)?)
         .purpose(&purpose)
-        .keep_descendants(keep_descendants);
+        .keep_descendants(keep_descendants)
+        .limits(limits);
     if let Some(timeout) = timeout {
         command.timeout(seconds("timeout", timeout)?);
     }
     let child = py.detach(|| command.spawn()).py_err(py)?;
     drop(command);
     Ok(Child {
+        limits: Py::new(py, LimitReport::new(py, child.limits())?)?,
         handle: child.handle(),
         pid: child.id(),
         containment: child.containment().name().to_owned(),

@@ -15,6 +15,7 @@
 mod child;
 mod engine;
 mod error;
+mod limits;
 mod op;
 mod session;
 
@@ -28,9 +29,10 @@ fn set_keeper(path: Option<std::path::PathBuf>) {
     tether::keeper::set_program(path);
 }
 
-/// Keeps `n` keepers started ahead of need (0, the default: none). Takes
-/// the keeper's exec off each spawn, at the price of `n` idle keeper
-/// processes (see `tether::set_warm_keepers`).
+/// Keeps up to `n` keepers of finished commands for the next ones (the
+/// package sets 2 at import; 0: a keeper per command). Takes the keeper's
+/// exec off every spawn but the first, at the price of up to `n` idle
+/// keeper processes (see `tether::set_warm_keepers`).
 #[pyfunction]
 fn set_warm_keepers(n: usize) {
     tether::set_warm_keepers(n);
@@ -53,6 +55,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(child::spawn, m)?)?;
     m.add_class::<child::Child>()?;
     m.add_class::<child::Status>()?;
+    m.add_class::<limits::Limit>()?;
+    m.add_class::<limits::LimitReport>()?;
     m.add_class::<op::Op>()?;
     m.add_class::<session::Info>()?;
     m.add_class::<session::Chunk>()?;

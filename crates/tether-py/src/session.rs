@@ -16,6 +16,7 @@ use tether::terminal::{PtySize, Screen};
 use crate::child::{OsArg, returncode, seconds};
 use crate::engine::engine;
 use crate::error::IntoPy;
+use crate::limits::LimitReport;
 use crate::op::Op;
 
 /// What an operation gives back.
@@ -31,7 +32,7 @@ impl Value {
         Ok(match self {
             Value::Id(id) => id.into_pyobject(py)?.into_any().unbind(),
             Value::Unit => py.None(),
-            Value::Waited(w) => Py::new(py, Waited::from(*w))?.into_any(),
+            Value::Waited(w) => Py::new(py, Waited::new(py, *w)?)?.into_any(),
             Value::Killed(k) => Py::new(py, Killed::from(k))?.into_any(),
         })
     }
@@ -63,6 +64,10 @@ pub(crate) struct Info {
     purpose: String,
     pty: Option<(u16, u16)>,
     spill_error: Option<String>,
+    /// The limits as applied, each with how it is enforced.
+    limits: Py<LimitReport>,
+    /// `"memory"`, `"pids"`, or `None`: the limit the session ran into.
+    limit_hit: Option<&'static str>,
 }
 
 fn epoch(at: SystemTime) -> f64 {
@@ -70,9 +75,11 @@ fn epoch(at: SystemTime) -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-impl From<SessionInfo> for Info {
-    fn from(i: SessionInfo) -> Info {
-        Info {
+impl Info {
+    fn new(py: Python<'_>, i: SessionInfo) -> PyResult<Info> {
+        Ok(Info {
+            limits: Py::new(py, LimitReport::new(py, &i.limits)?)?,
+            limit_hit: i.limit_hit.map(|hit| hit.name()),
             id: i.id.as_str().to_owned(),
             command: i.command,
             state: i.state.name().to_owned(),
@@ -106,7 +113,7 @@ impl From<SessionInfo> for Info {
             purpose: i.purpose,
             pty: i.pty.map(|s| (s.rows(), s.cols())),
             spill_error: i.spill_error,
-        }
+        })
     }
 }
 
@@ -160,20 +167,19 @@ pub(crate) struct Waited {
     info: Py<Info>,
 }
 
-impl From<WaitResult> for Waited {
-    fn from(w: WaitResult) -> Waited {
+impl Waited {
+    fn new(py: Python<'_>, w: WaitResult) -> PyResult<Waited> {
         let (outcome, span) = match w.outcome {
             WaitOutcome::Exited => ("exited", None),
             WaitOutcome::Matched { start, end } => ("matched", Some((start, end))),
             WaitOutcome::Quiet { .. } => ("quiet", None),
             WaitOutcome::StillRunning => ("running", None),
         };
-        Waited {
+        Ok(Waited {
             outcome: outcome.to_owned(),
             span,
-            info: Python::attach(|py| Py::new(py, Info::from(w.info)))
-                .expect("allocating a SessionInfo"),
-        }
+            info: Py::new(py, Info::new(py, w.info)?)?,
+        })
     }
 }
 
@@ -251,9 +257,10 @@ fn stream(stderr: bool) -> Stream {
 /// Starts a background session (see `tether.start`); the op's value is
 /// its id.
 #[pyfunction]
-#[pyo3(signature = (argv=None, script=None, *, cwd=None, env=Vec::new(), env_clear=false, stdin=false, separate_stderr=false, pty=None, timeout=None, idle_timeout=None, grace=2.0, max_memory=None, spill_cap=None, purpose="session".to_owned()))]
+#[pyo3(signature = (argv=None, script=None, *, cwd=None, env=Vec::new(), env_clear=false, stdin=false, separate_stderr=false, pty=None, timeout=None, idle_timeout=None, grace=2.0, max_memory=None, spill_cap=None, purpose="session".to_owned(), memory=None, pids=None, cpu=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
+    py: Python<'_>,
     argv: Option<Vec<OsArg>>,
     script: Option<String>,
     cwd: Option<OsArg>,
@@ -268,7 +275,11 @@ pub(crate) fn start(
     max_memory: Option<usize>,
     spill_cap: Option<u64>,
     purpose: String,
+    memory: Option<Bound<'_, PyAny>>,
+    pids: Option<Bound<'_, PyAny>>,
+    cpu: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Op> {
+    let limits = crate::limits::from_py(py, memory.as_ref(), pids.as_ref(), cpu.as_ref())?;
     let mut spec = match (argv, script) {
         (Some(argv), None) => RunSpec::argv(
             argv.into_iter()
@@ -298,7 +309,7 @@ pub(crate) fn start(
         spec = spec.output(OutputMode::Separate);
     }
     if let Some((rows, cols)) = pty {
-        spec = spec.pty(Python::attach(|py| PtySize::new(rows, cols).py_err(py))?);
+        spec = spec.pty(PtySize::new(rows, cols).py_err(py)?);
     }
     if let Some(t) = timeout {
         spec = spec.timeout(seconds("timeout", t)?);
@@ -306,7 +317,10 @@ pub(crate) fn start(
     if let Some(t) = idle_timeout {
         spec = spec.idle_timeout(seconds("idle_timeout", t)?);
     }
-    spec = spec.grace(seconds("grace", grace)?).purpose(purpose);
+    spec = spec
+        .grace(seconds("grace", grace)?)
+        .purpose(purpose)
+        .limits(limits);
     if let Some(bytes) = max_memory {
         spec = spec.max_memory(bytes);
     }
@@ -409,16 +423,16 @@ pub(crate) fn kill(id: String, grace: f64) -> PyResult<Op> {
 #[pyfunction]
 pub(crate) fn info(py: Python<'_>, id: &str) -> PyResult<Info> {
     let registry = Arc::clone(&engine().registry);
-    Ok(Info::from(py.detach(|| registry.info(id)).py_err(py)?))
+    Info::new(py, py.detach(|| registry.info(id)).py_err(py)?)
 }
 
 /// Every session, oldest first.
 #[pyfunction]
-pub(crate) fn sessions(py: Python<'_>) -> Vec<Info> {
+pub(crate) fn sessions(py: Python<'_>) -> PyResult<Vec<Info>> {
     let registry = Arc::clone(&engine().registry);
     py.detach(|| registry.list())
         .into_iter()
-        .map(Info::from)
+        .map(|info| Info::new(py, info))
         .collect()
 }
 

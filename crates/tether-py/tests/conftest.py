@@ -138,3 +138,93 @@ def python_owner(script: str, tag: str, **env: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def require_root(what: str) -> None:
+    """Skips a test that needs root for `what` — or fails it under
+    TETHER_REQUIRE_ROOT=1 (as CI sets it), so it never passes silently."""
+    if os.geteuid() == 0:
+        return
+    message = f"needs root ({what})"
+    if os.environ.get("TETHER_REQUIRE_ROOT") == "1":
+        pytest.fail(message + ", and TETHER_REQUIRE_ROOT=1")
+    pytest.skip(message)
+
+
+def children(pid: int) -> List[int]:
+    """Children of `pid`, live or zombie (every thread's list)."""
+    found: List[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found.extend(int(p) for p in f.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def state(pid: int) -> str:
+    """The one-letter state of `pid` (R, S, T, Z, …), or "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except OSError:
+        return ""
+
+
+def keepers(pid: int) -> List[int]:
+    """The live tether keepers among `pid`'s children (a zombie's command
+    line is empty: see `zombie_children`)."""
+    found = []
+    for child in children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"__tether-keeper" in argv:
+            found.append(child)
+    return found
+
+
+def zombie_children() -> List[int]:
+    """Children of this process that exited and were not reaped."""
+    return [pid for pid in children(os.getpid()) if state(pid) == "Z"]
+
+
+def fd_count() -> int:
+    """Open descriptors of this process."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def wait_exited(pids: List[int], bound: float) -> List[int]:
+    """Waits on pidfds — not by sleeping — until every one of `pids` has
+    exited (zombies count as exited), for at most `bound` seconds; returns
+    those still running."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[pid] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+    try:
+        poller = select.poll()
+        for fd in fds.values():
+            poller.register(fd, select.POLLIN)
+        deadline = time.monotonic() + bound
+        running = dict(fds)
+        while running:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for fd, _ in poller.poll(left * 1000):
+                poller.unregister(fd)
+                running = {p: f for p, f in running.items() if f != fd}
+        return sorted(running)
+    finally:
+        for fd in fds.values():
+            os.close(fd)

@@ -28,6 +28,13 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
 /// exits (killed, by default). Spawning never forks the calling process: a
 /// keeper does all per-child setup (see [`crate::keeper`]).
 ///
+/// Unlike `std::process::Command`, the command gets no descriptor of this
+/// process besides its three stdio streams — as Python's `subprocess`
+/// with `close_fds=True`, and as on Windows: one left inheritable (a make
+/// jobserver's, systemd's `LISTEN_FDS`) is not passed on. The keeper closes
+/// them as it starts, so it holds none either (a warm keeper lives as long
+/// as its owner).
+///
 /// Defaults, as `std::process::Command`'s where it has one: the owner's
 /// environment and working directory, inherited stdio (`output` pipes
 /// stdout and stderr and gives stdin the null device), no timeout,

@@ -340,30 +340,38 @@ pub mod keeper {
     }
 }
 
-/// Keeps `n` keepers started ahead of need (0, the default, turns the pool
-/// off and lets idle keepers exit), which takes the keeper's own exec off
-/// the spawn path. Takes effect from the next spawn on. Does nothing on
-/// Windows (no keepers).
+/// Keeps up to `n` keepers of finished sessions waiting for the next
+/// commands, which takes the keeper's own exec off the spawn path of every
+/// command but the first (0, the default, turns the pool off and lets idle
+/// keepers exit). Idle keepers are children of this process that die with
+/// it; no thread of ours runs for them. Takes effect from the next spawn
+/// on; a child forked without `exec` keeps the setting and starts with no
+/// keepers. Does nothing on Windows (no keepers).
 ///
-/// Each command still gets the owner's environment, working directory and
-/// stdio as of its own spawn; what it inherits from the keeper process
-/// itself — umask and resource limits — is the owner's as of when that
-/// keeper started.
+/// Each command gets the owner's environment, working directory and stdio
+/// as of its own spawn. What it inherits from the keeper process itself —
+/// credentials, resource limits, niceness and, on Linux, umask,
+/// capabilities, `no_new_privs`, seccomp, CPU affinity, root directory,
+/// namespaces and cgroup — must still be what the owner has at that spawn,
+/// or the warm keeper is let go and a fresh one started (an owner that
+/// dropped root never has its next command run as root). Not checked: a
+/// Landlock domain or LSM label the owner entered since, and the umask on
+/// macOS; an owner that changes those between commands should keep the
+/// pool off.
 ///
 /// ```standalone_crate
 /// # #[cfg(unix)]
 /// # fn main() -> tether::Result<()> {
 /// # tether::keeper::run_if_requested();
 /// tether::set_warm_keepers(2); // from the next spawn on
-/// let first = tether::Command::new("echo").arg("hi").output()?; // starts the refill
-/// let second = tether::Command::new("echo").arg("hi").output()?; // a keeper from the pool
+/// let first = tether::Command::new("echo").arg("hi").output()?; // a keeper started for it
+/// let second = tether::Command::new("echo").arg("hi").output()?; // the first one's keeper, recycled
 /// assert_eq!((first.stdout, second.stdout), (b"hi\n".to_vec(), b"hi\n".to_vec()));
 /// tether::set_warm_keepers(0); // idle keepers exit
 /// # #[cfg(target_os = "linux")]
 /// # {
-/// #     // Every command is gone. Not asserted: that idle keepers are gone
-/// #     // too — one that a refill was starting as the pool was turned off
-/// #     // can stay idle until this process exits (reported).
+/// #     // Every command is gone (what is left, if anything, is keepers
+/// #     // on their way out).
 /// #     let left = tether_testkit::spawned_by_this_process();
 /// #     let keeper = |pid: &u32| tether::sys::spawn_tag(*pid).is_some_and(|t| t.purpose == "keeper");
 /// #     assert!(left.iter().all(keeper), "commands outlived the example: {left:?}");

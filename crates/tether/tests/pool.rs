@@ -1,5 +1,5 @@
-//! Warm keepers: started ahead of need, and recycled once a session's tree
-//! is empty. A recycled keeper must serve its next session as a fresh one
+//! Warm keepers: the keeper of a session whose tree is empty waits in the
+//! pool for the next command. A recycled keeper must serve its next session as a fresh one
 //! would, and nothing of the old session may reach the new one.
 //!
 //! One test function: the pool is process-wide, and descriptor counts
@@ -10,7 +10,6 @@
 #![cfg(target_os = "linux")]
 
 use std::os::fd::AsRawFd;
-use std::time::{Duration, Instant};
 
 use tether::unix::ChildExt;
 use tether::{Command, Stdio};
@@ -62,16 +61,25 @@ fn warm_and_recycled_keepers() {
     b.kill().unwrap();
     drop((a, b, stale, pidfd));
 
-    // Turning the pool off lets idle keepers go; everything is reaped.
+    // Only idle keepers are left: no thread of the library runs for them
+    // (a host that forks must see none while no session is live).
+    assert!(!tether::sys::children(std::process::id()).is_empty());
+    assert_eq!(library_threads(), Vec::<String>::new());
+
+    // Turning the pool off lets idle keepers go, reaped before it returns.
     tether::set_warm_keepers(0);
     assert_eq!(fd_count(), fds, "descriptors leaked");
-    // Idle keepers exit on their EOF and are reaped by the library's reaper
-    // thread; wait (bounded) until no child of ours is left, live or zombie
-    // — a keeper still exiting is neither yet. Nothing raises an event here
-    // for another thread's reap, so this looks every 5 ms.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !tether::sys::children(std::process::id()).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert_eq!(tether::sys::children(std::process::id()), Vec::<u32>::new());
     assert_eq!(zombie_children(), 0, "keepers left unreaped");
+}
+
+/// The library's threads of this process (`tether-guard`, `tether-reaper`,
+/// …), by name.
+fn library_threads() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|comm| comm.trim().to_owned())
+        .filter(|comm| comm.starts_with("tether-"))
+        .collect()
 }

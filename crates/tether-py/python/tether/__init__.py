@@ -11,7 +11,8 @@ tether's own (``KillIncomplete``, …), all in this module.
 
 The wheel carries the ``tether`` executable: the extension's keeper (a
 small process per command that holds its tree and kills it when this
-process dies) and the CLI on ``PATH`` (``tether mcp`` is the MCP server).
+process dies; kept for the next command, see ``set_warm_keepers``) and the
+CLI on ``PATH`` (``tether mcp`` is the MCP server).
 Install: ``pip install process-tether``.
 """
 
@@ -34,6 +35,7 @@ from ._errors import (
     Unsupported,
 )
 from ._keeper import executable
+from ._native import Limit, LimitReport
 from ._popen import DEVNULL, PIPE, STDOUT, CompletedProcess, KillResult, Popen, run
 from ._session import (
     AsyncSession,
@@ -49,29 +51,41 @@ from ._session import (
 __version__: str = _native.__version__
 
 
+#: Keepers of finished commands kept for the next ones (see
+#: ``set_warm_keepers``).
+DEFAULT_WARM_KEEPERS = 2
+
+
 def set_warm_keepers(n: int) -> None:
-    """Keeps ``n`` keepers started ahead of need (default 0: none), which
-    takes the keeper's own exec off every spawn: ``run(['/bin/true'])``
-    goes from ~3.5× ``subprocess.run`` to ~1.25× here. The price: ``n``
-    idle keeper processes (children of this one, dying with it), and a
-    short-lived thread that refills the pool when a spawn leaves it below
-    half (keepers of finished commands go back into it, so sequential runs
-    rarely need one). Off by default: a program that runs one command
-    should not keep keepers it never uses."""
+    """Keeps up to ``n`` keepers of finished commands waiting for the next
+    ones (default ``DEFAULT_WARM_KEEPERS``, 2), which takes the keeper's own
+    exec off every command but the first: ``run(['/bin/true'])`` costs
+    ~1.35× ``subprocess.run`` instead of ~2.8× here. An idle keeper is a
+    small child process of this one that dies with it (``SIGKILL``
+    included); no thread of tether's runs for it, so an idle program still
+    has none (``fork`` stays warning-free). A warm keeper serves a command
+    only while this process still has the credentials, limits, umask,
+    namespaces, … it had when that keeper started (else a fresh one does).
+    0 lets them go (reaped before this returns) and starts a keeper per
+    command."""
     if n < 0:
         raise ValueError(f"n must be >= 0, not {n}")
     _native.set_warm_keepers(n)
+
 
 __all__ = [
     "AsyncSession",
     "CalledProcessError",
     "CompletedProcess",
     "ContainmentUnavailable",
+    "DEFAULT_WARM_KEEPERS",
     "DEVNULL",
     "InheritedHandleError",
     "KeeperError",
     "KillIncomplete",
     "KillResult",
+    "Limit",
+    "LimitReport",
     "Match",
     "PIPE",
     "Popen",
@@ -96,6 +110,7 @@ __all__ = [
 from . import _keeper  # noqa: E402
 
 _keeper.install()
+set_warm_keepers(DEFAULT_WARM_KEEPERS)
 
 if hasattr(_os, "register_at_fork"):
     # A child forked without exec is not the owner: it drops the parent's

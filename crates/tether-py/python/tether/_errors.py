@@ -107,9 +107,12 @@ class TimeoutExpired(subprocess.TimeoutExpired):
 
 
 class CalledProcessError(subprocess.CalledProcessError):
-    """``check=True`` and the command exited non-zero."""
+    """``check=True`` and the command exited non-zero. ``limit_hit`` says
+    when a limit was why (``"memory"``: the kernel killed it for its memory
+    limit; ``"pids"``: forks were refused), else ``None``."""
 
     descendants_killed: int
+    limit_hit: Optional[str]
 
     def __init__(
         self,
@@ -118,6 +121,14 @@ class CalledProcessError(subprocess.CalledProcessError):
         output: Optional[Any] = None,
         stderr: Optional[Any] = None,
         descendants_killed: int = 0,
+        limit_hit: Optional[str] = None,
     ) -> None:
         super().__init__(returncode, cmd, output, stderr)
         self.descendants_killed = descendants_killed
+        self.limit_hit = limit_hit
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.limit_hit is not None:
+            text += f" (it ran into its {self.limit_hit} limit)"
+        return text

@@ -14,7 +14,10 @@ What differs from ``subprocess``:
 * ``kill()`` ends the whole tree and returns only once it is verified
   empty (else ``KillIncomplete`` lists the survivors);
 * ``run(timeout=…)`` raises ``TimeoutExpired`` after the whole tree is
-  dead, never with a grandchild still holding the pipe.
+  dead, never with a grandchild still holding the pipe;
+* ``memory=``, ``pids=`` and ``cpu=`` limit the whole tree (see
+  ``Popen``); ``limits`` says how each is enforced and ``limit_hit`` which
+  one the command ran into.
 """
 
 from __future__ import annotations
@@ -43,16 +46,21 @@ _PIPE_BUF = getattr(__import__("select"), "PIPE_BUF", 512)
 StrOrBytesPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 Args = Union[StrOrBytesPath, Sequence[StrOrBytesPath]]
 File = Union[None, int, IO[Any]]
+#: A memory limit: bytes, or a size string such as ``"512M"``, ``"2G"``.
+Size = Union[int, str]
 
 
 class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
     """What ``run`` returns: ``subprocess.CompletedProcess`` plus
     ``descendants_killed`` (processes besides the main one killed on the way
-    to an empty tree) and ``containment`` (what held the tree: ``subreaper``,
-    ``pidns``, ``pgroup+tag``, ``job``)."""
+    to an empty tree), ``containment`` (what held the tree: ``subreaper``,
+    ``pidns``, ``pgroup+tag``, ``job``), ``limits`` (the limits as applied,
+    each with how it was enforced; falsy when none was asked for) and ``limit_hit`` (``"memory"``, ``"pids"`` or ``None``)."""
 
     descendants_killed: int
     containment: str
+    limits: Optional[_native.LimitReport]
+    limit_hit: Optional[str]
 
     def __init__(
         self,
@@ -62,10 +70,14 @@ class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
         stderr: Any = None,
         descendants_killed: int = 0,
         containment: str = "",
+        limits: Optional[_native.LimitReport] = None,
+        limit_hit: Optional[str] = None,
     ) -> None:
         super().__init__(args, returncode, stdout, stderr)
         self.descendants_killed = descendants_killed
         self.containment = containment
+        self.limits = limits
+        self.limit_hit = limit_hit
 
 
 class KillResult:
@@ -146,7 +158,17 @@ class Popen:
     let what the main process leaves behind run on (still contained, killed
     by ``kill()``, the context manager's exit, or the owner's death).
     ``start_new_session`` is accepted and changes nothing: the command
-    always runs in a process group of its own."""
+    always runs in a process group of its own.
+
+    Limits, for the whole tree together (default: none): ``memory`` in
+    bytes or as a size string (``"512M"``, ``"2G"``; past it the kernel's
+    OOM killer kills processes of the tree, never this one), ``pids`` (most
+    processes at once; past it ``fork`` fails) and ``cpu`` (cores,
+    fractional; throttled, never killed). Enforced by the strongest
+    mechanism the machine offers and never pretended: ``limits`` says per
+    limit how (``cgroup2``, ``cgroup1``, ``job``, ``rlimit``, or ``none``
+    with the reason), ``limit_hit`` which one the command ran into.
+    ``TypeError``/``ValueError`` for a limit of the wrong type or value."""
 
     args: Args
     stdin: Optional[IO[Any]]
@@ -176,6 +198,9 @@ class Popen:
         grace: float = 2.0,
         purpose: str = "run",
         keep_descendants: bool = False,
+        memory: Optional[Size] = None,
+        pids: Optional[int] = None,
+        cpu: Optional[float] = None,
         _timeout: Optional[float] = None,
     ) -> None:
         if not close_fds:
@@ -220,6 +245,9 @@ class Popen:
                 timeout=_timeout,
                 purpose=purpose,
                 keep_descendants=keep_descendants,
+                memory=memory,
+                pids=pids,
+                cpu=cpu,
             )
         except BaseException:
             for fd in ours:
@@ -277,6 +305,21 @@ class Popen:
     def containment(self) -> str:
         """What holds the tree: ``subreaper``, ``pidns``, ``pgroup+tag``, ``job``."""
         return str(self._child.containment)
+
+    @property
+    def limits(self) -> _native.LimitReport:
+        """The limits as applied: ``memory``, ``pids``, ``cpu``, each
+        ``None`` (not asked for) or a ``Limit`` with ``value``,
+        ``enforced`` (``cgroup2``, ``cgroup1``, ``job``, ``rlimit``,
+        ``none``) and ``reason`` (why ``none``)."""
+        return self._child.limits
+
+    @property
+    def limit_hit(self) -> Optional[str]:
+        """The limit the command ran into — ``"memory"`` (the kernel killed
+        processes of the tree for it), ``"pids"`` (forks were refused) — or
+        ``None``; known once it exited (``None`` before)."""
+        return self._status.limit_hit if self._status is not None else None
 
     @property
     def descendants_killed(self) -> int:
@@ -544,12 +587,17 @@ def run(
     grace: float = 2.0,
     purpose: str = "run",
     executable: Optional[StrOrBytesPath] = None,
+    memory: Optional[Size] = None,
+    pids: Optional[int] = None,
+    cpu: Optional[float] = None,
 ) -> CompletedProcess:
     """Runs ``args`` contained and returns a ``CompletedProcess``, as
     ``subprocess.run`` does. With ``timeout``, the keeper kills the whole
     tree when it passes (``SIGTERM``, ``grace``, ``SIGKILL``) and then
     ``TimeoutExpired`` is raised with the output so far. ``check=True``
-    raises ``CalledProcessError`` for a non-zero exit."""
+    raises ``CalledProcessError`` for a non-zero exit. ``memory``/``pids``/
+    ``cpu`` limit the whole tree (see ``Popen``); the result's ``limits``
+    and ``limit_hit`` say how they were enforced and which one hit."""
     if input is not None:
         if stdin is not None:
             raise ValueError("stdin and input arguments may not both be used.")
@@ -575,6 +623,9 @@ def run(
         grace=grace,
         purpose=purpose,
         executable=executable,
+        memory=memory,
+        pids=pids,
+        cpu=cpu,
         _timeout=timeout,
     ) as process:
         out, err = process.communicate(input)
@@ -588,6 +639,7 @@ def run(
         raise CalledProcessError(
             retcode, process.args, out, err,
             descendants_killed=status.descendants_killed if status is not None else 0,
+            limit_hit=process.limit_hit,
         )
     return CompletedProcess(
         process.args,
@@ -596,4 +648,6 @@ def run(
         err,
         descendants_killed=status.descendants_killed if status is not None else 0,
         containment=process.containment,
+        limits=process.limits,
+        limit_hit=process.limit_hit,
     )

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._errors import InheritedHandleError
-from ._popen import StrOrBytesPath, _environment
+from ._popen import Size, StrOrBytesPath, _environment
 
 __all__ = [
     "Session",
@@ -96,6 +96,9 @@ def _start_op(
     purpose: str,
     max_memory: Optional[int],
     spill_cap: Optional[int],
+    memory: Optional[Size],
+    pids: Optional[int],
+    cpu: Optional[float],
 ) -> Any:
     if shell:
         if not isinstance(args, str):
@@ -121,6 +124,9 @@ def _start_op(
         max_memory=max_memory,
         spill_cap=spill_cap,
         purpose=purpose,
+        memory=memory,
+        pids=pids,
+        cpu=cpu,
     )
 
 
@@ -189,7 +195,9 @@ class _Base:
 
     def info(self) -> Any:
         """The session now: ``state``, ``returncode``, ``pid``,
-        ``descendants``, ``output_bytes``, ``settled``, …"""
+        ``descendants``, ``output_bytes``, ``settled``, ``limits`` (as
+        applied, each with how it is enforced), ``limit_hit``
+        (``"memory"``, ``"pids"`` or ``None``), …"""
         self._check()
         return self._info()
 
@@ -361,6 +369,9 @@ def start(
     purpose: str = "session",
     max_memory: Optional[int] = None,
     spill_cap: Optional[int] = None,
+    memory: Optional[Size] = None,
+    pids: Optional[int] = None,
+    cpu: Optional[float] = None,
 ) -> Session:
     """Starts a background session and returns once it runs.
 
@@ -371,10 +382,13 @@ def start(
     cols)`` runs it on a terminal (one stream, ``screen()``, ``send_keys``).
     ``timeout``/``idle_timeout`` (no output for that long) kill the tree.
     ``grace``: seconds between ``SIGTERM`` and ``SIGKILL`` in its kills.
-    ``max_memory``/``spill_cap``: bytes per stream in memory (1 MiB) and in
-    the spill file (256 MiB)."""
+    ``max_memory``/``spill_cap``: bytes of output per stream kept in this
+    process's memory (1 MiB) and in the spill file (256 MiB).
+    ``memory``/``pids``/``cpu``: limits of the session's whole tree (bytes
+    or ``"512M"``, processes, cores), as ``Popen``'s; ``info().limits``
+    says how each is enforced, ``info().limit_hit`` which one hit."""
     op = _start_op(args, shell, cwd, env, stdin, separate_stderr, pty, timeout,
-                   idle_timeout, grace, purpose, max_memory, spill_cap)
+                   idle_timeout, grace, purpose, max_memory, spill_cap, memory, pids, cpu)
     return Session(_sync(op))
 
 
@@ -393,10 +407,13 @@ async def start_async(
     purpose: str = "session",
     max_memory: Optional[int] = None,
     spill_cap: Optional[int] = None,
+    memory: Optional[Size] = None,
+    pids: Optional[int] = None,
+    cpu: Optional[float] = None,
 ) -> AsyncSession:
     """``start``, awaited: returns an ``AsyncSession``."""
     op = _start_op(args, shell, cwd, env, stdin, separate_stderr, pty, timeout,
-                   idle_timeout, grace, purpose, max_memory, spill_cap)
+                   idle_timeout, grace, purpose, max_memory, spill_cap, memory, pids, cpu)
     return AsyncSession(await _async(op))
 
 

@@ -4,6 +4,7 @@ pub(crate) mod cgroup;
 pub(crate) mod doctor;
 pub(crate) mod environment;
 pub(crate) mod holding;
+pub(crate) mod inheritance;
 pub(crate) mod keeper;
 pub(crate) mod oom;
 mod pidfd;

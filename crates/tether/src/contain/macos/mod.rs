@@ -9,6 +9,7 @@
 pub(crate) mod doctor;
 pub(crate) mod environment;
 pub(crate) mod holding;
+pub(crate) mod inheritance;
 pub(crate) mod keeper;
 mod kqueue;
 mod limits;

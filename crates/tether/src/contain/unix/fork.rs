@@ -4,7 +4,8 @@
 //! child lives (a `multiprocessing` worker, a pre-fork server's worker,
 //! `pty.fork()` in pexpect), a `SIGKILL`ed owner's trees would live on.
 //!
-//! So every owner-side keeper descriptor is a [`Lifeline`], listed here, and
+//! So every owner-side keeper descriptor — of a busy keeper or of an idle
+//! one in the warm pool — is a [`Lifeline`], listed here, and
 //! a `pthread_atfork` child handler points each listed descriptor at
 //! `/dev/null` in the child (`dup3` over it: the number stays taken, so a
 //! later close by an inherited handle cannot close an unrelated file the

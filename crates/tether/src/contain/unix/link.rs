@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::channel::{recv_into, send_frame};
 use super::fork::{Lifeline, PerProcess, created_here};
+use super::inheritance::Inheritance;
 use super::keeper::DEBUG_VAR;
 use super::keeper_entry::KEEPER_ARG;
 use super::protocol::{Event, FrameBuffer, Request};
@@ -90,6 +91,9 @@ pub(crate) struct KeeperLink {
     /// The keeper was told to go (its tree is empty); it is reaped when
     /// the link is dropped.
     draining: bool,
+    /// What the owner passed on to the keeper when it started, if the warm
+    /// pool took note (only a keeper with one is kept for later commands).
+    pub(crate) inheritance: Option<Inheritance>,
 }
 
 impl KeeperLink {
@@ -147,6 +151,7 @@ impl KeeperLink {
             detached: false,
             owner,
             draining: false,
+            inheritance: None,
         })
     }
 
@@ -161,15 +166,21 @@ impl KeeperLink {
         &self.path
     }
 
-    /// Moves the keeper to a new link, leaving this one inert. Handles of
-    /// the old session lose their way to the keeper.
+    /// Moves the keeper of a finished session to a new, idle link, leaving
+    /// this one inert. Handles of the old session lose their way to the
+    /// keeper. The guard stops patrolling it until [`busy`](Self::busy):
+    /// an idle keeper has no command that could stop it, and a keeper
+    /// stopped by anyone else is resumed before the request that takes it
+    /// (see [`Sender::send`]) or, once the owner is gone, by the kernel
+    /// (see [`start`](Self::start)) — so an owner whose keepers are all
+    /// idle has no thread of ours.
     pub(crate) fn detach(&mut self) -> io::Result<KeeperLink> {
         let (placeholder, _) = UnixStream::pair()?;
         let placeholder = Lifeline::new(OwnedFd::from(placeholder));
         let sock = std::mem::replace(&mut self.sock, placeholder);
         self.sender.close();
         self.detached = true;
-        Ok(KeeperLink {
+        let idle = KeeperLink {
             sender: Sender::new(&sock, self.sender.keeper, self.owner)?,
             sock,
             frames: std::mem::take(&mut self.frames),
@@ -179,7 +190,39 @@ impl KeeperLink {
             detached: false,
             owner: self.owner,
             draining: false,
-        })
+            inheritance: self.inheritance.take(),
+        };
+        guard().rest(idle.sender.keeper);
+        Ok(idle)
+    }
+
+    /// An idle keeper is about to serve a session: the guard patrols it
+    /// again.
+    pub(crate) fn busy(&self) {
+        if let Some(process) = &self.process {
+            guard().watch(process.id());
+        }
+    }
+
+    /// Whether the (idle) keeper has exited — killed, or OOM — reaping it
+    /// if so. No thread watches an idle keeper: the pool asks this at each
+    /// spawn and each session's end, so a dead one is never a zombie past
+    /// the next of those.
+    pub(crate) fn exited(&mut self) -> bool {
+        let Some(process) = &self.process else {
+            return true;
+        };
+        let pid = process.id();
+        if !exited(pid) {
+            return false;
+        }
+        // Out of the guard before it is reaped (its pid is then free for
+        // reuse: nothing may signal it after).
+        guard().forget(pid);
+        if let Some(mut process) = self.process.take() {
+            let _ = process.wait();
+        }
+        true
     }
 
     pub(crate) fn sender(&self) -> Arc<Sender> {
@@ -352,7 +395,32 @@ fn reap_resuming(pid: u32) {
     }
 }
 
-/// Whether `pid` is a live keeper of ours.
+/// Whether our child `pid` has exited (its zombie is left in place) — or
+/// is no child of ours any more: someone else's `waitpid(-1)` (a host's
+/// catch-all `SIGCHLD` handler) reaped it, and its pid may name another
+/// process already, so it must leave the guard now.
+fn exited(pid: u32) -> bool {
+    // SAFETY: waitid fills a zeroed siginfo we own; WNOWAIT leaves the
+    // child to be reaped by its `Child`.
+    let (rc, info) = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        (rc, info)
+    };
+    if rc != 0 {
+        return io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
+    }
+    // SAFETY: si_pid is set by a waitid that returned 0 (0 when no child
+    // had exited).
+    unsafe { info.si_pid() != 0 }
+}
+
+/// Whether `pid` is a keeper of ours, idle or busy (not yet reaped).
 pub(crate) fn is_keeper(pid: u32) -> bool {
     guard().lock().live.contains(&pid)
 }
@@ -441,13 +509,14 @@ const GUARD_PERIOD: Duration = Duration::from_millis(200);
 
 /// Resumes keepers that their own command stopped (`kill -STOP $PPID`):
 /// a stopped keeper serves no kill, timeout or lifeline EOF. While the
-/// owner lives, this thread looks at each live keeper's state every
+/// owner lives, this thread looks at each busy keeper's state every
 /// [`GUARD_PERIOD`] and sends `SIGCONT` to a stopped one; once the owner is
 /// gone, the kernel's orphaned-process-group rule does it (see
 /// [`KeeperLink::start`]). A defence against an adversarial command, not
 /// the owner-death path: no guarantee waits on this thread. It runs only
-/// while a keeper lives (joined when the last one is reaped), so an idle
-/// owner has no thread of ours.
+/// while a keeper serves a session (joined when the last one is reaped or
+/// goes idle), so an owner with no live session — idle warm keepers or
+/// none — has no thread of ours.
 struct Guard {
     state: Mutex<GuardState>,
     wake: Condvar,
@@ -455,7 +524,11 @@ struct Guard {
 
 #[derive(Default)]
 struct GuardState {
+    /// Every keeper of ours not yet reaped, idle or busy: a pid here is
+    /// ours to signal.
     live: HashSet<u32>,
+    /// The keepers serving a session: the ones patrolled.
+    busy: HashSet<u32>,
     /// The running guard thread and its generation.
     thread: Option<(JoinHandle<()>, u64)>,
     generation: u64,
@@ -474,9 +547,11 @@ impl Guard {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `pid` serves a session: patrol it (starting the thread if need be).
     fn watch(&'static self, pid: u32) {
         let mut state = self.lock();
         state.live.insert(pid);
+        state.busy.insert(pid);
         if state.thread.is_none() {
             state.generation += 1;
             let generation = state.generation;
@@ -497,12 +572,12 @@ impl Guard {
                 .wait_timeout(state, GUARD_PERIOD)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
-            if state.generation != generation || state.live.is_empty() {
+            if state.generation != generation || state.busy.is_empty() {
                 return;
             }
-            let live: Vec<u32> = state.live.iter().copied().collect();
+            let busy: Vec<u32> = state.busy.iter().copied().collect();
             drop(state);
-            for pid in live {
+            for pid in busy {
                 let stopped = crate::contain::sys::process(pid).is_ok_and(|p| {
                     matches!(
                         p.state,
@@ -521,13 +596,27 @@ impl Guard {
         }
     }
 
+    /// `pid` went idle (a warm keeper waiting for its next session): no
+    /// longer patrolled, still ours.
+    fn rest(&self, pid: u32) {
+        let mut state = self.lock();
+        state.busy.remove(&pid);
+        self.stop_if_unneeded(state);
+    }
+
+    /// `pid` is about to be reaped: no longer ours to signal.
     fn forget(&self, pid: u32) {
         let mut state = self.lock();
         state.live.remove(&pid);
-        if !state.live.is_empty() {
+        state.busy.remove(&pid);
+        self.stop_if_unneeded(state);
+    }
+
+    /// With no busy keeper left, the thread ends now, not a period later.
+    fn stop_if_unneeded(&self, mut state: std::sync::MutexGuard<'_, GuardState>) {
+        if !state.busy.is_empty() {
             return;
         }
-        // The last keeper is gone: the thread ends now, not a period later.
         let thread = state.thread.take();
         state.generation += 1;
         drop(state);

@@ -11,6 +11,7 @@ pub(crate) mod environment;
 mod foreground;
 mod fork;
 mod forward;
+pub(crate) mod inheritance;
 pub(crate) mod init;
 pub(crate) mod keeper;
 pub mod keeper_entry;

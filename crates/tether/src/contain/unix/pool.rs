@@ -1,20 +1,43 @@
-//! Warm keepers: keepers started ahead of need, each already holding its
-//! lifeline and waiting for a command, so the keeper's own exec (~1.1 ms
-//! here, ×2.6 a bare `/bin/true` spawn) is off the spawn path.
+//! Warm keepers: the keepers of finished sessions, kept waiting for the
+//! next command (each still holding its lifeline), so the keeper's own
+//! exec (~1.1 ms here, ×2.6 a bare `/bin/true` spawn) is off the spawn
+//! path of every command but the first.
 //!
-//! Off by default (a one-shot program would start a keeper it never uses);
-//! [`set_warm_keepers`] turns it on. A thread refills the pool when a take
-//! leaves it below half its target, and exits once it has (an idle owner
-//! has no thread of ours). A warm keeper whose owner dies exits at the lifeline EOF
-//! like any other.
+//! Off by default in the library (a program's last command would leave a
+//! keeper behind until it exits); [`set_warm_keepers`] turns it on, and
+//! the Python package does at import. Nothing here runs on a thread of
+//! ours: a keeper goes back to the pool when its session ends (`recycle`)
+//! and out of it at the next spawn (`take`), and while it waits no thread
+//! watches it (see `KeeperLink::detach`) — an owner with only idle keepers
+//! has no thread of ours, so a host that forks is not warned of one
+//! (CPython 3.12+). Starting keepers ahead of need would take a thread (or
+//! a keeper exec on a spawn that does not need it): they are not.
+//!
+//! A command inherits some things from its keeper rather than from its
+//! spawn request — credentials, resource limits, umask, namespaces (see
+//! `inheritance.rs`). A warm keeper is handed out only while the owner's
+//! are what they were when that keeper started; one started before the
+//! owner dropped root, say, is let go instead of running the next command
+//! as root.
+//!
+//! An idle keeper whose owner dies exits at the lifeline EOF like any
+//! other; one that dies while idle (killed, OOM) is reaped by the next
+//! spawn or session end, whichever comes first (G5), and a spawn that
+//! finds its warm keeper gone retries with a fresh one (`spawn.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::fork::PerProcess;
-
+use super::inheritance::Inheritance;
 use super::link::KeeperLink;
 use crate::error::Result;
+
+/// How many keepers the pool keeps: a setting, not state, so a child
+/// forked without `exec` keeps it (its pool starts empty: its parent's
+/// keepers are not its own; see `fork.rs`).
+static TARGET: AtomicUsize = AtomicUsize::new(0);
 
 struct Pool {
     state: Mutex<State>,
@@ -22,14 +45,20 @@ struct Pool {
 
 #[derive(Default)]
 struct State {
-    target: usize,
-    keeper: Option<(PathBuf, String)>,
+    /// The keeper program the idle keepers run.
+    keeper: Option<PathBuf>,
     idle: Vec<KeeperLink>,
-    refiller: bool,
+}
+
+impl State {
+    /// Reaps the idle keepers that died (no thread watches them).
+    fn sweep(&mut self) {
+        self.idle.retain_mut(|link| !link.exited());
+    }
 }
 
 /// Each process's own: a child forked without `exec` starts with an empty
-/// pool that is off (its parent's keepers are not its own; see `fork.rs`).
+/// pool (its parent's keepers are not its own; see `fork.rs`).
 fn pool() -> &'static Pool {
     static POOL: PerProcess<Pool> = PerProcess::new();
     POOL.get(|| Pool {
@@ -37,58 +66,83 @@ fn pool() -> &'static Pool {
     })
 }
 
-/// Keeps `n` keepers started ahead of need (0 turns the pool off and lets
-/// idle keepers exit). Takes effect from the next spawn on.
+/// Keeps up to `n` keepers of finished sessions for the next commands (0
+/// turns the pool off and lets idle keepers exit, reaped before this
+/// returns). Takes effect from the next spawn on.
 ///
-/// Each command still gets the owner's environment, working directory and
-/// stdio as of its own spawn; what it inherits from the keeper process
-/// itself — umask and resource limits — is the owner's as of when that
-/// keeper started.
+/// Each command gets the owner's environment, working directory and stdio
+/// as of its own spawn; what it inherits from the keeper process itself
+/// (credentials, resource limits, umask, namespaces, …) is checked to be
+/// the owner's as of this spawn before a warm keeper is used (see
+/// `inheritance.rs` for what cannot be checked).
 pub fn set_warm_keepers(n: usize) {
+    TARGET.store(n, Ordering::SeqCst);
     let pool = pool();
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
-    state.target = n;
-    state.idle.truncate(n);
+    let keep = n.min(state.idle.len());
+    let surplus = state.idle.split_off(keep);
+    drop(state);
+    release(surplus);
+}
+
+/// Tells idle keepers to go (EOF) and reaps them, here: an idle keeper has
+/// no tree to kill and exits at once, so no reaper thread is needed.
+fn release(links: Vec<KeeperLink>) {
+    for mut link in links {
+        link.reap();
+    }
 }
 
 /// A keeper for one spawn: a warm one if the pool has one for this keeper
-/// program (`true`), else a freshly started one (`false`). A warm keeper
-/// may have died while idle; the caller retries with a fresh one then.
+/// program that the owner, as it is now, would have started too (`true`),
+/// else a freshly started one (`false`). A warm keeper may have died since
+/// the sweep here; the caller retries with [`fresh`] then.
 pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
-    let pool = pool();
-    let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
-    if state.target == 0 {
-        drop(state);
+    if TARGET.load(Ordering::SeqCst) == 0 {
         return Ok((KeeperLink::start(keeper, tag)?, false));
     }
-    let same_keeper = state
-        .keeper
-        .as_ref()
-        .is_some_and(|(path, _)| path == keeper);
-    if !same_keeper {
-        state.idle.clear();
-        state.keeper = Some((keeper.to_owned(), warm_tag(tag)));
+    // Taken before the keeper starts, on this thread: what it inherits.
+    let now = Inheritance::now();
+    let pool = pool();
+    let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
+    state.sweep();
+    let mut stale = Vec::new();
+    if state.keeper.as_deref() != Some(keeper) {
+        stale = std::mem::take(&mut state.idle);
+        state.keeper = Some(keeper.to_owned());
     }
+    // A keeper started before the owner changed what it passes on (dropped
+    // privileges, a tighter limit, another umask or namespace) would give
+    // its command what the owner gave up: it goes, and so do the others
+    // like it (the owner rarely changes back).
+    let (same, changed): (Vec<KeeperLink>, Vec<KeeperLink>) = std::mem::take(&mut state.idle)
+        .into_iter()
+        .partition(|link| link.inheritance.as_ref() == Some(&now));
+    state.idle = same;
+    stale.extend(changed);
     let warm = state.idle.pop();
-    // Finished sessions hand their keepers back (`recycle`), which is
-    // cheaper than starting new ones: refill only once the pool is down
-    // to half its target. The refiller exits when it is done, so an idle
-    // owner has no thread of ours (a forking host would be warned of it).
-    if !state.refiller && state.idle.len() < state.target.div_ceil(2) {
-        state.refiller = true;
-        if std::thread::Builder::new()
-            .name("tether-warm".into())
-            .spawn(refill)
-            .is_err()
-        {
-            state.refiller = false;
-        }
-    }
     drop(state);
+    release(stale);
     match warm {
-        Some(link) => Ok((link, true)),
-        None => Ok((KeeperLink::start(keeper, tag)?, false)),
+        Some(link) => {
+            link.busy();
+            Ok((link, true))
+        }
+        None => Ok((started(keeper, tag, Some(now))?, false)),
     }
+}
+
+/// A freshly started keeper (after a warm one turned out dead), noted for
+/// the pool if it is on.
+pub(crate) fn fresh(keeper: &Path, tag: &str) -> Result<KeeperLink> {
+    let now = (TARGET.load(Ordering::SeqCst) > 0).then(Inheritance::now);
+    started(keeper, tag, now)
+}
+
+fn started(keeper: &Path, tag: &str, inheritance: Option<Inheritance>) -> Result<KeeperLink> {
+    let mut link = KeeperLink::start(keeper, tag)?;
+    link.inheritance = inheritance;
+    Ok(link)
 }
 
 /// Takes back the keeper of a finished session (its tree is empty and it
@@ -97,49 +151,18 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
 pub(crate) fn recycle(link: &mut KeeperLink) -> bool {
     let pool = pool();
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
-    let same_keeper = state
-        .keeper
-        .as_ref()
-        .is_some_and(|(path, _)| path == link.path());
-    if state.target == 0 || !same_keeper || state.idle.len() >= state.target {
+    state.sweep();
+    if state.keeper.as_deref() != Some(link.path())
+        || link.inheritance.is_none()
+        || state.idle.len() >= TARGET.load(Ordering::SeqCst)
+    {
         return false;
     }
     match link.detach() {
-        Ok(fresh) => {
-            state.idle.push(fresh);
+        Ok(idle) => {
+            state.idle.push(idle);
             true
         }
         Err(_) => false,
     }
-}
-
-/// A warm keeper does not know its session yet: its tag says `pool`.
-fn warm_tag(tag: &str) -> String {
-    match tag.rsplit_once(':') {
-        Some((head, _session)) => format!("{head}:pool"),
-        None => tag.to_owned(),
-    }
-}
-
-fn refill() {
-    let pool = pool();
-    let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
-    while let Some((path, tag)) = state.keeper.clone() {
-        if state.idle.len() >= state.target.div_ceil(2) {
-            break;
-        }
-        drop(state);
-        let started = KeeperLink::start(&path, &tag);
-        state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
-        match started {
-            Ok(link) if state.keeper.as_ref().is_some_and(|(p, _)| *p == path) => {
-                state.idle.push(link)
-            }
-            Ok(_) => {}
-            // Could not start one: stop refilling until the next take asks
-            // again, rather than spinning on a broken keeper path.
-            Err(_) => state.keeper = None,
-        }
-    }
-    state.refiller = false;
 }

@@ -69,7 +69,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         // The warm keeper died while idle (killed, OOM): not the
         // command's fault. Once more with a fresh keeper.
         link.reap();
-        link = KeeperLink::start(&keeper, &keeper_tag)?;
+        link = super::pool::fresh(&keeper, &keeper_tag)?;
         reply = ask(&mut link);
     }
     // The keeper has its copies now; ours must go, or a pipe would never

@@ -203,6 +203,8 @@ impl Keeper {
         let ctl = dup_high(0)?;
         let null = std::fs::File::open("/dev/null")?;
         nix::unistd::dup2_stdin(null.as_fd())?;
+        drop(null);
+        close_inherited(ctl.as_raw_fd())?;
         // SIGPIPE: a dead owner must be an EPIPE, not the keeper's death.
         // SAFETY: setting a disposition to SIG_IGN installs no handler code.
         unsafe {
@@ -716,6 +718,30 @@ fn session_of(spec: &SpawnSpec) -> String {
 
 pub(crate) fn errno_of(e: &io::Error) -> Errno {
     Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// Closes every descriptor above stderr but `keep`: what the owner left
+/// inheritable (a pipe made with `os.pipe()` + `set_inheritable`, a
+/// descriptor its own parent passed it) must reach neither the command
+/// (which gets exactly the three it was given, as `subprocess` with
+/// `close_fds=True`) nor the keeper itself — a warm keeper lives as long as
+/// its owner, and one holding a pipe's write end kept that pipe's reader
+/// from EOF after the owner closed its own copy.
+fn close_inherited(keep: RawFd) -> io::Result<()> {
+    // Listed first, closed after: the listing's own descriptor is among
+    // them, and is closed (by the drop) before the loop. Single-threaded:
+    // no number is reused meanwhile.
+    let open: Vec<RawFd> = std::fs::read_dir("/dev/fd")?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2 && fd != keep)
+        .collect();
+    for fd in open {
+        // SAFETY: nothing of this process owns these descriptors (they were
+        // inherited, unknown to it); EBADF (the listing's own, closed
+        // already) is harmless.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
 }
 
 /// Duplicates `fd` to a close-on-exec descriptor numbered 10 or above.
