@@ -197,14 +197,18 @@ impl Keeper {
     /// Sets the keeper process up: subreaper, non-dumpable, lifeline off
     /// fd 0, signals.
     fn new() -> io::Result<Keeper> {
-        os::prepare()?;
         // Move the socket off fd 0 (close-on-exec, so no command inherits
         // the lifeline), and put /dev/null in its place.
         let ctl = dup_high(0)?;
         let null = std::fs::File::open("/dev/null")?;
         nix::unistd::dup2_stdin(null.as_fd())?;
         drop(null);
+        // Before `prepare`, which opens what the keeper keeps (its own
+        // `oom_score_adj`, while /proc/self is still its user's): closed
+        // after it, that descriptor was gone and no session was raised to
+        // the OOM killer's first choice (0, 0, 0 in the limits test).
         close_inherited(ctl.as_raw_fd())?;
+        os::prepare()?;
         // SIGPIPE: a dead owner must be an EPIPE, not the keeper's death.
         // SAFETY: setting a disposition to SIG_IGN installs no handler code.
         unsafe {
