@@ -9,8 +9,14 @@ import time
 
 from conftest import ESCAPING_TREE, python_owner, tagged_pids, wait_all_dead
 
+# The owner takes Python's own Ctrl-C handler whatever it inherited: a
+# shell without job control starts background jobs (`.ci/run … &`) with
+# SIGINT ignored, Python then installs no KeyboardInterrupt handler, and the
+# SIGINT below did nothing — the wait went on for its 1000 s (seen in a
+# fresh-clone CI run started in the background).
 OWNER = f"""
-import time, tether
+import signal, time, tether
+signal.signal(signal.SIGINT, signal.default_int_handler)
 p = tether.Popen({ESCAPING_TREE!r}, shell=True, stdout=tether.PIPE)
 assert p.stdout.readline() == b"ready\\n"
 s = tether.start(["sleep", "1000"])
