@@ -1685,7 +1685,7 @@ fn an_unprivileged_users_sessions_are_the_oom_killers_first_choice() {
         .parse()
         .unwrap();
     assert!(owner < 1000, "the test runs at {owner}: nothing to raise");
-    let out = support::tether()
+    let out = support::tether_as(uid)
         .args(["run", "--json", "--"])
         .args([
             "sh",
@@ -1703,8 +1703,6 @@ fn an_unprivileged_users_sessions_are_the_oom_killers_first_choice() {
         .env("PATH", "/usr/bin:/bin")
         .env("TETHER_HOME", home.path().join("state"))
         .env(TAG_VAR, guard.tag())
-        .uid(uid)
-        .gid(uid)
         .stdin(Stdio::null())
         .output()
         .unwrap();
