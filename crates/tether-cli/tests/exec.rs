@@ -31,8 +31,9 @@ fn spawner(home: &Home, purpose: &str) -> Child {
     cmd.spawn().unwrap()
 }
 
-/// The registered entry of `ps --json` with this purpose, once there is one.
-/// A registration is a ledger write, which raises no event we can wait on:
+/// The registered entry of `ps --json` with this purpose, once there is one
+/// and `tether exec` has become the program (before that, `ps` says
+/// "starting"). A registration and an exec raise no event we can wait on:
 /// this polls `ps`, bounded.
 fn registered(home: &Home, purpose: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -42,7 +43,7 @@ fn registered(home: &Home, purpose: &str) -> Value {
             .as_array()
             .unwrap()
             .iter()
-            .find(|r| r["purpose"] == purpose)
+            .find(|r| r["purpose"] == purpose && r["reap"]["kind"] != "starting")
         {
             return entry.clone();
         }

@@ -363,6 +363,10 @@ pub enum RegisteredReap {
     /// spawner is known only from the ledger, which never proves an
     /// orphan. Listed, never reaped.
     NoTag,
+    /// `tether exec` registered it and has not yet become the program: the
+    /// tag arrives with that exec (a fraction of a millisecond later).
+    /// Listed, never reaped.
+    Starting,
     /// It registered without a spawner.
     NoSpawner,
 }
@@ -377,6 +381,9 @@ impl std::fmt::Display for RegisteredReap {
             RegisteredReap::NoTag => f.write_str(
                 "no spawn tag naming its spawner: listed, never reaped (start it with `tether exec`)",
             ),
+            RegisteredReap::Starting => {
+                f.write_str("starting: `tether exec` has not yet become the program")
+            }
             RegisteredReap::NoSpawner => f.write_str("no spawner recorded: never reaped"),
         }
     }
@@ -409,13 +416,14 @@ pub(crate) fn live_entries(
             },
             source: row.spawner_source,
         });
-        let reap = judge(row, tag, spawner.as_ref());
+        let argv = argv_of(row.identity.pid);
+        let reap = judge(row, tag, spawner.as_ref(), &argv);
         out.push(RegisteredEntry {
             pid: row.identity.pid,
             start_time: row.identity.start_time,
             age_ms: Clock::now().age_ms(row.identity.start_time),
             purpose: row.purpose.clone(),
-            command: argv_of(row.identity.pid).join(" "),
+            command: argv.join(" "),
             cwd: row.cwd.clone(),
             spawner,
             session: tag.map(|t| t.session.clone()),
@@ -426,10 +434,12 @@ pub(crate) fn live_entries(
     out
 }
 
+/// `argv` is the process's live command line.
 fn judge(
     row: &RegistrationRow,
     tag: Option<&SpawnTag>,
     spawner: Option<&SpawnerEntry>,
+    argv: &[String],
 ) -> RegisteredReap {
     if is_interactive(&row.purpose) {
         return RegisteredReap::Interactive;
@@ -443,7 +453,11 @@ fn judge(
             && t.owner_start == spawner.start_time
     });
     if !names_spawner {
-        return RegisteredReap::NoTag;
+        return if is_exec_not_yet_done(row, argv) {
+            RegisteredReap::Starting
+        } else {
+            RegisteredReap::NoTag
+        };
     }
     if tag.is_some_and(|t| is_interactive(&t.purpose)) {
         return RegisteredReap::Interactive;
@@ -455,6 +469,21 @@ fn judge(
         },
         OwnerStatus::Dead { .. } => RegisteredReap::Orphan,
     }
+}
+
+/// Whether `argv` is still the `tether exec` that registered the row, not
+/// yet the program it recorded: `tether exec` writes the row, then execs
+/// the program with its tag, so between the two the process runs
+/// `tether … exec … PROGRAM ARGS` without a tag. (Once the program runs,
+/// its argv is the recorded one; the test is on the live process's own
+/// command line, so it can only ever turn "no tag" into "starting", both
+/// of which are listed and never reaped.)
+fn is_exec_not_yet_done(row: &RegistrationRow, argv: &[String]) -> bool {
+    let Some(exec) = argv.iter().skip(1).position(|a| a == "exec") else {
+        return false;
+    };
+    (exec + 2..argv.len())
+        .any(|i| crate::records::bounded_argv(argv[i..].iter().cloned()) == row.argv)
 }
 
 /// Whether the row's process is alive and is that very process (pid, start
@@ -501,4 +530,112 @@ pub(crate) fn untagged_skips(install: &str, rows: &[RegistrationRow]) -> Vec<cra
             reason: crate::SkipReason::RegisteredWithoutTag,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(argv: &[&str]) -> RegistrationRow {
+        let process = |pid| ProcessIdentity {
+            boot_id: "boot".into(),
+            pid,
+            start_time: 7,
+            pidfs_inode: None,
+        };
+        RegistrationRow {
+            id: 1,
+            install: "install".into(),
+            identity: process(200),
+            uid: 1000,
+            purpose: "backend".into(),
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            cwd: None,
+            spawner: Some(process(100)),
+            spawner_source: SpawnerSource::Parent,
+            session: None,
+            registered_at_ms: 0,
+        }
+    }
+
+    fn spawner_alive() -> SpawnerEntry {
+        SpawnerEntry {
+            pid: 100,
+            start_time: 7,
+            status: OwnerStatus::Alive,
+            source: SpawnerSource::Parent,
+        }
+    }
+
+    fn strings(argv: &[&str]) -> Vec<String> {
+        argv.iter().map(|a| a.to_string()).collect()
+    }
+
+    /// Caught by a fresh-clone CI run: `ps` read a registration `tether
+    /// exec` had just written, before it became the program (no tag yet),
+    /// and called it "no tag" — a registered process's only state that
+    /// says "start it with `tether exec`", which it was.
+    #[test]
+    fn a_registration_before_tether_exec_became_the_program_is_starting() {
+        let row = row(&["sleep", "1000"]);
+        let spawner = spawner_alive();
+        let before = strings(&[
+            "tether",
+            "exec",
+            "--purpose",
+            "backend",
+            "--",
+            "sleep",
+            "1000",
+        ]);
+        assert_eq!(
+            judge(&row, None, Some(&spawner), &before),
+            RegisteredReap::Starting
+        );
+        // Without `--`, and with a path to tether.
+        let before = strings(&[
+            "/usr/bin/tether",
+            "exec",
+            "--purpose=backend",
+            "sleep",
+            "1000",
+        ]);
+        assert_eq!(
+            judge(&row, None, Some(&spawner), &before),
+            RegisteredReap::Starting
+        );
+        // After the exec, a program without the tag is what it always was.
+        let after = strings(&["sleep", "1000"]);
+        assert_eq!(
+            judge(&row, None, Some(&spawner), &after),
+            RegisteredReap::NoTag
+        );
+        // Another `tether exec` (another program) is not this one starting.
+        let other = strings(&[
+            "tether",
+            "exec",
+            "--purpose",
+            "backend",
+            "--",
+            "sleep",
+            "2000",
+        ]);
+        assert_eq!(
+            judge(&row, None, Some(&spawner), &other),
+            RegisteredReap::NoTag
+        );
+    }
+
+    #[test]
+    fn a_long_command_line_is_compared_as_it_was_recorded() {
+        let long: Vec<String> = (0..40).map(|i| format!("a{i}")).collect();
+        let mut row = row(&[]);
+        row.argv = crate::records::bounded_argv(long.iter().cloned());
+        let mut before = strings(&["tether", "exec", "--purpose", "backend", "--"]);
+        before.extend(long);
+        assert_eq!(
+            judge(&row, None, Some(&spawner_alive()), &before),
+            RegisteredReap::Starting
+        );
+    }
 }
