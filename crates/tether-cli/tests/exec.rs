@@ -32,8 +32,9 @@ fn spawner(home: &Home, purpose: &str) -> Child {
 }
 
 /// The registered entry of `ps --json` with this purpose, once there is one
-/// and `tether exec` has become the program (before that, `ps` says
-/// "starting"). A registration and an exec raise no event we can wait on:
+/// and `tether exec` has become the program, `sleep 1000` in every test here
+/// (before that, `ps` says "starting", or reads the tag `tether exec` itself
+/// inherited). A registration and an exec raise no event we can wait on:
 /// this polls `ps`, bounded.
 fn registered(home: &Home, purpose: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -43,7 +44,7 @@ fn registered(home: &Home, purpose: &str) -> Value {
             .as_array()
             .unwrap()
             .iter()
-            .find(|r| r["purpose"] == purpose && r["reap"]["kind"] != "starting")
+            .find(|r| r["purpose"] == purpose && r["command"] == "sleep 1000")
         {
             return entry.clone();
         }
