@@ -1,5 +1,6 @@
 //! `tether run -- /bin/true` against `timeout 10 /bin/true`: the fixed cost
-//! of one contained command from the command line (issue 20, item 1).
+//! of one contained command from the command line (issue 20, item 1), with a
+//! fresh ledger and with a week of a busy user's runs in it.
 //!
 //! `cargo bench -p process-tether-cli --bench run` prints a markdown table;
 //! with `TETHER_BASELINE=<another build's tether>` that build is measured

@@ -78,7 +78,7 @@ pub fn main(args: ExecArgs) -> ExitCode {
     );
     // Best effort, like `tether run`: without the ledger the program still
     // carries its tag, which is what `ps` and `reap` rely on most.
-    let mut ledger = match Ledger::open(&install).and_then(|mut l| {
+    let mut ledger = match Ledger::open_to_record(&install).and_then(|mut l| {
         l.register_process(&record)?;
         Ok(l)
     }) {

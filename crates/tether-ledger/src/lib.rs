@@ -187,4 +187,4 @@ pub use registration::{
 };
 pub use scan::{Descent, DescentKind, KEEPER_PURPOSE, Scan, TaggedProcess, UnreadableProcess};
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
-pub use store::{BUSY_TIMEOUT, LEDGER_FILE, Ledger, RETENTION};
+pub use store::{BUSY_TIMEOUT, LEDGER_FILE, Ledger, PRUNE_EVERY, RETENTION};

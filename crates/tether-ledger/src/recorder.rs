@@ -31,8 +31,9 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    /// Opens the install's ledger and registers this process as an owner
-    /// with `purpose` (`mcp`, …).
+    /// Opens the install's ledger to record into it
+    /// ([`Ledger::open_to_record`]: without reading every page) and
+    /// registers this process as an owner with `purpose` (`mcp`, …).
     ///
     /// # Errors
     /// As [`Ledger::open`] and [`Ledger::register_owner`];
@@ -40,7 +41,7 @@ impl Recorder {
     /// A front-end that gets one runs on without a ledger: spawn tags still
     /// mark every process.
     pub fn register(install: &Install, purpose: &str) -> Result<Recorder> {
-        let mut ledger = Ledger::open(install)?;
+        let mut ledger = Ledger::open_to_record(install)?;
         let owner = OwnerRecord::current(install, purpose).map_err(|source| LedgerError::Io {
             path: "(this process)".into(),
             source,

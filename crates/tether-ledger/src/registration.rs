@@ -170,7 +170,7 @@ pub fn register_self(purpose: &str, spawner: Spawner) -> Result<Registration> {
                 .as_ref()
                 .is_some_and(|s| s.pid == t.owner_pid && s.start_time == t.owner_start)
     });
-    let mut ledger = crate::Ledger::open(&install)?;
+    let mut ledger = crate::Ledger::open_to_record(&install)?;
     ledger.register_process(&record)?;
     Ok(Registration { record, reapable })
 }

@@ -240,3 +240,57 @@ fn a_long_lived_handle_follows_a_quarantine_by_someone_else() {
     assert_eq!(fresh.owners().unwrap().len(), 1);
     assert_eq!(fresh.sessions().unwrap().len(), 1);
 }
+
+/// An owner opens the ledger to record without `quick_check` (it read every
+/// page: 5× the cost of a `tether run` with a week of a busy user's rows).
+/// What its cheap checks see — a file that is not an SQLite database, too
+/// short, or not the ledger's schema — it quarantines as the full open
+/// does; damage inside a page it leaves for the next full open (`tether
+/// ps`, `reap`, `doctor`), which quarantines it with the bytes kept.
+#[test]
+fn a_recording_open_quarantines_what_its_cheap_checks_find_and_a_full_open_the_rest() {
+    type Damage = fn(&Path);
+    let cheap: [(&str, Damage); 3] = [
+        ("garbage", |p| std::fs::write(p, vec![0xAB; 8192]).unwrap()),
+        ("short", |p| {
+            let file = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+            file.set_len(50).unwrap();
+        }),
+        ("foreign", |p| {
+            std::fs::remove_file(p).unwrap();
+            let conn = rusqlite::Connection::open(p).unwrap();
+            conn.execute_batch("CREATE TABLE notes (x TEXT);").unwrap();
+        }),
+    ];
+    for (what, damage) in cheap {
+        let t = TestInstall::new();
+        let bytes = damaged_store(&t, damage);
+        let ledger = Ledger::open_to_record(&t.install).unwrap();
+        let q = ledger.quarantined().unwrap_or_else(|| panic!("{what}"));
+        assert!(std::fs::read(&q.moved_to).unwrap() == bytes, "{what}");
+    }
+
+    // Damage inside a page the open does not read: the last page of a
+    // grown store (a session's row), overwritten with garbage.
+    let t = TestInstall::new();
+    let bytes = damaged_store(&t, |p| {
+        let mut ledger = Ledger::open(&t.install).unwrap();
+        let owner = ledger
+            .register_owner(&OwnerRecord::current(&t.install, "run").unwrap())
+            .unwrap();
+        for _ in 0..200 {
+            let mut s = SessionStart::new(SessionId::generate(), "run");
+            s.command = vec!["x".repeat(200)];
+            ledger.record_session_start(owner, &s).unwrap();
+        }
+        drop(ledger);
+        let len = std::fs::metadata(p).unwrap().len();
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+        file.write_all_at(&[0xAB; 4096], len - 4096).unwrap();
+    });
+    let recording = Ledger::open_to_record(&t.install).unwrap();
+    assert!(recording.quarantined().is_none(), "not read, not judged");
+    drop(recording);
+    assert_quarantined(&t, &bytes);
+}

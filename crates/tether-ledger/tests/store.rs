@@ -153,3 +153,75 @@ fn a_sessions_limits_what_it_hit_and_its_cgroups_round_trip() {
         "memory 256 MiB (cgroup1), pids 64 (none)"
     );
 }
+
+/// Pruning is amortised (one registration in [`PRUNE_EVERY`] scans the
+/// tables; every `tether run` did): rows past [`RETENTION`] — owners that
+/// ended, owners of another boot, sessions that ended — are gone by then,
+/// and nothing younger or still running is touched.
+#[test]
+fn rows_past_retention_are_pruned_within_prune_every_registrations() {
+    use tether_ledger::{PRUNE_EVERY, RETENTION};
+    let t = TestInstall::new();
+    let mut ledger = Ledger::open(&t.install).unwrap();
+    let me = OwnerRecord::current(&t.install, "run").unwrap();
+    let live = ledger.register_owner(&me).unwrap();
+    ledger
+        .record_session_start(live, &SessionStart::new(SessionId::generate(), "run"))
+        .unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let old = now_ms - RETENTION.as_millis() as i64 - 3_600_000;
+    let recent = now_ms - 3_600_000;
+    // Rows as an earlier week left them: pid 1000 + n, start time n.
+    let conn = rusqlite::Connection::open(ledger.path()).unwrap();
+    let insert = |pid: i64, boot: &str, registered: i64, ended: Option<i64>| {
+        conn.execute(
+            "INSERT INTO owners (install, boot_id, pid, start_time, uid, purpose, argv,
+                 started_at_ms, registered_at_ms, ended_at_ms, source)
+             VALUES (?1, ?2, ?3, ?3, 0, 'run', 'x', ?4, ?4, ?5, 'registered')",
+            rusqlite::params![t.install.id(), boot, pid, registered, ended],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO sessions (id, owner_id, purpose, started_at_ms, ended_at_ms, source)
+             VALUES (?1, last_insert_rowid(), 'run', ?2, ?3, 'registered')",
+            rusqlite::params![format!("s{pid}"), registered, ended],
+        )
+        .unwrap();
+    };
+    let boot = me.identity.boot_id.as_str();
+    insert(1001, boot, old, Some(old)); // ended long ago: pruned
+    insert(1002, "an-earlier-boot", old, None); // earlier boot: pruned
+    insert(1003, boot, recent, Some(recent)); // ended within retention: kept
+    insert(1004, boot, old, None); // this boot, still running: kept
+    drop(conn);
+    let pids = |ledger: &Ledger| -> Vec<u32> {
+        let mut p: Vec<u32> = ledger
+            .owners()
+            .unwrap()
+            .iter()
+            .map(|o| o.identity.pid)
+            .filter(|&p| (1001..=1004).contains(&p))
+            .collect();
+        p.sort();
+        p
+    };
+    assert_eq!(pids(&ledger), [1001, 1002, 1003, 1004]);
+    for n in 0..PRUNE_EVERY {
+        let mut other = me.clone();
+        other.identity.pid = 2_000_000 + n as u32;
+        ledger.register_owner(&other).unwrap();
+    }
+    assert_eq!(pids(&ledger), [1003, 1004]);
+    let sessions = rusqlite::Connection::open(ledger.path())
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM sessions WHERE id IN ('s1001', 's1002', 's1003', 's1004')",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap();
+    assert_eq!(sessions, 2, "the pruned owners' sessions went with them");
+}

@@ -38,6 +38,33 @@ impl Case {
         )
     }
 
+    /// The same with a week of a busy user's runs in its ledger:
+    /// [`BIG_LEDGER_OWNERS`] ended owners with a session each (12 MB), all
+    /// within the retention — what a run's fixed cost must not grow with.
+    fn tether_big_ledger(build: &Build) -> Case {
+        let home = tempfile::tempdir().expect("temporary TETHER_HOME");
+        // The store as this build creates it, then grown by SQL.
+        let status = Command::new(&build.path)
+            .args(["run", "--", "/bin/true"])
+            .env("TETHER_HOME", home.path())
+            .status()
+            .expect("spawn");
+        assert!(status.success());
+        grow_ledger(&home.path().join("ledger.db"));
+        let mut command = Command::new(&build.path);
+        command
+            .args(["run", "--", "/bin/true"])
+            .env("TETHER_HOME", home.path());
+        Case::new(
+            format!(
+                "`tether run -- /bin/true`, {BIG_LEDGER_OWNERS} owners in the ledger, {}",
+                build.name
+            ),
+            command,
+            Some(home),
+        )
+    }
+
     fn new(name: String, mut command: Command, home: Option<tempfile::TempDir>) -> Case {
         command
             .stdin(Stdio::null())
@@ -60,12 +87,49 @@ impl Case {
     }
 }
 
+/// Owners (with a session each) in the big ledger: ~4,300 runs a day for
+/// the 7 days of retention.
+const BIG_LEDGER_OWNERS: usize = 30_000;
+
+/// Copies the store's one owner and session [`BIG_LEDGER_OWNERS`] times,
+/// as ended runs of the last hour, in one transaction.
+fn grow_ledger(path: &std::path::Path) {
+    let mut conn = rusqlite::Connection::open(path).expect("the ledger");
+    let tx = conn.transaction().expect("a transaction");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    for n in 0..BIG_LEDGER_OWNERS as i64 {
+        tx.execute(
+            "INSERT INTO owners (install, boot_id, pid, start_time, pidfs_inode, uid, purpose,
+                 argv, started_at_ms, registered_at_ms, ended_at_ms, source)
+             SELECT install, boot_id, 4000000 + ?1, start_time, pidfs_inode, uid, purpose,
+                 argv, ?2, ?2, ?2, source FROM owners ORDER BY id LIMIT 1",
+            rusqlite::params![n, now - 3_600_000 + n],
+        )
+        .expect("an owner");
+        tx.execute(
+            "INSERT INTO sessions (id, owner_id, purpose, containment, command, cwd, main_pid,
+                 main_start_time, keeper_pid, keeper_start_time, started_at_ms, ended_at_ms,
+                 outcome, exit_code, source)
+             SELECT 'bench-' || ?1, last_insert_rowid(), purpose, containment, command, cwd,
+                 main_pid, main_start_time, keeper_pid, keeper_start_time, ?2, ?2, outcome,
+                 exit_code, source FROM sessions ORDER BY started_at_ms LIMIT 1",
+            rusqlite::params![n, now - 3_600_000 + n],
+        )
+        .expect("a session");
+    }
+    tx.commit().expect("commit");
+}
+
 pub fn main() {
     if listing() {
         return;
     }
     let mut cases = vec![Case::timeout()];
     cases.extend(builds().iter().map(Case::tether));
+    cases.extend(builds().iter().map(Case::tether_big_ledger));
     for case in &mut cases {
         for _ in 0..5 {
             case.once(); // warm-up: page cache, ledger created
