@@ -154,8 +154,9 @@ impl Ledger {
     }
 
     /// Opens the ledger to record into it — what an owner does at its
-    /// start (`tether run`, `tether exec`, `tether mcp`, the Python
-    /// package) — without [`open`](Ledger::open)'s `PRAGMA quick_check`.
+    /// start (`tether run`, `tether exec`, `tether mcp`,
+    /// [`register_self`](crate::register_self)) — without
+    /// [`open`](Ledger::open)'s `PRAGMA quick_check`.
     ///
     /// `quick_check` reads every page of the store: with a week of a busy
     /// user's runs in it (30,000 owners, 12 MB) it made one `tether run --
