@@ -772,7 +772,12 @@ fn open_existing(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Attempt::Missing),
         Err(e) => return Err(io(e)),
     };
-    let file_id = file_id(path).map_err(io)?;
+    // Quarantined by another opener between the two looks: no store now.
+    let file_id = match file_id(path) {
+        Ok(id) => id,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Attempt::Missing),
+        Err(e) => return Err(io(e)),
+    };
     let corrupt = |reason: String| Attempt::Corrupt { reason, file_id };
     // A store is born with its header and schema (see create_fresh): a
     // file shorter than SQLite's 100-byte header was damaged.
