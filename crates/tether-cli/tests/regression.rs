@@ -867,10 +867,23 @@ fn a_process_whose_main_thread_exited_is_listed_and_reaped() {
     let run = home.run(&[], MAIN_THREAD_EXITS, 2);
     // Find the python by its parent (the main sh) — its environment cannot
     // be read through /proc/<pid>/environ, so no tag finds it.
-    let main = session_alive(&home, &run.session)
-        .into_iter()
-        .find(|p| tether::sys::command_line(p.pid).first().map(String::as_str) == Some("sleep"))
-        .expect("the main process");
+    // The script says "ready", then execs `sleep`: no event announces the
+    // exec, so this polls, bounded (a loaded fresh-clone run looked too
+    // early, 1 of 10).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let main = loop {
+        if let Some(main) = session_alive(&home, &run.session)
+            .into_iter()
+            .find(|p| tether::sys::command_line(p.pid).first().map(String::as_str) == Some("sleep"))
+        {
+            break main;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the main process never became sleep"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
     let python = loop {
         let found = tether::sys::children(run.keeper.pid)
