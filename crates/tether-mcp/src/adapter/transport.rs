@@ -112,6 +112,68 @@ fn encode(message: &impl serde::Serialize, id: Option<&RequestId>) -> std::io::R
     Ok(bytes)
 }
 
+/// Start of the id a request has inside rmcp (then a counter): U+10FFFE,
+/// another noncharacter.
+const INSIDE_ID: &str = "\u{10FFFE}";
+
+/// Each request's id inside rmcp: its own, never used twice, whatever id
+/// the client gave it. rmcp matches an answer to its request by id; when a
+/// client cancelled a request and then reused its id (which this server
+/// allows: the id is free again), a new request with that id could be
+/// answered with the cancelled one's answer, and its own answer dropped
+/// (a fresh-clone CI run caught it, 1 of 10).
+#[derive(Default)]
+struct Aliases {
+    ids: std::sync::Mutex<AliasMap>,
+}
+
+#[derive(Default)]
+struct AliasMap {
+    next: u64,
+    /// Client's id → inside id, for requests in flight.
+    inside: std::collections::HashMap<RequestId, RequestId>,
+    /// Inside id → client's id.
+    outside: std::collections::HashMap<RequestId, RequestId>,
+}
+
+impl Aliases {
+    fn lock(&self) -> std::sync::MutexGuard<'_, AliasMap> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn is_alias(id: &RequestId) -> bool {
+        matches!(id, RequestId::String(s) if s.starts_with(INSIDE_ID))
+    }
+
+    /// The inside id of a new request with the client's id `outside`.
+    fn alias(&self, outside: RequestId) -> RequestId {
+        let mut map = self.lock();
+        map.next += 1;
+        let inside = RequestId::String(format!("{INSIDE_ID}{}", map.next).into());
+        map.inside.insert(outside.clone(), inside.clone());
+        map.outside.insert(inside.clone(), outside);
+        inside
+    }
+
+    /// The client's id of the request answered under `inside` (`None`:
+    /// not in flight — cancelled).
+    fn answered(&self, inside: &RequestId) -> Option<RequestId> {
+        let mut map = self.lock();
+        let outside = map.outside.remove(inside)?;
+        map.inside.remove(&outside);
+        Some(outside)
+    }
+
+    /// The inside id of the request the client cancelled under `outside`,
+    /// forgotten here.
+    fn cancelled(&self, outside: &RequestId) -> Option<RequestId> {
+        let mut map = self.lock();
+        let inside = map.inside.remove(outside)?;
+        map.outside.remove(&inside);
+        Some(inside)
+    }
+}
+
 /// Newline-delimited JSON-RPC over a reader and a writer.
 pub struct LineTransport<R, W> {
     reader: BufReader<R>,
@@ -125,6 +187,7 @@ pub struct LineTransport<R, W> {
     writer: Arc<tokio::sync::Mutex<W>>,
     closing: Closing,
     inflight: Arc<InFlight>,
+    aliases: Arc<Aliases>,
     /// What the line just read asks for, waiting for room in flight. Kept
     /// here, not in a future: `receive` may be dropped while it waits.
     pending: Option<Pending>,
@@ -164,6 +227,7 @@ where
             writer: Arc::new(tokio::sync::Mutex::new(writer)),
             closing,
             inflight: Arc::new(InFlight::default()),
+            aliases: Arc::new(Aliases::default()),
             pending: None,
         }
     }
@@ -253,16 +317,39 @@ where
         let writer = Arc::clone(&self.writer);
         let closing = self.closing.clone();
         let inflight = Arc::clone(&self.inflight);
-        let answered = match &item {
+        let mut item = item;
+        let inside = match &item {
             JsonRpcMessage::Response(response) => Some(response.id.clone()),
             JsonRpcMessage::Error(error) => error.id.clone(),
             _ => None,
         };
-        let line = encode(&item, answered.as_ref());
+        // The client's id back in place of the one rmcp knew the request by.
+        let mut unanswerable = false;
+        let answered = match inside {
+            Some(inside) if Aliases::is_alias(&inside) => match self.aliases.answered(&inside) {
+                Some(outside) => {
+                    match &mut item {
+                        JsonRpcMessage::Response(response) => response.id = outside.clone(),
+                        JsonRpcMessage::Error(error) => error.id = Some(outside.clone()),
+                        _ => {}
+                    }
+                    Some(outside)
+                }
+                // The answer to a request the client cancelled (rmcp drops
+                // those itself; this is in case it did not): not written.
+                None => {
+                    unanswerable = true;
+                    None
+                }
+            },
+            other => other,
+        };
+        let line = (!unanswerable).then(|| encode(&item, answered.as_ref()));
         async move {
             let written = match line {
-                Ok(line) => write_line(&writer, &closing, line).await,
-                Err(e) => Err(e),
+                Some(Ok(line)) => write_line(&writer, &closing, line).await,
+                Some(Err(e)) => Err(e),
+                None => Ok(()),
             };
             if let Some(id) = answered {
                 inflight.finish(&id);
@@ -289,8 +376,11 @@ where
                         drop(message);
                         self.reply_error(error, Some(id), permit);
                     }
-                    Pending::Request(message, id) => {
-                        self.inflight.start(id, permit);
+                    Pending::Request(mut message, id) => {
+                        self.inflight.start(id.clone(), permit);
+                        if let JsonRpcMessage::Request(request) = &mut *message {
+                            request.id = self.aliases.alias(id);
+                        }
                         return Some(*message);
                     }
                 }
@@ -330,13 +420,18 @@ where
                                 let id = request.id.clone();
                                 self.pending = Some(Pending::Request(message, id));
                             }
-                            JsonRpcMessage::Notification(notification) => {
-                                if let ClientNotification::CancelledNotification(cancelled) =
-                                    &notification.notification
-                                    && let Some(id) = &cancelled.params.request_id
+                            JsonRpcMessage::Notification(_) => {
+                                let mut message = message;
+                                if let JsonRpcMessage::Notification(notification) = &mut *message
+                                    && let ClientNotification::CancelledNotification(cancelled) =
+                                        &mut notification.notification
+                                    && let Some(id) = cancelled.params.request_id.take()
                                 {
-                                    // rmcp sends no answer to a cancelled request.
-                                    self.inflight.finish(id);
+                                    // rmcp sends no answer to a cancelled
+                                    // request; the id is the client's again.
+                                    self.inflight.finish(&id);
+                                    cancelled.params.request_id =
+                                        Some(self.aliases.cancelled(&id).unwrap_or(id));
                                 }
                                 return Some(*message);
                             }
@@ -645,6 +740,58 @@ mod tests {
         assert_eq!(number_text(&fake), None);
     }
 
+    /// Regression (a fresh-clone CI run, 1 of 10): a client cancelled a
+    /// request and reused its id at once; rmcp, which matches answers by
+    /// id, could answer the new request with the cancelled one's answer
+    /// and drop the new one's. Inside, every request has an id of its own.
+    #[tokio::test]
+    async fn a_reused_id_after_a_cancellation_gets_its_own_answer() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut client, server_in) = tokio::io::duplex(1 << 16);
+        let (server_out, mut answers) = tokio::io::duplex(1 << 16);
+        let mut transport = LineTransport::new(server_in, server_out, 1 << 20, Closing::default());
+        let request = br#"{"jsonrpc":"2.0","id":7,"method":"ping"}
+"#;
+        let inside = |message: RxJsonRpcMessage<RoleServer>| match message {
+            JsonRpcMessage::Request(r) => r.id,
+            JsonRpcMessage::Notification(n) => match n.notification {
+                ClientNotification::CancelledNotification(c) => c.params.request_id.unwrap(),
+                _ => panic!("not a cancellation"),
+            },
+            _ => panic!("unexpected"),
+        };
+        client.write_all(request).await.unwrap();
+        let first = inside(transport.receive().await.unwrap());
+        client
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}\n",
+            )
+            .await
+            .unwrap();
+        assert_eq!(inside(transport.receive().await.unwrap()), first);
+        client.write_all(request).await.unwrap();
+        let second = inside(transport.receive().await.unwrap());
+        assert_ne!(first, second);
+        let answer =
+            |id: RequestId| JsonRpcMessage::response(rmcp::model::ServerResult::empty(()), id);
+        // The cancelled request's answer is not written; the new one's is,
+        // under the client's id.
+        transport.send(answer(first)).await.unwrap();
+        transport.send(answer(second)).await.unwrap();
+        let mut reply = vec![0u8; 4096];
+        let n = tokio::io::AsyncReadExt::read(&mut answers, &mut reply)
+            .await
+            .unwrap();
+        let lines: Vec<Value> = String::from_utf8_lossy(&reply[..n])
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines,
+            [serde_json::json!({"jsonrpc": "2.0", "id": 7, "result": {}})]
+        );
+    }
+
     /// Regression: rmcp drops a pending `receive` whenever another event
     /// wins its `select!`; a line half read at that moment was lost, and
     /// an error reply being written was never sent (a client hung 30 s).
@@ -662,7 +809,13 @@ mod tests {
         client.write_all(&line[20..]).await.unwrap();
         client.write_all(b"\nnot json\n").await.unwrap();
         let message = transport.receive().await.expect("the whole line survives");
-        assert!(matches!(message, JsonRpcMessage::Request(r) if r.id == RequestId::Number(3)));
+        let JsonRpcMessage::Request(request) = message else {
+            panic!("not a request")
+        };
+        assert_eq!(
+            transport.aliases.answered(&request.id),
+            Some(RequestId::Number(3))
+        );
         // The garbage line's error is written by its own task, even though
         // this receive is dropped while waiting for more input.
         let late = tokio::time::timeout(Duration::from_millis(20), transport.receive()).await;
