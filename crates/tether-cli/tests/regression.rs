@@ -570,8 +570,10 @@ fn the_terminal_comes_back_on_every_way_out() {
     std::fs::write(&bad, "#!/nonexistent/interpreter\n").unwrap();
     std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o755)).unwrap();
     // No job-control shell here: nothing but tether gives the terminal back.
+    // The timeout must outlast the test's look at who holds the terminal:
+    // 2 s did not under load (a fresh-clone run saw `rc=124` first).
     let script = format!(
-        "\"$0\" run --timeout 2s -- sh -c 'read x; echo got $x'; echo \"rc=$?\"; read y; \
+        "\"$0\" run --timeout 10s -- sh -c 'read x; echo got $x'; echo \"rc=$?\"; read y; \
          \"$0\" run -- sh -c 'read x; echo got $x'; echo \"rc=$?\"; read z; \
          \"$0\" run -- {} 2>/dev/null; echo \"rc=$?\"; read w",
         bad.display()
