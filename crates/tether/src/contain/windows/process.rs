@@ -13,7 +13,7 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::windows::io::{AsRawHandle, BorrowedHandle, OwnedHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use windows_sys::Win32::Foundation::{
     ERROR_INVALID_PARAMETER, ERROR_NO_MORE_FILES, FILETIME, WAIT_OBJECT_0, WAIT_TIMEOUT,
@@ -95,8 +95,55 @@ pub fn open(pid: u32, access: u32) -> io::Result<OwnedHandle> {
     })
 }
 
+/// 100 ns units from 1601-01-01 to 1970-01-01.
+pub const EPOCH_OFFSET: u64 = 116_444_736_000_000_000;
+
+/// How long [`creation_time`] waits for a creation time still being set.
+const CREATION_BOUND: Duration = Duration::from_millis(200);
+
 /// When the process was created, in 100 ns units since 1601-01-01 UTC.
+///
+/// A creation time is an identity, so it must never be a value a later
+/// read contradicts. Under Wine, a process looked at from outside the
+/// moment it exists (a grandchild found in the process table, say) can
+/// first report a creation time that is not set yet — 0x5555555555555555,
+/// a fill pattern, centuries ahead — and the right one a moment later. A creation time that is
+/// zero or later than now is therefore read again (every millisecond,
+/// bounded: no event says "set"), and one that never settles is an error,
+/// never an identity. (Windows sets it before the pid is visible.)
 pub fn creation_time(process: BorrowedHandle<'_>) -> io::Result<u64> {
+    let deadline = Instant::now() + CREATION_BOUND;
+    loop {
+        let created = read_creation_time(process)?;
+        if is_set(created, now_filetime()) {
+            return Ok(created);
+        }
+        if Instant::now() >= deadline {
+            return Err(io::Error::other(format!(
+                "the process's creation time is not set (read {created}): still starting"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Whether `created` can be a real creation time at `now` (both in
+/// 100 ns units since 1601). A second of slack covers clocks read at
+/// different granularities; the unset values seen are centuries ahead.
+fn is_set(created: u64, now: u64) -> bool {
+    created != 0 && created <= now.saturating_add(10_000_000)
+}
+
+/// Now, in 100 ns units since 1601-01-01 UTC (the clock creation times
+/// are read from).
+fn now_filetime() -> u64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    EPOCH_OFFSET + (since_epoch.as_nanos() / 100) as u64
+}
+
+fn read_creation_time(process: BorrowedHandle<'_>) -> io::Result<u64> {
     let mut times = [FILETIME::default(); 4];
     let [created, exited, kernel, user] = &mut times;
     // SAFETY: valid handle (PROCESS_QUERY_LIMITED_INFORMATION) and out
@@ -284,6 +331,26 @@ mod tests {
         );
         let exe = image_path(a.handle()).unwrap();
         assert_eq!(std::path::Path::new(&exe), std::env::current_exe().unwrap());
+    }
+
+    #[test]
+    fn an_unset_creation_time_is_not_an_identity() {
+        let now = now_filetime();
+        // The value Wine reported for a grandchild a moment after it was
+        // created (then the right one, 17962770356320820 after the epoch).
+        let seen = 0x5555_5555_5555_5555;
+        assert_eq!(seen - EPOCH_OFFSET, 6_032_469_955_236_517_205);
+        assert!(!is_set(seen, now));
+        assert!(!is_set(0, now));
+        assert!(!is_set(now + 20_000_000, now));
+        assert!(is_set(now, now));
+        assert!(is_set(now - 1, now));
+        // This process's own creation time is set, and in the past.
+        let me = Pinned::open(std::process::id(), None, QUERY)
+            .unwrap()
+            .unwrap();
+        assert!(is_set(me.creation_time, now_filetime()));
+        assert!(me.creation_time < now_filetime());
     }
 
     #[test]

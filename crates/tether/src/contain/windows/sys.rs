@@ -24,7 +24,7 @@ use windows_sys::Win32::System::Threading::{
     PROCESS_QUERY_INFORMATION, PROCESS_VM_READ, WaitForMultipleObjects,
 };
 
-use super::process::{self, QUERY, QUERY_TERMINATE};
+use super::process::{self, EPOCH_OFFSET, QUERY, QUERY_TERMINATE};
 use super::user::Sid;
 use super::{peb, quote};
 use crate::contain::sys::{
@@ -32,9 +32,6 @@ use crate::contain::sys::{
 };
 use crate::identity::ProcessIdentity;
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
-
-/// 100 ns units from 1601-01-01 to 1970-01-01.
-const EPOCH_OFFSET: u64 = 116_444_736_000_000_000;
 
 /// A creation time (`GetProcessTimes`) as a start time (since the epoch).
 pub(super) fn start_of(creation: u64) -> u64 {
