@@ -19,6 +19,32 @@ fn tether_exe() -> Command {
     cmd
 }
 
+/// `spawn()`, tried again (3 tries in all) under Wine when Wine failed the
+/// creation on its own: `ERROR_INTERNAL_ERROR` (1359), a new process that
+/// died in Wine's start-up, with nothing created (the library does the same
+/// for its own creations: `wine::retry_failed_creation`).
+trait SpawnRetrying {
+    fn spawn_retrying(&mut self) -> std::io::Result<std::process::Child>;
+}
+
+impl SpawnRetrying for std::process::Command {
+    fn spawn_retrying(&mut self) -> std::io::Result<std::process::Child> {
+        let mut attempt = 1;
+        loop {
+            match self.spawn() {
+                Err(err)
+                    if attempt < 3
+                        && err.raw_os_error() == Some(1359)
+                        && wine_version().is_some() =>
+                {
+                    attempt += 1
+                }
+                result => return result,
+            }
+        }
+    }
+}
+
 /// `examples/win_tree.rs` of the tether crate, built into the same target.
 fn win_tree() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -58,7 +84,7 @@ fn output_within(mut cmd: Command, bound: Duration) -> std::process::Output {
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .spawn()
+        .spawn_retrying()
         .unwrap();
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -131,7 +157,7 @@ fn killing_tether_run_kills_the_tree() {
         .arg(win_tree())
         .args(["tree", "60"])
         .stdout(Stdio::piped())
-        .spawn()
+        .spawn_retrying()
         .unwrap();
     let mut line = String::new();
     BufReader::new(run.stdout.take().unwrap())
@@ -170,7 +196,7 @@ impl Mcp {
             .arg("mcp")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .spawn()
+            .spawn_retrying()
             .expect("start tether mcp");
         Mcp {
             stdin: server.stdin.take(),
@@ -281,7 +307,7 @@ fn tether_ps_shows_a_running_tree_and_reap_kills_proven_orphans() {
         .arg(win_tree())
         .args(["tree", "60"])
         .stdout(Stdio::piped())
-        .spawn()
+        .spawn_retrying()
         .unwrap();
     let mut line = String::new();
     BufReader::new(run.stdout.take().unwrap())

@@ -19,7 +19,7 @@ fn owner(policy: &str, marker: &str) -> (std::process::Child, [tether::sys::Pinn
     let mut owner = std::process::Command::new(helper())
         .args(["owner", "60", policy, marker])
         .stdout(std::process::Stdio::piped())
-        .spawn()
+        .spawn_retrying()
         .unwrap();
     let mut line = String::new();
     BufReader::new(owner.stdout.take().unwrap())

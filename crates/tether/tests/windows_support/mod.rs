@@ -80,6 +80,28 @@ pub fn wine() -> Option<String> {
     tether::windows::wine_version()
 }
 
+/// `spawn()`, tried again (3 tries in all) under Wine when Wine failed the
+/// creation on its own: `ERROR_INTERNAL_ERROR` (1359), a new process that
+/// died in Wine's start-up, with nothing created (the library does the same
+/// for its own creations: `wine::retry_failed_creation`).
+pub trait SpawnRetrying {
+    fn spawn_retrying(&mut self) -> std::io::Result<std::process::Child>;
+}
+
+impl SpawnRetrying for std::process::Command {
+    fn spawn_retrying(&mut self) -> std::io::Result<std::process::Child> {
+        let mut attempt = 1;
+        loop {
+            match self.spawn() {
+                Err(err) if attempt < 3 && err.raw_os_error() == Some(1359) && wine().is_some() => {
+                    attempt += 1
+                }
+                result => return result,
+            }
+        }
+    }
+}
+
 /// The Unix pid of the Wine process whose command line contains all of
 /// `needles` (under Wine, `Z:\proc` is the host's /proc). `Z:\proc\self`
 /// is no use: Wine resolves it in the wineserver.

@@ -88,21 +88,27 @@ impl PseudoConsole {
         let (pty_in, input) = pipe()?;
         let (output, pty_out) = output_pipe()?;
         let mut console: HPCON = 0;
-        // SAFETY: valid pipe handles and out pointer. conhost duplicates the
-        // handles, so ours are closed when this function returns: conhost
-        // holds the output pipe's only write end (EOF once it exits).
-        let hr = unsafe {
-            CreatePseudoConsole(
-                coord(size),
-                pty_in.as_raw_handle(),
-                pty_out.as_raw_handle(),
-                0,
-                &mut console,
-            )
-        };
-        if hr < 0 {
-            return Err(WinError::with_code("CreatePseudoConsole", hr as u32));
-        }
+        // Under Wine, a conhost that Wine itself failed to start is tried
+        // again (see `wine::retry_failed_creation`: nothing was created).
+        super::wine::retry_failed_creation(|| {
+            // SAFETY: valid pipe handles and out pointer. conhost duplicates
+            // the handles, so ours are closed when this function returns:
+            // conhost holds the output pipe's only write end (EOF once it
+            // exits).
+            let hr = unsafe {
+                CreatePseudoConsole(
+                    coord(size),
+                    pty_in.as_raw_handle(),
+                    pty_out.as_raw_handle(),
+                    0,
+                    &mut console,
+                )
+            };
+            if hr < 0 {
+                return Err(WinError::with_code("CreatePseudoConsole", hr as u32));
+            }
+            Ok(())
+        })?;
         Ok(Opened {
             console: PseudoConsole {
                 console: Mutex::new(Some(console)),

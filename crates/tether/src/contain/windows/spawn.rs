@@ -228,27 +228,32 @@ pub fn spawn(mut spec: Spawn<'_>) -> io::Result<Spawned> {
     }
 
     let mut info = PROCESS_INFORMATION::default();
-    // SAFETY: every pointer is valid for the call: NUL-terminated wide
-    // strings, a mutable NUL-terminated command line, a double-NUL
-    // terminated environment block, an initialized attribute list whose
-    // values (`jobs`, `inherit`) outlive it, and a valid out pointer.
-    let ok = unsafe {
-        CreateProcessW(
-            application.as_ptr(),
-            spec.command_line.as_mut_ptr(),
-            std::ptr::null(),
-            std::ptr::null(),
-            (!inherit.is_empty()).into(),
-            flags,
-            spec.environment.as_ptr().cast(),
-            cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
-            &startup.StartupInfo,
-            &mut info,
-        )
-    };
-    if ok == 0 {
-        return Err(WinError::last("CreateProcessW"));
-    }
+    // Under Wine, a creation that Wine itself failed is tried again (see
+    // `wine::retry_failed_creation`: nothing was created).
+    super::wine::retry_failed_creation(|| {
+        // SAFETY: every pointer is valid for the call: NUL-terminated wide
+        // strings, a mutable NUL-terminated command line, a double-NUL
+        // terminated environment block, an initialized attribute list whose
+        // values (`jobs`, `inherit`) outlive it, and a valid out pointer.
+        let ok = unsafe {
+            CreateProcessW(
+                application.as_ptr(),
+                spec.command_line.as_mut_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                (!inherit.is_empty()).into(),
+                flags,
+                spec.environment.as_ptr().cast(),
+                cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+                &startup.StartupInfo,
+                &mut info,
+            )
+        };
+        if ok == 0 {
+            return Err(WinError::last("CreateProcessW"));
+        }
+        Ok(())
+    })?;
     drop(attributes);
     drop(std_dups);
     // SAFETY: CreateProcessW succeeded, so both handles are valid and ours
