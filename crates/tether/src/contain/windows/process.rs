@@ -107,8 +107,9 @@ const CREATION_BOUND: Duration = Duration::from_millis(200);
 /// read contradicts. Under Wine, a process looked at from outside the
 /// moment it exists (a grandchild found in the process table, say) can
 /// first report a creation time that is not set yet — 0x5555555555555555,
-/// a fill pattern, centuries ahead — and the right one a moment later. A creation time that is
-/// zero or later than now is therefore read again (every millisecond,
+/// a fill pattern, centuries ahead — and the right one a moment later. A
+/// creation time that is zero or later than now is therefore read again
+/// (every millisecond,
 /// bounded: no event says "set"), and one that never settles is an error,
 /// never an identity. (Windows sets it before the pid is visible.)
 pub fn creation_time(process: BorrowedHandle<'_>) -> io::Result<u64> {

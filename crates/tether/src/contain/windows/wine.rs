@@ -22,8 +22,9 @@ const CREATE_ATTEMPTS: u32 = 3;
 /// when it failed the way Wine fails a new process that died while
 /// starting, before any code of its own ran.
 ///
-/// Wine 8 does that now and then (about once in a few thousand creations
-/// here, more under load): the new process ends during Wine's own start-up,
+/// Wine 8 does that now and then (seen twice here: once in ~500 looped
+/// runs of one test, once in ~25 fresh-clone CI runs, both under load): the
+/// new process ends during Wine's own start-up,
 /// and `CreateProcessW` says `ERROR_INTERNAL_ERROR` (1359) with no process
 /// created. `CreatePseudoConsole` then reports `ERROR_INVALID_FUNCTION`
 /// (1) instead, because Wine's `Wow64RevertWow64FsRedirection`, called
