@@ -85,6 +85,9 @@ pub const DEFAULT_MAX_LIVE: usize = 64;
 pub const DEFAULT_MAX_FINISHED: usize = 64;
 /// Default [`RegistryConfig::finished_ttl`]: 30 minutes from the exit.
 pub const DEFAULT_FINISHED_TTL: Duration = Duration::from_secs(30 * 60);
+/// Default [`RegistryConfig::screen_lag`]: 64 MiB, ~0.6 s of parsing on
+/// an idle core here (~10 ms per MiB of TUI output).
+pub const DEFAULT_SCREEN_LAG: u64 = 64 << 20;
 /// Shortest id prefix accepted in place of a full session id.
 pub const MIN_ID_PREFIX: usize = 4;
 /// Bytes of output [`Registry::run_and_wait`] returns.
@@ -118,6 +121,20 @@ pub struct RegistryConfig {
     /// [`DEFAULT_STDIN_QUEUE_LIMIT`], 16 MiB); a write beyond it is refused
     /// with [`Error::StdinQueueFull`].
     pub stdin_queue_limit: usize,
+    /// Most output a PTY session's [screen](Registry::screen) may lag
+    /// behind what was read (default [`DEFAULT_SCREEN_LAG`], 64 MiB).
+    /// The screen is built off the read path, by a background parse; a
+    /// program printing faster than that is read at the kernel's pace
+    /// until this many bytes wait, then at the parse's pace (the reader
+    /// parses before reading on, as a terminal reads no faster than it
+    /// draws). The cost is the first look after a flood: it parses what
+    /// waits (~10 ms per MiB here, more under load). A smaller value makes
+    /// every look cheap and a flood slower; no value changes what a look
+    /// shows or how queries are answered (the reader parses up to every
+    /// query it meets, whatever the lag). The lag is also bounded by what
+    /// the session keeps: bytes about to leave its ring with no spill file
+    /// to hold them are parsed first.
+    pub screen_lag: u64,
 }
 
 /// Hears about every session of a [`Registry`]. Called from the registry's
@@ -139,6 +156,7 @@ impl Default for RegistryConfig {
             spill_dir: None,
             observer: None,
             stdin_queue_limit: DEFAULT_STDIN_QUEUE_LIMIT,
+            screen_lag: DEFAULT_SCREEN_LAG,
         }
     }
 }
@@ -288,11 +306,11 @@ impl Registry {
         let (session, control) = Session::new(
             id.clone(),
             meta,
-            buffers.0,
-            buffers.1,
+            buffers,
             child,
             stdin,
             terminal,
+            self.inner.config.screen_lag,
         );
         let owner: Weak<dyn Owner> = Arc::downgrade(&self.inner) as Weak<dyn Owner>;
         let driver = Driver::new(

@@ -177,6 +177,9 @@ pub(crate) struct Session {
     pub screen_parsed: AtomicU64,
     /// A background task is parsing the screen.
     pub screen_worker: AtomicBool,
+    /// Most output the screen may lag behind before the reader parses
+    /// ([`RegistryConfig::screen_lag`](crate::registry::RegistryConfig::screen_lag)).
+    pub screen_lag: u64,
     /// The runtime the session was started on: its writer and screen
     /// tasks go there, whichever thread (in a runtime or not) asks.
     pub runtime: tokio::runtime::Handle,
@@ -196,11 +199,11 @@ impl Session {
     pub(crate) fn new(
         id: SessionId,
         meta: Meta,
-        output: OutputBuffer,
-        stderr: Option<OutputBuffer>,
+        (output, stderr): (OutputBuffer, Option<OutputBuffer>),
         child: Child,
         stdin: Option<AsyncWriter>,
         terminal: Option<Pty>,
+        screen_lag: u64,
     ) -> (Arc<Session>, mpsc::UnboundedReceiver<Control>) {
         let screen = meta.pty.map(ScreenState::new);
         let pty_size = meta.pty;
@@ -232,6 +235,7 @@ impl Session {
             screen: Mutex::new(screen),
             screen_parsed: AtomicU64::new(0),
             screen_worker: AtomicBool::new(false),
+            screen_lag,
             runtime: tokio::runtime::Handle::current(),
             driver: Mutex::new(None),
         });

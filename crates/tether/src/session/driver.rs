@@ -640,11 +640,11 @@ fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result
 
 /// Parses a PTY session's screen now, before `more` bytes of output are
 /// appended, if they would push bytes it has not parsed out of the
-/// session's buffer, or if [`BATCH`](super::screen::BATCH) bytes wait
-/// already (the background parse fell behind: a look at the screen must
-/// never have more than that to catch up on, and a program that prints
-/// faster than the screen is built is read no faster than that — as a
-/// terminal reads no faster than it draws).
+/// session's buffer, or if its `screen_lag` waits already (the background
+/// parse fell behind: a look at the screen must never have more than that
+/// to catch up on, and a program that prints faster than the screen is
+/// built is then read no faster than that — as a terminal reads no faster
+/// than it draws).
 fn keep_screen_close(session: &Arc<Session>, more: usize) {
     let parsed = session
         .screen_parsed
@@ -654,7 +654,7 @@ fn keep_screen_close(session: &Arc<Session>, more: usize) {
         let buffer = &shared.output.buffer;
         (buffer.keeps(parsed, more), buffer.end_offset())
     };
-    if !keeps || end.saturating_sub(parsed) >= super::screen::BATCH {
+    if !keeps || end.saturating_sub(parsed) >= session.screen_lag {
         session.with_screen(end, |_| ());
     }
 }

@@ -12,10 +12,22 @@
 //! * when someone looks — the screen, the cursor-key mode for named keys,
 //!   a resize (bytes printed before it were laid out at the old size);
 //! * by a background task on the blocking pool once [`START`] bytes wait;
-//! * at once, on the read path, when [`BATCH`] bytes wait all the same
-//!   (the background task fell behind), so a look never has more than
-//!   that to catch up on — or before bytes not parsed yet would become
-//!   unreadable (leave the ring with no spill file to keep them).
+//! * at once, on the read path, when the session's `screen_lag`
+//!   ([`RegistryConfig::screen_lag`](crate::registry::RegistryConfig::screen_lag),
+//!   64 MiB by default) waits all the same — the background task fell
+//!   behind a flood — so a look never has more than that to catch up on;
+//!   or before bytes not parsed yet would become unreadable (leave the
+//!   ring with no spill file to keep them).
+//!
+//! The lag is what lets a flood be read at the kernel's pace: with the
+//! 4 MiB it was bounded by before, 64 MiB written to the terminal were
+//! read at the parse's pace, 0.70–1.45× a blocking read loop on the
+//! master in the same runs; with 64 MiB, 1.04–3.71× (1.7–3.7× idle: the
+//! reader takes what the terminal holds per wake-up, where the loop
+//! wakes per push), and the first look after it parses what waits,
+//! 0.4–0.6 s (`benches/pty.rs`). Parsing at a lower CPU priority was tried and
+//! dropped: a look or a query waits for the screen's lock, which the
+//! starved parse held for seconds on a loaded machine.
 //!
 //! The parse state is in its own lock: a long catch-up never holds the
 //! lock the reader appends under, only the screen's.
@@ -26,10 +38,6 @@ use std::sync::atomic::Ordering;
 use super::{Session, lock};
 use crate::terminal::{Emulator, PtySize, Screen};
 
-/// Output a screen may lag behind at most: 4 MiB, ~40 ms of parsing here
-/// (~150 ms on a machine loaded by other work), the most a look at the
-/// screen waits. Beyond it the read path parses before reading on.
-pub(crate) const BATCH: u64 = 4 << 20;
 /// Output a screen lags behind when a background task starts parsing it.
 const START: u64 = 512 << 10;
 /// Largest piece parsed per hold of the screen's lock (the reader, with

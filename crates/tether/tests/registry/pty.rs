@@ -513,3 +513,60 @@ async fn shutdown_and_drop_kill_pty_trees() {
         }
     }
 }
+
+/// Coloured words that wrap at the screen's edge, with no line breaks
+/// and no absolute cursor moves: where every row of the final screen
+/// starts depends on every byte before it, so one byte skipped, doubled
+/// or moved changes the screen.
+fn wrapping_words(bytes: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes + 64);
+    let mut n = 0usize;
+    while out.len() < bytes {
+        out.extend_from_slice(format!("\x1b[3{}m{n} ", n % 8).as_bytes());
+        if n.is_multiple_of(7) {
+            out.extend_from_slice(b"\x1b[K");
+        }
+        n += 1;
+    }
+    out
+}
+
+/// Whatever the screen may lag — nothing (parsed at every read), 1 MiB,
+/// the default — the screen after a flood is exactly the one an emulator
+/// fed the same bytes shows: no byte parsed twice, skipped or reordered,
+/// whoever parsed it (the reader, the background task, the look).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_screen_after_a_flood_is_exact_whatever_it_may_lag() {
+    let guard = TagGuard::new("registry-pty-screen-lag");
+    let dir = tempfile::tempdir().unwrap();
+    let data = wrapping_words(6 << 20);
+    let file = dir.path().join("data");
+    std::fs::write(&file, &data).unwrap();
+    let mut emulator = tether::terminal::Emulator::new(PtySize::default());
+    emulator.feed(&data);
+    let expected = emulator.screen();
+    // Wrapped text on every row but the cursor's.
+    assert!(
+        expected.lines[..29].iter().all(|l| l.len() == 120),
+        "{expected:?}"
+    );
+    for screen_lag in [0, 1 << 20, tether::registry::DEFAULT_SCREEN_LAG] {
+        let registry = Registry::new(RegistryConfig {
+            spill_dir: Some(dir.path().to_owned()),
+            screen_lag,
+            ..RegistryConfig::default()
+        });
+        let spec = pty_shell(
+            guard.tag(),
+            &format!("stty raw -echo && cat '{}'", file.display()),
+        )
+        .spill_cap(data.len() as u64);
+        let id = registry.run(spec).await.unwrap();
+        let info = settled(&registry, id.as_str()).await;
+        assert_eq!(info.output_bytes, data.len() as u64, "lag {screen_lag}");
+        let screen = registry.screen(id.as_str()).unwrap();
+        assert_eq!(screen, expected, "lag {screen_lag}");
+    }
+    let survivors = wait_all_dead(guard.tag(), BOUND);
+    assert!(survivors.is_empty(), "survivors: {survivors:?}");
+}
