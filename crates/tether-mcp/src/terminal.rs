@@ -869,7 +869,7 @@ impl Terminal {
         // A full-screen program's stream is cursor moves and redraws: the
         // screen is what can be read.
         if info.pty.is_some()
-            && let Ok(screen) = self.registry.screen(id.as_str())
+            && let Ok(screen) = look_at_screen(&self.registry, id.as_str())
             && screen.alternate_screen
         {
             report.screen = Some(screen.text());
@@ -906,7 +906,7 @@ impl Terminal {
             }
         }
         let (screen, info) = match (
-            self.registry.screen(id.as_str()),
+            look_at_screen(&self.registry, id.as_str()),
             self.registry.info(id.as_str()),
         ) {
             (Ok(screen), Ok(info)) => (screen, info),
@@ -1222,4 +1222,19 @@ fn truncate(text: &str, max: usize) -> String {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A PTY session's screen. A look parses what the screen lags behind the
+/// output — after a flood up to the registry's `screen_lag`, 64 MiB, ~0.6 s
+/// here — so on the server's runtime it runs in `block_in_place`: the
+/// worker's other tasks (other sessions' readers, other calls) move to
+/// another worker meanwhile instead of waiting for it. Elsewhere (a
+/// single-threaded runtime in tests, no runtime) it is a plain call.
+fn look_at_screen(registry: &Registry, id: &str) -> tether::Result<tether::terminal::Screen> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| registry.screen(id))
+        }
+        _ => registry.screen(id),
+    }
 }

@@ -552,6 +552,12 @@ impl Registry {
     /// whether the alternate screen (a full-screen program) is active.
     /// Kept after the session ends, as it was last drawn.
     ///
+    /// The screen is as of all output read so far: a look first parses
+    /// what the screen lags behind, in the calling thread — after a flood
+    /// up to [`RegistryConfig::screen_lag`] (~10 ms per MiB here). In
+    /// async code that cannot wait that long on a runtime thread, call it
+    /// from `spawn_blocking`.
+    ///
     /// # Errors
     /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
     /// [`Error::SessionIdTooShort`] for an `id` that names no one session;

@@ -639,12 +639,14 @@ fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result
 }
 
 /// Parses a PTY session's screen now, before `more` bytes of output are
-/// appended, if they would push bytes it has not parsed out of the
-/// session's buffer, or if its `screen_lag` waits already (the background
-/// parse fell behind: a look at the screen must never have more than that
-/// to catch up on, and a program that prints faster than the screen is
-/// built is then read no faster than that — as a terminal reads no faster
-/// than it draws).
+/// appended: all of what would otherwise leave the session's buffer
+/// unparsed; or, if its `screen_lag` waits already (the background parse
+/// fell behind a flood), one piece more than the excess — a look at the
+/// screen must never have more than the lag to catch up on, and a program
+/// that prints faster than the screen is built is then read no faster
+/// than that, as a terminal reads no faster than it draws. One piece per
+/// read, not the whole lag at once: the reader runs on the async runtime,
+/// and catching up 64 MiB there would hold a worker thread for a second.
 fn keep_screen_close(session: &Arc<Session>, more: usize) {
     let parsed = session
         .screen_parsed
@@ -654,8 +656,11 @@ fn keep_screen_close(session: &Arc<Session>, more: usize) {
         let buffer = &shared.output.buffer;
         (buffer.keeps(parsed, more), buffer.end_offset())
     };
-    if !keeps || end.saturating_sub(parsed) >= session.screen_lag {
+    if !keeps {
         session.with_screen(end, |_| ());
+    } else if end.saturating_sub(parsed) >= session.screen_lag {
+        let excess = end - parsed - session.screen_lag;
+        session.with_screen(parsed + excess + super::screen::PIECE as u64, |_| ());
     }
 }
 

@@ -12,12 +12,13 @@
 //! * when someone looks — the screen, the cursor-key mode for named keys,
 //!   a resize (bytes printed before it were laid out at the old size);
 //! * by a background task on the blocking pool once [`START`] bytes wait;
-//! * at once, on the read path, when the session's `screen_lag`
+//! * on the read path, a piece per read, while more than the session's
+//!   `screen_lag`
 //!   ([`RegistryConfig::screen_lag`](crate::registry::RegistryConfig::screen_lag),
 //!   64 MiB by default) waits all the same — the background task fell
 //!   behind a flood — so a look never has more than that to catch up on;
-//!   or before bytes not parsed yet would become unreadable (leave the
-//!   ring with no spill file to keep them).
+//!   and at once before bytes not parsed yet would become unreadable
+//!   (leave the ring with no spill file to keep them).
 //!
 //! The lag is what lets a flood be read at the kernel's pace: with the
 //! 4 MiB it was bounded by before, 64 MiB written to the terminal were
@@ -41,8 +42,9 @@ use crate::terminal::{Emulator, PtySize, Screen};
 /// Output a screen lags behind when a background task starts parsing it.
 const START: u64 = 512 << 10;
 /// Largest piece parsed per hold of the screen's lock (the reader, with
-/// a query to answer, waits at most for one piece).
-const PIECE: usize = 256 << 10;
+/// a query to answer, waits at most for one piece); what the reader
+/// parses per read beyond the screen's lag.
+pub(crate) const PIECE: usize = 256 << 10;
 
 /// The emulator and how far into the output stream it has parsed.
 #[derive(Debug)]
