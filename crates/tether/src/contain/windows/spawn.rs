@@ -390,7 +390,9 @@ mod tests {
             ),
         ] {
             let job = Job::new(Breakaway::Refused).unwrap();
+            let tried_again = super::super::wine::tried_again();
             let (spawned, pids) = tree(&job, policy);
+            let tried_again = super::super::wine::tried_again() - tried_again;
             assert_eq!(spawned.membership, want);
             assert_eq!(pids[0], spawned.pid);
             let (child, grandchild) = (pin(pids[0]), pin(pids[1]));
@@ -401,9 +403,16 @@ mod tests {
             expected.sort();
             assert_eq!(listed, expected);
             let accounting = job.accounting().unwrap();
-            assert_eq!(
-                (accounting.active_processes, accounting.total_processes),
-                (2, 2)
+            assert_eq!(accounting.active_processes, 2);
+            // Every process the job ever held: the two, plus — under Wine
+            // only — one per creation Wine failed on its own and we tried
+            // again (its process was in the job and died in Wine's
+            // start-up). The count is of this whole test process, whose
+            // other tests spawn alongside: an upper bound for this job.
+            assert!(
+                (2..=2 + tried_again).contains(&accounting.total_processes),
+                "{} processes ever in the job, {tried_again} creations tried again",
+                accounting.total_processes
             );
             drop(job); // kill on close
             for p in [&child, &grandchild] {

@@ -8,6 +8,7 @@
 
 use std::io;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use windows_sys::Win32::Foundation::{ERROR_INTERNAL_ERROR, ERROR_INVALID_FUNCTION};
 use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
@@ -16,6 +17,18 @@ use super::win_error::code_of;
 
 /// How many times, in all, a creation Wine failed on its own is tried.
 const CREATE_ATTEMPTS: u32 = 3;
+
+/// Creations tried again in this process so far.
+static TRIED_AGAIN: AtomicU32 = AtomicU32::new(0);
+
+/// How many creations this process has tried again so far (always 0 on
+/// Windows). A job counts the failed attempt's process among those it
+/// ever held (`TotalProcesses`): it was created in the job and died in
+/// Wine's start-up.
+#[cfg(test)]
+pub(crate) fn tried_again() -> u32 {
+    TRIED_AGAIN.load(Ordering::SeqCst)
+}
 
 /// Runs `create` — a `CreateProcessW` or a `CreatePseudoConsole` (which
 /// creates conhost) — and, under Wine only, runs it again (3 tries in all)
@@ -29,9 +42,11 @@ const CREATE_ATTEMPTS: u32 = 3;
 /// created. `CreatePseudoConsole` then reports `ERROR_INVALID_FUNCTION`
 /// (1) instead, because Wine's `Wow64RevertWow64FsRedirection`, called
 /// after its failed `CreateProcessW` of conhost, overwrites the last error
-/// on a 64-bit system. Nothing exists after such a failure, so trying again
-/// starts nothing twice. On Windows nothing is tried again: these codes
-/// there mean what they say.
+/// on a 64-bit system. Nothing is left of the failed attempt (its process
+/// died in Wine's start-up; a job it was created in counts it among the
+/// processes it ever held, nothing more), so trying again starts nothing
+/// twice. On Windows nothing is tried again: these codes there mean what
+/// they say.
 pub(crate) fn retry_failed_creation<T>(mut create: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     let mut attempt = 1;
     loop {
@@ -42,6 +57,7 @@ pub(crate) fn retry_failed_creation<T>(mut create: impl FnMut() -> io::Result<T>
                     && code_of(&err).is_some_and(is_failed_start) =>
             {
                 attempt += 1;
+                TRIED_AGAIN.fetch_add(1, Ordering::SeqCst);
             }
             result => return result,
         }
