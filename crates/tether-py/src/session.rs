@@ -372,7 +372,10 @@ pub(crate) fn close_stdin(py: Python<'_>, id: &str) -> PyResult<()> {
 /// The bytes of named keys (`Enter`, `C-c`, `Up`, …) for a PTY session.
 #[pyfunction]
 pub(crate) fn keys(py: Python<'_>, id: &str, names: Vec<String>) -> PyResult<Py<PyBytes>> {
-    let bytes = engine().registry.keys(id, &names).py_err(py)?;
+    // Reading the cursor-key mode parses what the screen lags (up to its
+    // `screen_lag` after a flood): without the GIL, as every look.
+    let registry = Arc::clone(&engine().registry);
+    let bytes = py.detach(|| registry.keys(id, &names)).py_err(py)?;
     Ok(PyBytes::new(py, &bytes).unbind())
 }
 
@@ -439,12 +442,16 @@ pub(crate) fn sessions(py: Python<'_>) -> PyResult<Vec<Info>> {
 /// A PTY session's rendered screen.
 #[pyfunction]
 pub(crate) fn screen(py: Python<'_>, id: &str) -> PyResult<ScreenView> {
-    Ok(ScreenView::from(engine().registry.screen(id).py_err(py)?))
+    let registry = Arc::clone(&engine().registry);
+    Ok(ScreenView::from(
+        py.detach(|| registry.screen(id)).py_err(py)?,
+    ))
 }
 
 /// Resizes a PTY session's terminal.
 #[pyfunction]
 pub(crate) fn resize(py: Python<'_>, id: &str, rows: u32, cols: u32) -> PyResult<()> {
     let size = PtySize::new(rows, cols).py_err(py)?;
-    engine().registry.resize(id, size).py_err(py)
+    let registry = Arc::clone(&engine().registry);
+    py.detach(|| registry.resize(id, size)).py_err(py)
 }

@@ -554,9 +554,10 @@ impl Registry {
     ///
     /// The screen is as of all output read so far: a look first parses
     /// what the screen lags behind, in the calling thread — after a flood
-    /// up to [`RegistryConfig::screen_lag`] (~10 ms per MiB here). In
-    /// async code that cannot wait that long on a runtime thread, call it
-    /// from `spawn_blocking`.
+    /// up to [`RegistryConfig::screen_lag`] (~10 ms per MiB here); so do
+    /// [`keys`](Registry::keys) and [`resize`](Registry::resize). In async
+    /// code that cannot wait that long on a runtime thread, call them from
+    /// `spawn_blocking`.
     ///
     /// # Errors
     /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or

@@ -622,9 +622,7 @@ fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result
                     }
                     drop(guard);
                     match query_end {
-                        Some(upto) => {
-                            session.with_screen(upto, |_| ());
-                        }
+                        Some(upto) => session.parse_for_reader(upto),
                         None => session.parse_behind(start + n as u64),
                     }
                 }
@@ -645,8 +643,9 @@ fn read_now(session: &Arc<Session>, pipe: &Pipe, max_reads: usize) -> io::Result
 /// screen must never have more than the lag to catch up on, and a program
 /// that prints faster than the screen is built is then read no faster
 /// than that, as a terminal reads no faster than it draws. One piece per
-/// read, not the whole lag at once: the reader runs on the async runtime,
-/// and catching up 64 MiB there would hold a worker thread for a second.
+/// read, not the whole lag at once: the reader runs on the async runtime
+/// (and what must be parsed at once runs in `block_in_place` there, see
+/// `parse_for_reader`).
 fn keep_screen_close(session: &Arc<Session>, more: usize) {
     let parsed = session
         .screen_parsed
@@ -657,10 +656,10 @@ fn keep_screen_close(session: &Arc<Session>, more: usize) {
         (buffer.keeps(parsed, more), buffer.end_offset())
     };
     if !keeps {
-        session.with_screen(end, |_| ());
+        session.parse_for_reader(end);
     } else if end.saturating_sub(parsed) >= session.screen_lag {
         let excess = end - parsed - session.screen_lag;
-        session.with_screen(parsed + excess + super::screen::PIECE as u64, |_| ());
+        session.parse_for_reader(parsed + excess + super::screen::PIECE as u64);
     }
 }
 

@@ -16,7 +16,8 @@
 //!   `screen_lag`
 //!   ([`RegistryConfig::screen_lag`](crate::registry::RegistryConfig::screen_lag),
 //!   64 MiB by default) waits all the same — the background task fell
-//!   behind a flood — so a look never has more than that to catch up on;
+//!   behind a flood — so a look never has more than that (plus one read)
+//!   to catch up on;
 //!   and at once before bytes not parsed yet would become unreadable
 //!   (leave the ring with no spill file to keep them).
 //!
@@ -41,9 +42,11 @@ use crate::terminal::{Emulator, PtySize, Screen};
 
 /// Output a screen lags behind when a background task starts parsing it.
 const START: u64 = 512 << 10;
-/// Largest piece parsed per hold of the screen's lock (the reader, with
-/// a query to answer, waits at most for one piece); what the reader
-/// parses per read beyond the screen's lag.
+/// Largest piece the background task parses per hold of the screen's
+/// lock (it lets go in between, so a reader with a query to answer waits
+/// for at most one of its pieces; a look holds the lock through its whole
+/// catch-up, see [`Session::parse_for_reader`]); what the reader parses
+/// per read beyond the screen's lag.
 pub(crate) const PIECE: usize = 256 << 10;
 
 /// The emulator and how far into the output stream it has parsed.
@@ -103,6 +106,26 @@ impl Session {
             self.stdin_queue.push_answers(self, answers.0, answers.1);
         }
         Some(seen)
+    }
+
+    /// Parses up to `upto` for the reader, which runs on the async runtime
+    /// and must parse before reading on (a query to answer, the screen's
+    /// lag reached, bytes about to leave the buffer). More than a piece to
+    /// parse, or the screen's lock held by a look catching up, could hold
+    /// the worker thread for up to the whole lag (~0.6 s after a 64 MiB
+    /// flood): on a multi-threaded runtime that runs in `block_in_place`,
+    /// so the worker's other tasks (other sessions) move on meanwhile and
+    /// only this session waits, as a terminal draws before it reads on.
+    pub(crate) fn parse_for_reader(self: &Arc<Self>, upto: u64) {
+        let behind = upto.saturating_sub(self.screen_parsed.load(Ordering::SeqCst));
+        let quick = behind <= PIECE as u64 && self.screen.try_lock().is_ok();
+        let multi_threaded = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if quick || !multi_threaded {
+            self.with_screen(upto, |_| ());
+        } else {
+            tokio::task::block_in_place(|| self.with_screen(upto, |_| ()));
+        }
     }
 
     /// The screen as of all output read so far.

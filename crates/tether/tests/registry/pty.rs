@@ -532,9 +532,11 @@ fn wrapping_words(bytes: usize) -> Vec<u8> {
 }
 
 /// Whatever the screen may lag — nothing (parsed at every read), 1 MiB,
-/// the default — the screen after a flood is exactly the one an emulator
-/// fed the same bytes shows: no byte parsed twice, skipped or reordered,
-/// whoever parsed it (the reader, the background task, the look).
+/// the default, the default in a session that keeps only 1.25 MiB of its
+/// output (so unparsed bytes are about to leave it again and again) — the
+/// screen after a flood is exactly the one an emulator fed the same bytes
+/// shows: no byte parsed twice, skipped or reordered, whoever parsed it
+/// (the reader, the background task, the look).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_screen_after_a_flood_is_exact_whatever_it_may_lag() {
     let guard = TagGuard::new("registry-pty-screen-lag");
@@ -550,17 +552,30 @@ async fn the_screen_after_a_flood_is_exact_whatever_it_may_lag() {
         expected.lines[..29].iter().all(|l| l.len() == 120),
         "{expected:?}"
     );
-    for screen_lag in [0, 1 << 20, tether::registry::DEFAULT_SCREEN_LAG] {
+    let all = data.len();
+    for (screen_lag, ring, spill) in [
+        (0, None, all),
+        (1 << 20, None, all),
+        (tether::registry::DEFAULT_SCREEN_LAG, None, all),
+        (
+            tether::registry::DEFAULT_SCREEN_LAG,
+            Some(256 << 10),
+            1 << 20,
+        ),
+    ] {
         let registry = Registry::new(RegistryConfig {
             spill_dir: Some(dir.path().to_owned()),
             screen_lag,
             ..RegistryConfig::default()
         });
-        let spec = pty_shell(
+        let mut spec = pty_shell(
             guard.tag(),
             &format!("stty raw -echo && cat '{}'", file.display()),
         )
-        .spill_cap(data.len() as u64);
+        .spill_cap(spill as u64);
+        if let Some(ring) = ring {
+            spec = spec.max_memory(ring);
+        }
         let id = registry.run(spec).await.unwrap();
         let info = settled(&registry, id.as_str()).await;
         assert_eq!(info.output_bytes, data.len() as u64, "lag {screen_lag}");
