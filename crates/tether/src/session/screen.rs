@@ -27,7 +27,7 @@
 //! master in the same runs; with 64 MiB, 1.04–3.71× (1.7–3.7× idle: the
 //! reader takes what the terminal holds per wake-up, where the loop
 //! wakes per push), and the first look after it parses what waits,
-//! 0.4–0.6 s (`benches/pty.rs`). Parsing at a lower CPU priority was tried and
+//! 0.4–0.8 s (`benches/pty.rs`). Parsing at a lower CPU priority was tried and
 //! dropped: a look or a query waits for the screen's lock, which the
 //! starved parse held for seconds on a loaded machine.
 //!
