@@ -25,7 +25,7 @@ use futures::FutureExt as _;
 use regex::bytes::{Regex, RegexBuilder};
 use tether::registry::{
     OutputMode, QueuedWrite, ReadResult, Registry, RegistryConfig, RunSpec, SessionInfo, StdinMode,
-    Stream, WaitOptions, WaitOutcome, WaitResult,
+    Stream, WaitOptions, WaitOutcome, WaitResult, may_wait_long,
 };
 use tether::{Error, SessionId};
 use tokio_util::sync::CancellationToken;
@@ -557,7 +557,7 @@ impl Terminal {
         let terminal = info.pty.is_some();
         let mut bytes = a.data.into_bytes();
         if !a.keys.is_empty() {
-            match looking(|| self.registry.keys(id.as_str(), &a.keys)) {
+            match may_wait_long(|| self.registry.keys(id.as_str(), &a.keys)) {
                 Ok(keys) => bytes.extend(keys),
                 Err(e) => return self.session_error(&e, id.as_str()),
             }
@@ -869,7 +869,7 @@ impl Terminal {
         // A full-screen program's stream is cursor moves and redraws: the
         // screen is what can be read.
         if info.pty.is_some()
-            && let Ok(screen) = looking(|| self.registry.screen(id.as_str()))
+            && let Ok(screen) = may_wait_long(|| self.registry.screen(id.as_str()))
             && screen.alternate_screen
         {
             report.screen = Some(screen.text());
@@ -893,7 +893,7 @@ impl Terminal {
             ));
         }
         if let Some(size) = a.resize {
-            if let Err(e) = looking(|| self.registry.resize(id.as_str(), size)) {
+            if let Err(e) = may_wait_long(|| self.registry.resize(id.as_str(), size)) {
                 return self.session_error(&e, id.as_str());
             }
             // The redraw the resize asks for: output after it, then quiet.
@@ -906,7 +906,7 @@ impl Terminal {
             }
         }
         let (screen, info) = match (
-            looking(|| self.registry.screen(id.as_str())),
+            may_wait_long(|| self.registry.screen(id.as_str())),
             self.registry.info(id.as_str()),
         ) {
             (Ok(screen), Ok(info)) => (screen, info),
@@ -1222,20 +1222,4 @@ fn truncate(text: &str, max: usize) -> String {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs `look` — `screen`, `keys` or `resize` of a PTY session, each of
-/// which first parses what the screen lags behind the output: after a
-/// flood up to the registry's `screen_lag`, 64 MiB, ~0.6 s here. On the
-/// server's runtime it runs in `block_in_place`: the worker's other tasks
-/// (other sessions' readers, other calls) move to another worker
-/// meanwhile instead of waiting for it. Elsewhere (a single-threaded
-/// runtime in tests, no runtime) it is a plain call.
-fn looking<T>(look: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(look)
-        }
-        _ => look(),
-    }
 }

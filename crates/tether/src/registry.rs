@@ -93,6 +93,23 @@ pub const MIN_ID_PREFIX: usize = 4;
 /// Bytes of output [`Registry::run_and_wait`] returns.
 pub const YIELD_OUTPUT_BYTES: usize = 256 * 1024;
 
+/// Runs `work`, which may hold its thread for long — a look at a PTY
+/// session's screen ([`Registry::screen`], [`keys`](Registry::keys),
+/// [`resize`](Registry::resize)) after a flood parses up to
+/// [`RegistryConfig::screen_lag`], ~0.6 s at the default. On a thread of
+/// a multi-threaded tokio runtime it runs in `block_in_place`, so the
+/// worker's other tasks move to another thread meanwhile instead of
+/// waiting; elsewhere (no runtime, a single-threaded one) it is a plain
+/// call. Not for use inside a `LocalSet`, where `block_in_place` panics.
+pub fn may_wait_long<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
 /// Limits and retention of a [`Registry`].
 #[derive(Clone, Debug)]
 pub struct RegistryConfig {
@@ -556,8 +573,8 @@ impl Registry {
     /// what the screen lags behind, in the calling thread — after a flood
     /// up to [`RegistryConfig::screen_lag`] (~10 ms per MiB here); so do
     /// [`keys`](Registry::keys) and [`resize`](Registry::resize). In async
-    /// code that cannot wait that long on a runtime thread, call them from
-    /// `spawn_blocking`.
+    /// code that cannot wait that long on a runtime thread, call them in
+    /// [`may_wait_long`] or from `spawn_blocking`.
     ///
     /// # Errors
     /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or

@@ -658,8 +658,7 @@ fn keep_screen_close(session: &Arc<Session>, more: usize) {
     if !keeps {
         session.parse_for_reader(end);
     } else if end.saturating_sub(parsed) >= session.screen_lag {
-        let excess = end - parsed - session.screen_lag;
-        session.parse_for_reader(parsed + excess + super::screen::PIECE as u64);
+        session.parse_for_reader(end - session.screen_lag + super::screen::PIECE as u64);
     }
 }
 

@@ -27,9 +27,9 @@
 //! master in the same runs; with 64 MiB, 1.04–3.71× (1.7–3.7× idle: the
 //! reader takes what the terminal holds per wake-up, where the loop
 //! wakes per push), and the first look after it parses what waits,
-//! 0.4–0.8 s (`benches/pty.rs`). Parsing at a lower CPU priority was tried and
-//! dropped: a look or a query waits for the screen's lock, which the
-//! starved parse held for seconds on a loaded machine.
+//! 0.4–0.8 s (`benches/pty.rs`). Parsing at a lower CPU priority was
+//! tried and dropped: a look or a query waits for the screen's lock,
+//! which the starved parse held for seconds on a loaded machine.
 //!
 //! The parse state is in its own lock: a long catch-up never holds the
 //! lock the reader appends under, only the screen's.
@@ -118,13 +118,10 @@ impl Session {
     /// only this session waits, as a terminal draws before it reads on.
     pub(crate) fn parse_for_reader(self: &Arc<Self>, upto: u64) {
         let behind = upto.saturating_sub(self.screen_parsed.load(Ordering::SeqCst));
-        let quick = behind <= PIECE as u64 && self.screen.try_lock().is_ok();
-        let multi_threaded = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if quick || !multi_threaded {
+        if behind <= PIECE as u64 && self.screen.try_lock().is_ok() {
             self.with_screen(upto, |_| ());
         } else {
-            tokio::task::block_in_place(|| self.with_screen(upto, |_| ()));
+            crate::registry::may_wait_long(|| self.with_screen(upto, |_| ()));
         }
     }
 

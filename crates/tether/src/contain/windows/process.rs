@@ -109,9 +109,9 @@ const CREATION_BOUND: Duration = Duration::from_millis(200);
 /// first report a creation time that is not set yet — 0x5555555555555555,
 /// a fill pattern, centuries ahead — and the right one a moment later. A
 /// creation time that is zero or later than now is therefore read again
-/// (every millisecond,
-/// bounded: no event says "set"), and one that never settles is an error,
-/// never an identity. (Windows sets it before the pid is visible.)
+/// (every millisecond, bounded: no event says "set"), and one that never
+/// settles is an error, never an identity. (Windows sets it before the pid
+/// is visible.)
 pub fn creation_time(process: BorrowedHandle<'_>) -> io::Result<u64> {
     let deadline = Instant::now() + CREATION_BOUND;
     loop {
