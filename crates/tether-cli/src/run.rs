@@ -203,6 +203,11 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     } else {
         None
     };
+    // The keeper's exec runs while we set up; the spawn below takes it
+    // (the same session in both tags). Best effort: without it the spawn
+    // starts one itself (and says why, if that fails too).
+    let session = tether::SessionId::generate();
+    let _ = tether::start_keeper_ahead(&session);
     // The ledger is opened, checked and the owner registered (~1–2 ms of
     // SQLite: the schema read, quick_check, a transaction) while the
     // keeper starts and the command runs, on the other core.
@@ -225,6 +230,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         c
     };
     command
+        .session_id(session)
         .grace(args.grace)
         .purpose(&args.purpose)
         .envs(args.env.iter().map(|(k, v)| (k, v)));

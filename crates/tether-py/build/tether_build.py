@@ -47,6 +47,7 @@ from maturin import (  # noqa: F401  (the rest of the PEP 517 interface)
 
 ROOT = Path(__file__).resolve().parents[3]
 EXE = "tether.exe" if sys.platform == "win32" else "tether"
+KEEPER = "tether-keeper"
 PACKAGE_BIN = ROOT / "crates/tether-py/python/tether/bin"
 SCRIPTS = ROOT / "crates/tether-py/build/wheel.data/scripts"
 #: The wheel's `data`: installed under the environment's prefix.
@@ -76,20 +77,26 @@ def _profile() -> str:
     return profile
 
 
-def build_executable() -> Path:
-    """Builds `tether` and puts it where the wheel takes it from."""
-    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    cargo = os.environ.get("CARGO", "cargo")
-    profile = _profile()
-    command = [cargo, "build", "--profile", profile, "-p", "process-tether-cli", "--bin", "tether"]
-    _log(" ".join(command))
-    subprocess.run(command, cwd=ROOT, check=True)
-    built = target / ("release" if profile == "release" else "debug") / EXE
-    if not built.is_file():
-        raise RuntimeError(f"cargo built no {built}")
+def _static_target() -> Optional[str]:
+    """The Rust target the keeper is built for as a static program on this
+    machine (Linux: musl, when rustup has it), else `None` (the host's)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    target = f"{os.uname().machine}-unknown-linux-musl"
+    sysroot = subprocess.run(
+        ["rustc", "--print", "sysroot"], check=True, stdout=subprocess.PIPE, text=True
+    ).stdout.strip()
+    if (Path(sysroot) / "lib/rustlib" / target).is_dir():
+        return target
+    _log(f"no {target} standard library (rustup target add {target}): the keeper is built for the host")
+    return None
+
+
+def _place(built: Path, name: str) -> None:
+    """Copies `built` into the package's bin/ and the wheel's scripts."""
     for directory in (PACKAGE_BIN, SCRIPTS):
         directory.mkdir(parents=True, exist_ok=True)
-        copy = directory / EXE
+        copy = directory / name
         shutil.copy2(built, copy)
         if sys.platform != "win32" and shutil.which("strip"):
             # Line tables are for backtraces in development; the wheel
@@ -97,6 +104,37 @@ def build_executable() -> Path:
             # larger with them).
             subprocess.run(["strip", str(copy)], check=True)
         copy.chmod(copy.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def build_executable() -> Path:
+    """Builds `tether` (and, not on Windows, `tether-keeper`) and puts them
+    where the wheel takes them from."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    cargo = os.environ.get("CARGO", "cargo")
+    profile = _profile()
+    out = "release" if profile == "release" else "debug"
+    command = [cargo, "build", "--profile", profile, "-p", "process-tether-cli", "--bin", "tether"]
+    _log(" ".join(command))
+    subprocess.run(command, cwd=ROOT, check=True)
+    built = target / out / EXE
+    if not built.is_file():
+        raise RuntimeError(f"cargo built no {built}")
+    _place(built, EXE)
+    if sys.platform != "win32":
+        # The keeper as a small program of its own beside `tether` (which
+        # then starts it rather than itself): a static (musl) one starts in
+        # ~0.1 ms here, `tether` as its own keeper in ~1.5 ms (the dynamic
+        # loader, and glibc probing the CPU, which traps in a VM).
+        static = _static_target()
+        command = [cargo, "build", "--profile", profile, "-p", "process-tether", "--bin", KEEPER]
+        if static:
+            command += ["--target", static]
+        _log(" ".join(command))
+        subprocess.run(command, cwd=ROOT, check=True)
+        keeper = (target / static / out if static else target / out) / KEEPER
+        if not keeper.is_file():
+            raise RuntimeError(f"cargo built no {keeper}")
+        _place(keeper, KEEPER)
     write_share(built)
     return built
 
@@ -129,10 +167,15 @@ def check_wheel(wheel: Path) -> None:
             missing.append(package)
         if not scripts:
             missing.append(f"<dist>.data/scripts/{EXE}")
+        keepers = []
+        if sys.platform != "win32":
+            keepers = [f"tether/bin/{KEEPER}", *(n for n in names if n.endswith(f".data/scripts/{KEEPER}"))]
+            if len(keepers) != 2 or keepers[0] not in names:
+                missing.append(f"tether/bin/{KEEPER} and <dist>.data/scripts/{KEEPER}")
         if missing:
             raise RuntimeError(f"{wheel.name} is missing the tether executable: {', '.join(missing)}")
         if sys.platform != "win32":
-            for name in [package, *scripts]:
+            for name in [package, *scripts, *keepers]:
                 mode = names[name].external_attr >> 16
                 if not mode & stat.S_IXUSR:
                     raise RuntimeError(f"{wheel.name}: {name} is not executable (mode {oct(mode)})")
@@ -143,7 +186,7 @@ def check_wheel(wheel: Path) -> None:
         absent = [name for name in wanted if data + name not in names]
         if absent:
             raise RuntimeError(f"{wheel.name} is missing {', '.join(data + n for n in absent)}")
-    _log(f"{wheel.name} carries {package}, {scripts[0]} and {len(wanted)} files under {data}share/")
+    _log(f"{wheel.name} carries {package}, {scripts[0]}, {' and '.join(keepers) or 'no keeper'} and {len(wanted)} files under {data}share/")
 
 
 def build_wheel(

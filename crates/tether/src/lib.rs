@@ -222,13 +222,17 @@
 //! # Finding the keeper
 //!
 //! In order: `$TETHER_KEEPER`; the program set with [`keeper::set_program`]
-//! (the Python package sets the `tether` it bundles); this program, if it
-//! called [`keeper::run_if_requested`] first thing in `main`; a
-//! `tether-keeper` binary beside this program or one directory up (where
-//! cargo puts test binaries); `tether-keeper` on `PATH`. The `tether` CLI
-//! is its own keeper, and so can be any program's
+//! (the Python package sets the keeper it bundles); a `tether-keeper`
+//! binary beside this program (a small program starts several times faster
+//! than a large one that is its own keeper); this program, if it called
+//! [`keeper::run_if_requested`] first thing in `main`; `tether-keeper` one
+//! directory up (where cargo puts test binaries); `tether-keeper` on
+//! `PATH`. The `tether` CLI is its own keeper, and so can be any program's
 //! (`TETHER_KEEPER=$(command -v tether)`). Keeper and library must be the
-//! same version. None found: every spawn fails with
+//! same build: a discovered keeper program of another build exits at once,
+//! before reading anything, and the next one in the order is used instead;
+//! one named by `$TETHER_KEEPER` or [`keeper::set_program`] fails the spawn
+//! with [`Error::Keeper`], saying so. None found: every spawn fails with
 //! [`Error::KeeperNotFound`], naming each place looked at.
 //!
 //! # Fork
@@ -327,10 +331,10 @@ pub mod keeper {
     pub use crate::contain::keeper::{KEEPER_ARG, main, run_if_requested};
 
     /// Uses `program` — a `tether` or `tether-keeper` executable of this
-    /// library's version — as the keeper from the next spawn on, ahead of
+    /// library's build — as the keeper from the next spawn on, ahead of
     /// discovery (`$TETHER_KEEPER` still wins); `None` goes back to
     /// discovery. For hosts that cannot be their own keeper and ship one
-    /// beside them: the Python package sets its bundled `tether` so. A
+    /// beside them: the Python package sets its bundled keeper so. A
     /// program that is not a file fails each spawn with
     /// [`Error::KeeperNotFound`](crate::Error::KeeperNotFound). Does
     /// nothing on Windows (no keeper). Never fails itself: the path is
@@ -383,6 +387,43 @@ pub mod keeper {
 /// ```
 pub fn set_warm_keepers(n: usize) {
     contain::set_warm_keepers(n)
+}
+
+/// Starts the keeper of this process's next spawn now, so that its start
+/// (an exec: ~1–2 ms here) runs while the program does whatever comes
+/// before that spawn — parsing arguments, opening files — instead of
+/// after. `tether run` calls it first thing. The keeper waits, idle, and
+/// the next spawn takes it whatever [`set_warm_keepers`] says (if the
+/// credentials, limits and the rest it would pass on are still the owner's
+/// — see [`set_warm_keepers`] — else it is let go and a fresh one
+/// started). A keeper already waiting makes this do nothing. If no spawn
+/// comes, it exits with this process (its lifeline's EOF), or at
+/// `set_warm_keepers(0)`. Does nothing on Windows (no keepers).
+///
+/// Its spawn tag names the install of the environment
+/// ([`Install::from_env`]) and `session`: give the next command the same
+/// ([`Command::session_id`]), and keeper and command are one session in
+/// `tether ps`, as when the spawn starts its keeper itself.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// let session = tether::SessionId::generate();
+/// tether::start_keeper_ahead(&session)?; // starts while the program goes on
+/// let args: Vec<String> = std::env::args().collect(); // ...
+/// let out = tether::Command::new("echo")
+///     .arg("hi")
+///     .session_id(session)
+///     .output()?; // takes that keeper
+/// assert_eq!(out.stdout, b"hi\n");
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
+pub fn start_keeper_ahead(session: &SessionId) -> Result<()> {
+    contain::start_keeper_ahead(&Install::from_env(), session)
 }
 
 /// Does now what the first session with limits would do, before any

@@ -1,5 +1,6 @@
 //! See the bench target's own docs (`../run.rs`).
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,15 +25,19 @@ impl Case {
     }
 
     /// `tether run -- /bin/true` with a ledger of its own (which grows by
-    /// one owner and one session per run, as a user's does).
-    fn tether(build: &Build) -> Case {
+    /// one owner and one session per run, as a user's does), `tether`
+    /// copied into a directory of its own — alone (it is its own keeper)
+    /// or with `keeper` beside it as `tether-keeper`.
+    fn tether(build: &Build, keeper: Option<&Path>) -> Case {
         let home = tempfile::tempdir().expect("temporary TETHER_HOME");
-        let mut command = Command::new(&build.path);
+        let tether = install(build, keeper, home.path());
+        let mut command = Command::new(&tether);
         command
             .args(["run", "--", "/bin/true"])
-            .env("TETHER_HOME", home.path());
+            .env("TETHER_HOME", home.path())
+            .env_remove("TETHER_KEEPER");
         Case::new(
-            format!("`tether run -- /bin/true`, {}", build.name),
+            format!("`tether run -- /bin/true`, {}, {}", build.name, how(keeper)),
             command,
             Some(home),
         )
@@ -41,24 +46,28 @@ impl Case {
     /// The same with a week of a busy user's runs in its ledger:
     /// [`BIG_LEDGER_OWNERS`] ended owners with a session each (12 MB), all
     /// within the retention — what a run's fixed cost must not grow with.
-    fn tether_big_ledger(build: &Build) -> Case {
+    fn tether_big_ledger(build: &Build, keeper: Option<&Path>) -> Case {
         let home = tempfile::tempdir().expect("temporary TETHER_HOME");
+        let tether = install(build, keeper, home.path());
         // The store as this build creates it, then grown by SQL.
-        let status = Command::new(&build.path)
+        let status = Command::new(&tether)
             .args(["run", "--", "/bin/true"])
             .env("TETHER_HOME", home.path())
+            .env_remove("TETHER_KEEPER")
             .status()
             .expect("spawn");
         assert!(status.success());
         grow_ledger(&home.path().join("ledger.db"));
-        let mut command = Command::new(&build.path);
+        let mut command = Command::new(&tether);
         command
             .args(["run", "--", "/bin/true"])
-            .env("TETHER_HOME", home.path());
+            .env("TETHER_HOME", home.path())
+            .env_remove("TETHER_KEEPER");
         Case::new(
             format!(
-                "`tether run -- /bin/true`, {BIG_LEDGER_OWNERS} owners in the ledger, {}",
-                build.name
+                "`tether run -- /bin/true`, {BIG_LEDGER_OWNERS} owners in the ledger, {}, {}",
+                build.name,
+                how(keeper)
             ),
             command,
             Some(home),
@@ -84,6 +93,26 @@ impl Case {
         let elapsed = start.elapsed();
         assert!(status.success(), "{}: {status}", self.name);
         elapsed
+    }
+}
+
+/// `build`'s `tether` copied into `home/bin`, alone (it is its own keeper)
+/// or with `keeper` beside it as `tether-keeper`.
+fn install(build: &Build, keeper: Option<&Path>, home: &Path) -> PathBuf {
+    let bin = home.join("bin");
+    std::fs::create_dir(&bin).expect("a bin directory");
+    let tether = bin.join("tether");
+    std::fs::copy(&build.path, &tether).expect("copy tether");
+    if let Some(keeper) = keeper {
+        std::fs::copy(keeper, bin.join("tether-keeper")).expect("copy the keeper");
+    }
+    tether
+}
+
+fn how(keeper: Option<&Path>) -> &'static str {
+    match keeper {
+        None => "its own keeper",
+        Some(_) => "static `tether-keeper` beside it",
     }
 }
 
@@ -127,9 +156,20 @@ pub fn main() {
     if listing() {
         return;
     }
+    let keeper = static_keeper();
     let mut cases = vec![Case::timeout()];
-    cases.extend(builds().iter().map(Case::tether));
-    cases.extend(builds().iter().map(Case::tether_big_ledger));
+    cases.extend(builds().iter().map(|build| Case::tether(build, None)));
+    if let Some(keeper) = &keeper {
+        cases.push(Case::tether(&builds()[0], Some(keeper)));
+    }
+    cases.extend(
+        builds()
+            .iter()
+            .map(|build| Case::tether_big_ledger(build, None)),
+    );
+    if let Some(keeper) = &keeper {
+        cases.push(Case::tether_big_ledger(&builds()[0], Some(keeper)));
+    }
     for case in &mut cases {
         for _ in 0..5 {
             case.once(); // warm-up: page cache, ledger created
@@ -154,5 +194,40 @@ pub fn main() {
             us(percentile(&case.samples, 0.9)),
             us(p50) / us(base)
         );
+    }
+}
+
+/// This build's keeper as a static (musl) program, as the Python wheel
+/// ships it beside `tether`: `$TETHER_STATIC_KEEPER`, else built here with
+/// `cargo build --release --target x86_64-unknown-linux-musl -p
+/// process-tether --bin tether-keeper` (`rustup target add
+/// x86_64-unknown-linux-musl` first). `None`, said on stderr, if neither.
+fn static_keeper() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("TETHER_STATIC_KEEPER").filter(|p| !p.is_empty()) {
+        return Some(path.into());
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let built = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "--target",
+            "x86_64-unknown-linux-musl",
+        ])
+        .args(["-p", "process-tether", "--bin", "tether-keeper"])
+        .current_dir(&root)
+        .status();
+    let path = target.join("x86_64-unknown-linux-musl/release/tether-keeper");
+    if built.is_ok_and(|s| s.success()) && path.is_file() {
+        Some(path)
+    } else {
+        eprintln!(
+            "no static keeper (rustup target add x86_64-unknown-linux-musl, or set \
+             TETHER_STATIC_KEEPER): measured without"
+        );
+        None
     }
 }

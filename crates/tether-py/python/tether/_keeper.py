@@ -29,6 +29,15 @@ def executable() -> Optional[str]:
     return None
 
 
+#: The small keeper program the wheel puts beside it (not on Windows).
+BUNDLED_KEEPER = os.path.join(os.path.dirname(BUNDLED), "tether-keeper")
+
+
 def install() -> None:
-    """Points the extension at the executable."""
-    _native.set_keeper(executable() or BUNDLED)
+    """Points the extension at its keeper: the small ``tether-keeper`` the
+    wheel carries beside the executable (it starts several times faster),
+    else the executable itself."""
+    if executable() == BUNDLED and os.path.isfile(BUNDLED_KEEPER):
+        _native.set_keeper(BUNDLED_KEEPER)
+    else:
+        _native.set_keeper(executable() or BUNDLED)

@@ -22,9 +22,30 @@ pub(crate) fn set_keeper_program(program: Option<PathBuf>) {
     *PROGRAM.write().unwrap_or_else(|e| e.into_inner()) = program;
 }
 
+/// A keeper program found by discovery that refused to serve as of
+/// another build of tether: discovery skips it from then on.
+static REFUSED: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// `keeper` exited at once as of another build (see
+/// `keeper_entry::OTHER_BUILD`): found by discovery, it is skipped from now
+/// on, and `true` says to try again (with [`keeper_path`]). One set by
+/// `$TETHER_KEEPER` or [`set_keeper_program`] is what was asked for: the
+/// spawn fails with its error, `false`.
+pub(crate) fn refuse(keeper: &Path) -> bool {
+    let discovered = matches!(FOUND.get(), Some(Ok(path)) if path == keeper);
+    if discovered {
+        *REFUSED.lock().unwrap_or_else(|e| e.into_inner()) = Some(keeper.to_owned());
+    }
+    discovered
+}
+
+static FOUND: OnceLock<std::result::Result<PathBuf, Vec<PathBuf>>> = OnceLock::new();
+
 /// Finds the keeper program. Order: `$TETHER_KEEPER`; the program set
-/// with `set_keeper_program`; this program, if it called
-/// `run_if_requested()`; `tether-keeper` beside this program or one
+/// with `set_keeper_program`; `tether-keeper` beside this program (a
+/// small program starts faster than a large one that is its own keeper:
+/// `tether` itself ships with one) unless it refused as of another build;
+/// this program, if it called `run_if_requested()`; `tether-keeper` one
 /// directory up (where cargo puts test binaries); `tether-keeper` on `PATH`.
 pub(crate) fn keeper_path() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("TETHER_KEEPER").filter(|p| !p.is_empty()) {
@@ -46,33 +67,46 @@ pub(crate) fn keeper_path() -> Result<PathBuf> {
             })
         };
     }
-    static FOUND: OnceLock<std::result::Result<PathBuf, Vec<PathBuf>>> = OnceLock::new();
-    FOUND
-        .get_or_init(discover)
+    let found = FOUND.get_or_init(|| discover(None));
+    let refused = REFUSED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let found = match (found, refused) {
+        (Ok(path), Some(refused)) if *path == refused => {
+            static INSTEAD: OnceLock<std::result::Result<PathBuf, Vec<PathBuf>>> = OnceLock::new();
+            INSTEAD.get_or_init(|| discover(Some(&refused)))
+        }
+        (found, _) => found,
+    };
+    found
         .clone()
         .map_err(|searched| Error::KeeperNotFound { searched })
 }
 
-fn discover() -> std::result::Result<PathBuf, Vec<PathBuf>> {
+fn discover(refused: Option<&Path>) -> std::result::Result<PathBuf, Vec<PathBuf>> {
     let exe = std::env::current_exe().ok();
+    let dir = exe.as_deref().and_then(Path::parent);
+    let beside = dir.map(|dir| dir.join(KEEPER_BIN));
+    if let Some(beside) = &beside
+        && Some(beside.as_path()) != refused
+        && beside.is_file()
+    {
+        return Ok(beside.clone());
+    }
     if SELF_IS_KEEPER.load(Ordering::Relaxed)
         && let Some(exe) = &exe
     {
         return Ok(exe.clone());
     }
     let mut candidates = Vec::new();
-    if let Some(dir) = exe.as_deref().and_then(Path::parent) {
-        candidates.push(dir.join(KEEPER_BIN));
-        if let Some(up) = dir.parent() {
-            candidates.push(up.join(KEEPER_BIN));
-        }
+    candidates.extend(beside);
+    if let Some(up) = dir.and_then(Path::parent) {
+        candidates.push(up.join(KEEPER_BIN));
     }
     if let Some(path) = std::env::var_os("PATH") {
         candidates.extend(std::env::split_paths(&path).map(|d| d.join(KEEPER_BIN)));
     }
     candidates
         .iter()
-        .find(|c| c.is_file())
+        .find(|c| Some(c.as_path()) != refused && c.is_file())
         .cloned()
         .ok_or(candidates)
 }

@@ -16,7 +16,7 @@ use super::channel::{recv_into, send_frame};
 use super::fork::{Lifeline, PerProcess, created_here};
 use super::inheritance::Inheritance;
 use super::keeper::DEBUG_VAR;
-use super::keeper_entry::KEEPER_ARG;
+use super::keeper_entry::{BUILD_ID, KEEPER_ARG, OTHER_BUILD};
 use super::protocol::{Event, FrameBuffer, Request};
 use crate::error::{Error, Result};
 
@@ -114,6 +114,16 @@ impl KeeperLink {
     /// owner dies, and the keeper (which ignores `SIGHUP`) sees the lifeline
     /// EOF and kills the tree. A session of its own would lose that.
     pub(crate) fn start(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
+        let link = Self::start_idle(keeper, keeper_tag)?;
+        link.busy();
+        Ok(link)
+    }
+
+    /// Starts a keeper that waits for its first session: ours to signal,
+    /// but not patrolled by the guard until [`busy`](Self::busy) (an idle
+    /// keeper has no command that could stop it; see
+    /// [`detach`](Self::detach)).
+    pub(crate) fn start_idle(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
         crate::contain::os::prepare_socket(&ours);
         crate::contain::os::prepare_socket(&theirs);
@@ -121,6 +131,7 @@ impl KeeperLink {
         let mut command = std::process::Command::new(keeper);
         command
             .arg(KEEPER_ARG)
+            .arg(BUILD_ID)
             .env_clear()
             .env(crate::spawn_tag::SPAWN_TAG_VAR, keeper_tag);
         if debug {
@@ -138,7 +149,7 @@ impl KeeperLink {
             .spawn()
             .map_err(Error::Keeper)?;
         let pid = process.id();
-        guard().watch(pid);
+        guard().adopt(pid);
         let owner = std::process::id();
         let ours = Lifeline::new(OwnedFd::from(ours));
         Ok(KeeperLink {
@@ -319,6 +330,25 @@ impl KeeperLink {
     /// keeper said its last word (or the socket hit EOF). Once this
     /// returns, everything the keeper's exit reparented has been
     /// reparented (the kernel does that before the exit is reported).
+    /// Whether the keeper refused this owner as of another build of tether
+    /// (it exits at once with [`OTHER_BUILD`]). Call after a failed first
+    /// request: reaps the keeper (it has exited, or is told to by the
+    /// EOF) and reads its status.
+    pub(crate) fn refused_other_build(&mut self) -> bool {
+        if self.detached || !created_here(self.owner) {
+            return false;
+        }
+        shutdown(&self.sock);
+        let Some(mut process) = self.process.take() else {
+            return false;
+        };
+        guard().forget(process.id());
+        resume(process.id());
+        process
+            .wait()
+            .is_ok_and(|status| status.code() == Some(OTHER_BUILD))
+    }
+
     pub(crate) fn reap(&mut self) {
         if self.detached || !created_here(self.owner) {
             return;
@@ -545,6 +575,11 @@ fn guard() -> &'static Guard {
 impl Guard {
     fn lock(&self) -> std::sync::MutexGuard<'_, GuardState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `pid` is a keeper of ours, idle for now.
+    fn adopt(&self, pid: u32) {
+        self.lock().live.insert(pid);
     }
 
     /// `pid` serves a session: patrol it (starting the thread if need be).

@@ -81,6 +81,9 @@ pub fn set_warm_keepers(n: usize) {
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
     let keep = n.min(state.idle.len());
     let surplus = state.idle.split_off(keep);
+    if state.idle.is_empty() {
+        AHEAD.store(0, Ordering::SeqCst);
+    }
     drop(state);
     release(surplus);
 }
@@ -98,7 +101,7 @@ fn release(links: Vec<KeeperLink>) {
 /// else a freshly started one (`false`). A warm keeper may have died since
 /// the sweep here; the caller retries with [`fresh`] then.
 pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
-    if TARGET.load(Ordering::SeqCst) == 0 {
+    if TARGET.load(Ordering::SeqCst) == 0 && AHEAD.load(Ordering::SeqCst) == 0 {
         return Ok((KeeperLink::start(keeper, tag)?, false));
     }
     // Taken before the keeper starts, on this thread: what it inherits.
@@ -121,6 +124,7 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
     state.idle = same;
     stale.extend(changed);
     let warm = state.idle.pop();
+    AHEAD.store(0, Ordering::SeqCst);
     drop(state);
     release(stale);
     match warm {
@@ -130,6 +134,42 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
         }
         None => Ok((started(keeper, tag, Some(now))?, false)),
     }
+}
+
+/// Keepers started ahead of need ([`start_ahead`]) not yet taken: they
+/// make the next spawn look in the pool even while it is off.
+static AHEAD: AtomicUsize = AtomicUsize::new(0);
+
+/// Starts a keeper now and parks it in the pool for the next spawn, which
+/// takes it whatever [`set_warm_keepers`] says (if the owner still passes
+/// on what it did now; else it is let go then). Its tag names a session
+/// of its own, as a warm keeper's names its last one. Nothing waits for
+/// it: it starts while the caller goes on. One is enough: a keeper already
+/// waiting makes this do nothing.
+pub(crate) fn start_ahead(keeper: &Path, tag: &str) -> Result<()> {
+    let pool = pool();
+    let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
+    state.sweep();
+    if state.keeper.as_deref() == Some(keeper) && !state.idle.is_empty() {
+        return Ok(());
+    }
+    let stale = if state.keeper.as_deref() != Some(keeper) {
+        state.keeper = Some(keeper.to_owned());
+        std::mem::take(&mut state.idle)
+    } else {
+        Vec::new()
+    };
+    // Taken before the keeper starts: what it inherits.
+    let now = Inheritance::now();
+    // Idle until a spawn takes it (`busy` then): no thread of ours
+    // watches it meanwhile, as for any idle keeper.
+    let mut link = KeeperLink::start_idle(keeper, tag)?;
+    link.inheritance = Some(now);
+    state.idle.push(link);
+    AHEAD.fetch_add(1, Ordering::SeqCst);
+    drop(state);
+    release(stale);
+    Ok(())
 }
 
 /// A freshly started keeper (after a warm one turned out dead), noted for

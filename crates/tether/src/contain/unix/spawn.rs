@@ -15,6 +15,24 @@ use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
 use crate::spawn_tag::SpawnTag;
 
+/// Starts a keeper for this process's next spawn now, tagged as
+/// `install`'s and `session`'s (see [`crate::start_keeper_ahead`]).
+pub(crate) fn start_keeper_ahead(
+    install: &crate::install::Install,
+    session: &crate::session_id::SessionId,
+) -> Result<()> {
+    let keeper = keeper_path()?;
+    let (owner_pid, owner_start) = super::owner_identity();
+    let tag = SpawnTag::new(
+        install.id(),
+        "keeper",
+        owner_pid,
+        owner_start,
+        session.as_str(),
+    )?;
+    super::pool::start_ahead(&keeper, &tag.to_string())
+}
+
 /// Starts `plan` with stdio `[stdin, stdout, stderr]`. Returns once the
 /// command's exec succeeded, or the precise reason it did not.
 pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
@@ -26,7 +44,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
                     .into(),
         });
     }
-    let keeper = keeper_path()?;
+    let mut keeper = keeper_path()?;
     let spec = spec_of(&plan)?;
     let (pty, [(stdin_fd, stdin), (stdout_fd, stdout), (stderr_fd, stderr)]) = match plan.pty {
         // The slave is all three streams; the keeper's child makes it the
@@ -65,7 +83,21 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         link.recv(None)
     };
     let mut reply = ask(&mut link);
-    if warm && reply.is_err() {
+    if reply.is_err() && link.refused_other_build() {
+        // A keeper program of another build of tether (a stale
+        // `tether-keeper` beside this program) exits before reading
+        // anything: the command never started. Once more with the
+        // program discovery finds instead.
+        if !super::discovery::refuse(&keeper) {
+            return Err(other_build(&keeper));
+        }
+        keeper = keeper_path()?;
+        link = super::pool::fresh(&keeper, &keeper_tag)?;
+        reply = ask(&mut link);
+        if reply.is_err() && link.refused_other_build() {
+            return Err(other_build(&keeper));
+        }
+    } else if warm && reply.is_err() {
         // The warm keeper died while idle (killed, OOM): not the
         // command's fault. Once more with a fresh keeper.
         link.reap();
@@ -126,6 +158,15 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
             Err(Error::Keeper(e))
         }
     }
+}
+
+/// The error of a keeper program that refused as of another build.
+fn other_build(keeper: &Path) -> Error {
+    Error::Keeper(std::io::Error::other(format!(
+        "the keeper program {} is of another build of tether (it refused this one): \
+         install the tether-keeper of this build, or set TETHER_KEEPER to it",
+        keeper.display()
+    )))
 }
 
 /// The plan in the keeper's terms: raw bytes, milliseconds, signals.
