@@ -10,8 +10,10 @@
 //! and out of it at the next spawn (`take`), and while it waits no thread
 //! watches it (see `KeeperLink::detach`) — an owner with only idle keepers
 //! has no thread of ours, so a host that forks is not warned of one
-//! (CPython 3.12+). Starting keepers ahead of need would take a thread (or
-//! a keeper exec on a spawn that does not need it): they are not.
+//! (CPython 3.12+). The pool starts no keeper ahead of need on its own
+//! (that would take a thread, or a keeper exec on a spawn that does not
+//! need it); a program that knows a spawn is coming asks for one
+//! ([`start_ahead`], `tether::start_keeper_ahead`).
 //!
 //! A command inherits some things from its keeper rather than from its
 //! spawn request — credentials, resource limits, umask, namespaces (see
