@@ -178,6 +178,9 @@ pub fn main(args: RunArgs) -> ExitCode {
         #[cfg(not(windows))]
         Ok(code) => ExitCode::from(code as u8),
         Err(err) => {
+            // A keeper started ahead that no spawn took (the program was
+            // not found, a bad --cwd, …) goes now, reaped, not after us.
+            tether::set_warm_keepers(0);
             eprintln!("tether: {err}");
             ExitCode::from(exit_code_for_error(&err))
         }
