@@ -210,6 +210,12 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     // (the same session in both tags). Best effort: without it the spawn
     // starts one itself (and says why, if that fails too).
     let session = tether::SessionId::generate();
+    if args.memory.is_some() || args.pids.is_some() || args.cpu.is_some() {
+        // Before any keeper of ours exists: where cgroup v2 is delegated
+        // to us, readying the controllers may move this process into a
+        // leaf of its own, which it does only while alone in its cgroup.
+        tether::prepare_limits();
+    }
     let _ = tether::start_keeper_ahead(&session);
     // The ledger is opened, checked and the owner registered (~1–2 ms of
     // SQLite: the schema read, quick_check, a transaction) while the

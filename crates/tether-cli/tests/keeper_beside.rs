@@ -11,6 +11,7 @@
 
 mod support;
 
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -79,12 +80,21 @@ fn install(keeper: Option<&[u8]>) -> tempfile::TempDir {
     dir
 }
 
+/// One test: it writes executables and then runs them, and a fork on a
+/// parallel test's thread between the two could hold a write descriptor
+/// open across the exec (`ETXTBSY`).
 #[test]
 fn tether_run_starts_the_keeper_beside_it_of_this_build_else_itself() {
     // This build's keeper beside it: used.
     let dir = install(Some(&std::fs::read(built_keeper()).unwrap()));
     let (keeper, ran) = keeper_of_a_run(dir.path());
-    assert_eq!((keeper, ran), (dir.path().join("tether-keeper"), 1));
+    assert_eq!(
+        (keeper, ran),
+        (dir.path().join("tether-keeper"), 1),
+        "the tether-keeper beside it was not used: is {} of this build? \
+         (cargo build -p process-tether --bin tether-keeper)",
+        built_keeper().display()
+    );
 
     // None beside it: `tether` is its own keeper.
     let dir = install(None);
@@ -101,11 +111,9 @@ fn tether_run_starts_the_keeper_beside_it_of_this_build_else_itself() {
     let dir = install(Some(wrapper.as_bytes()));
     let (keeper, ran) = keeper_of_a_run(dir.path());
     assert_eq!((keeper, ran), (dir.path().join("tether"), 1));
-}
 
-#[test]
-fn a_keeper_refuses_an_owner_of_another_build_before_reading() {
-    // Its socket (fd 0) is a pipe with a request-sized frame waiting: a
+    // The keeper refuses an owner of another build before it reads: its
+    // socket (fd 0) is a pipe with a request-sized frame waiting, and a
     // keeper that read it would fail with 125, not refuse with 122.
     let mut keeper = std::process::Command::new(built_keeper())
         .args(["__tether-keeper", "0000000000000000"])
@@ -114,7 +122,6 @@ fn a_keeper_refuses_an_owner_of_another_build_before_reading() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    use std::io::Write;
     let _ = keeper
         .stdin
         .take()

@@ -84,7 +84,7 @@ def _static_target() -> Optional[str]:
         return None
     target = f"{os.uname().machine}-unknown-linux-musl"
     sysroot = subprocess.run(
-        ["rustc", "--print", "sysroot"], check=True, stdout=subprocess.PIPE, text=True
+        [os.environ.get("RUSTC", "rustc"), "--print", "sysroot"], check=True, stdout=subprocess.PIPE, text=True
     ).stdout.strip()
     if (Path(sysroot) / "lib/rustlib" / target).is_dir():
         return target

@@ -94,20 +94,24 @@ fn a_keeper_started_ahead_serves_the_next_spawn_only_if_still_right() {
 
     // The owner lowered a limit since: a keeper started before would pass
     // the old one on to the command. It is let go; a fresh one serves.
+    // (The open-files soft limit, one lower: any process may lower it.)
     tether::start_keeper_ahead(&tether::SessionId::generate()).unwrap();
     let ahead = the_waiting_keeper();
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_CORE, &mut limit) }, 0);
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+        0
+    );
     let lowered = libc::rlimit {
-        rlim_cur: if limit.rlim_cur == 0 { 1 } else { 0 },
+        rlim_cur: limit.rlim_cur - 1,
         rlim_max: limit.rlim_max,
     };
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &lowered) }, 0);
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lowered) }, 0);
     let served = keeper_of_a_command();
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &limit) }, 0);
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
     assert_ne!(served, ahead, "a keeper of the old limits ran the command");
     assert!(!alive(ahead), "the stale keeper {ahead} was not let go");
 

@@ -24,7 +24,9 @@ pub(crate) fn set_keeper_program(program: Option<PathBuf>) {
 
 /// A keeper program found by discovery that refused to serve as of
 /// another build of tether: discovery skips it from then on.
-static REFUSED: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+/// Set once (only the first discovered program can be refused), so no
+/// lock a fork could catch held.
+static REFUSED: OnceLock<PathBuf> = OnceLock::new();
 
 /// `keeper` exited at once as of another build (see
 /// `keeper_entry::OTHER_BUILD`): found by discovery, it is skipped from now
@@ -34,7 +36,7 @@ static REFUSED: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
 pub(crate) fn refuse(keeper: &Path) -> bool {
     let discovered = matches!(FOUND.get(), Some(Ok(path)) if path == keeper);
     if discovered {
-        *REFUSED.lock().unwrap_or_else(|e| e.into_inner()) = Some(keeper.to_owned());
+        let _ = REFUSED.set(keeper.to_owned());
     }
     discovered
 }
@@ -43,8 +45,9 @@ static FOUND: OnceLock<std::result::Result<PathBuf, Vec<PathBuf>>> = OnceLock::n
 
 /// Finds the keeper program. Order: `$TETHER_KEEPER`; the program set
 /// with `set_keeper_program`; `tether-keeper` beside this program (a
-/// small program starts faster than a large one that is its own keeper:
-/// `tether` itself ships with one) unless it refused as of another build;
+/// small program starts faster than a large one that is its own keeper;
+/// the Python wheel ships one beside `tether`) unless it refused as of
+/// another build;
 /// this program, if it called `run_if_requested()`; `tether-keeper` one
 /// directory up (where cargo puts test binaries); `tether-keeper` on `PATH`.
 pub(crate) fn keeper_path() -> Result<PathBuf> {
@@ -68,11 +71,10 @@ pub(crate) fn keeper_path() -> Result<PathBuf> {
         };
     }
     let found = FOUND.get_or_init(|| discover(None));
-    let refused = REFUSED.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let found = match (found, refused) {
-        (Ok(path), Some(refused)) if *path == refused => {
+    let found = match (found, REFUSED.get()) {
+        (Ok(path), Some(refused)) if path == refused => {
             static INSTEAD: OnceLock<std::result::Result<PathBuf, Vec<PathBuf>>> = OnceLock::new();
-            INSTEAD.get_or_init(|| discover(Some(&refused)))
+            INSTEAD.get_or_init(|| discover(Some(refused)))
         }
         (found, _) => found,
     };

@@ -326,10 +326,6 @@ impl KeeperLink {
         self.draining = true;
     }
 
-    /// Waits for the keeper process to exit and reaps it. Call once the
-    /// keeper said its last word (or the socket hit EOF). Once this
-    /// returns, everything the keeper's exit reparented has been
-    /// reparented (the kernel does that before the exit is reported).
     /// Whether the keeper refused this owner as of another build of tether
     /// (it exits at once with [`OTHER_BUILD`]). Call after a failed first
     /// request: reaps the keeper (it has exited, or is told to by the
@@ -349,6 +345,10 @@ impl KeeperLink {
             .is_ok_and(|status| status.code() == Some(OTHER_BUILD))
     }
 
+    /// Waits for the keeper process to exit and reaps it. Call once the
+    /// keeper said its last word (or the socket hit EOF). Once this
+    /// returns, everything the keeper's exit reparented has been
+    /// reparented (the kernel does that before the exit is reported).
     pub(crate) fn reap(&mut self) {
         if self.detached || !created_here(self.owner) {
             return;

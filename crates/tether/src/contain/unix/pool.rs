@@ -150,23 +150,27 @@ static AHEAD: AtomicUsize = AtomicUsize::new(0);
 /// waiting makes this do nothing.
 pub(crate) fn start_ahead(keeper: &Path, tag: &str) -> Result<()> {
     let pool = pool();
-    let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
-    state.sweep();
-    if state.keeper.as_deref() == Some(keeper) && !state.idle.is_empty() {
-        return Ok(());
+    {
+        let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.sweep();
+        if state.keeper.as_deref() == Some(keeper) && !state.idle.is_empty() {
+            return Ok(());
+        }
     }
+    // Started outside the pool's lock (an exec: spawns on other threads
+    // do not wait for it). Taken before the keeper starts: what it
+    // inherits. Idle until a spawn takes it (`busy` then): no thread of
+    // ours watches it meanwhile, as for any idle keeper.
+    let now = Inheritance::now();
+    let mut link = KeeperLink::start_idle(keeper, tag)?;
+    link.inheritance = Some(now);
+    let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
     let stale = if state.keeper.as_deref() != Some(keeper) {
         state.keeper = Some(keeper.to_owned());
         std::mem::take(&mut state.idle)
     } else {
         Vec::new()
     };
-    // Taken before the keeper starts: what it inherits.
-    let now = Inheritance::now();
-    // Idle until a spawn takes it (`busy` then): no thread of ours
-    // watches it meanwhile, as for any idle keeper.
-    let mut link = KeeperLink::start_idle(keeper, tag)?;
-    link.inheritance = Some(now);
     state.idle.push(link);
     AHEAD.fetch_add(1, Ordering::SeqCst);
     drop(state);

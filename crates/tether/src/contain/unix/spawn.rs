@@ -91,7 +91,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         if !super::discovery::refuse(&keeper) {
             return Err(other_build(&keeper));
         }
-        keeper = keeper_path()?;
+        keeper = keeper_path().map_err(|_| other_build(&keeper))?;
         link = super::pool::fresh(&keeper, &keeper_tag)?;
         reply = ask(&mut link);
         if reply.is_err() && link.refused_other_build() {
@@ -99,7 +99,13 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         }
     } else if warm && reply.is_err() {
         // The warm keeper died while idle (killed, OOM): not the
-        // command's fault. Once more with a fresh keeper.
+        // command's fault. Once more with a fresh keeper. (A kill is
+        // asynchronous: the request may reach a keeper that is already
+        // dying, so this cannot insist on a failed send. The window it
+        // leaves: a keeper that read the request and died in the ~0.1 ms
+        // before it answered may have started the command, which would
+        // run twice — the first copy a dead keeper's leftover, tagged
+        // with this owner and session.)
         link.reap();
         link = super::pool::fresh(&keeper, &keeper_tag)?;
         reply = ask(&mut link);
