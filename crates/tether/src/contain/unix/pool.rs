@@ -144,9 +144,9 @@ static AHEAD: AtomicUsize = AtomicUsize::new(0);
 
 /// Starts a keeper now and parks it in the pool for the next spawn, which
 /// takes it whatever [`set_warm_keepers`] says (if the owner still passes
-/// on what it did now; else it is let go then). Its tag names a session
-/// of its own, as a warm keeper's names its last one. Nothing waits for
-/// it: it starts while the caller goes on. One is enough: a keeper already
+/// on what it did now; else it is let go then). Its tag (`tag`) names the
+/// session the caller gives its next command. Nothing waits for it: it
+/// starts while the caller goes on. One is enough: a keeper already
 /// waiting makes this do nothing.
 pub(crate) fn start_ahead(keeper: &Path, tag: &str) -> Result<()> {
     let pool = pool();
