@@ -343,7 +343,9 @@ fn a_lost_keepers_env_i_child_dies_and_the_count_is_honest() {
     // Bounded: the surviving orphans of a broken build hold the pipes.
     assert!(
         support::wait_pid_exit(owner.id(), Duration::from_secs(15)),
-        "tether run did not return after its keeper died"
+        "tether run did not return after its keeper ({}) died: {}",
+        keeper.pid,
+        support::where_it_waits(owner.id())
     );
     let status = owner.wait().unwrap();
     let said = support::read_line_bounded(

@@ -253,3 +253,37 @@ pub fn keeper_of(owner: u32) -> Option<u32> {
                 .is_ok_and(|c| c.windows(15).any(|w| w == b"__tether-keeper"))
         })
 }
+
+/// What a process that should have exited is doing, for a failure
+/// message: each of its threads' name, state and kernel wait channel, and
+/// its children with their command lines.
+pub fn where_it_waits(pid: u32) -> String {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            let path = task.path();
+            let read = |f: &str| {
+                std::fs::read_to_string(path.join(f))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned()
+            };
+            let state = read("stat")
+                .rsplit_once(") ")
+                .map(|(_, rest)| rest.chars().next().unwrap_or('?'))
+                .unwrap_or('?');
+            out.push(format!(
+                "thread {} {:?} state {state} wchan {:?} children [{}]",
+                task.file_name().to_string_lossy(),
+                read("comm"),
+                read("wchan"),
+                read("children")
+                    .split_ascii_whitespace()
+                    .map(|c| format!("{c}: {}", tether::sys::describe(c.parse().unwrap_or(0))))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+    }
+    out.join(" | ")
+}
