@@ -81,14 +81,19 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         }
     } else if warm && reply.is_err() {
         // The warm keeper died while idle (killed, OOM): not the
-        // command's fault. Once more with a fresh keeper. (A kill is
-        // asynchronous: the request may reach a keeper that is already
-        // dying, so this cannot insist on a failed send. The window it
-        // leaves: a keeper that read the request and died in the ~0.1 ms
-        // before it answered may have started the command, which would
-        // run twice — the first copy a dead keeper's leftover, tagged
-        // with this owner and session.)
+        // command's fault. Once more with a fresh keeper — unless it died
+        // after it started the command (it reports the start only after
+        // the command's exec, so a kill can fall in between): then the
+        // command is running, as a dead keeper's orphan, and is killed
+        // like one, never started a second time.
         link.reap();
+        let orphans_killed = super::orphans::kill_orphans(&plan.tag.session);
+        if orphans_killed > 0 {
+            if take_terminal {
+                super::foreground::reclaim_after_failed_spawn();
+            }
+            return Err(Error::KeeperLost { orphans_killed });
+        }
         link = super::pool::fresh(&keeper, &keeper_tag)?;
         reply = ask(&mut link);
     }
@@ -140,8 +145,15 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         )),
         Err(e) => {
             link.reap();
+            // A keeper that died before it answered may have started the
+            // command (see above): what it left is killed as a lost
+            // keeper's orphans, and said so.
+            let orphans_killed = super::orphans::kill_orphans(&plan.tag.session);
             if take_terminal {
                 super::foreground::reclaim_after_failed_spawn();
+            }
+            if orphans_killed > 0 {
+                return Err(Error::KeeperLost { orphans_killed });
             }
             Err(Error::Keeper(e))
         }
