@@ -178,6 +178,9 @@ pub fn main(args: RunArgs) -> ExitCode {
         #[cfg(not(windows))]
         Ok(code) => ExitCode::from(code as u8),
         Err(err) => {
+            // A keeper started ahead that no spawn took (the program was
+            // not found, a bad --cwd, …) goes now, reaped, not after us.
+            tether::set_warm_keepers(0);
             eprintln!("tether: {err}");
             ExitCode::from(exit_code_for_error(&err))
         }
@@ -203,6 +206,17 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     } else {
         None
     };
+    // The keeper's exec runs while we set up; the spawn below takes it
+    // (the same session in both tags). Best effort: without it the spawn
+    // starts one itself (and says why, if that fails too).
+    let session = tether::SessionId::generate();
+    if args.memory.is_some() || args.pids.is_some() || args.cpu.is_some() {
+        // Before any keeper of ours exists: where cgroup v2 is delegated
+        // to us, readying the controllers may move this process into a
+        // leaf of its own, which it does only while alone in its cgroup.
+        tether::prepare_limits();
+    }
+    let _ = tether::start_keeper_ahead(&session);
     // The ledger is opened, checked and the owner registered (~1–2 ms of
     // SQLite: the schema read, quick_check, a transaction) while the
     // keeper starts and the command runs, on the other core.
@@ -225,6 +239,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         c
     };
     command
+        .session_id(session)
         .grace(args.grace)
         .purpose(&args.purpose)
         .envs(args.env.iter().map(|(k, v)| (k, v)));

@@ -877,11 +877,12 @@ fn open_existing(
 /// **No `fsync`, ever (`synchronous = OFF`).** With `NORMAL` — which in
 /// WAL mode syncs nothing at commit — every `tether run` still paid four:
 /// the last connection to close checkpoints the WAL (a sync of the WAL,
-/// one of the database) and deletes it, so the next run creates it again
-/// (a sync of its header, one of the directory). 5–40 ms each on this
+/// one of the database) and deleted it (now kept, emptied: see
+/// [`keep_wal_files`]), so the next run created it again (a sync of its
+/// header, one of the directory). 5–40 ms each on this
 /// machine's loaded disk: most of a 50–85 ms `tether run -- /bin/true`.
-/// Keeping the WAL instead (no checkpoint at close) costs more than it
-/// saves: a process that opens the store alone rebuilds the WAL index by
+/// Keeping the WAL's frames instead (no checkpoint at close) costs more
+/// than it saves: a process that opens the store alone rebuilds the WAL index by
 /// reading the whole WAL (up to SQLite's 1,000-page checkpoint), which
 /// took 11 % of a `tether run`'s CPU.
 ///
@@ -917,10 +918,43 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
         ));
     }
     conn.pragma_update(None, "synchronous", "OFF")?;
+    keep_wal_files(conn)?;
     // Checked and found sound (see `open_existing`): a closing connection
     // may fold the WAL into the file again.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// Keeps the `-wal` and `-shm` files when the last connection closes
+/// (`SQLITE_FCNTL_PERSIST_WAL`), the WAL emptied (`journal_size_limit =
+/// 0`: truncated to nothing once checkpointed). Without it the last
+/// connection to close deletes both and the next `tether run` creates them
+/// again — two creations, two `fchown`s, two unlinks in the state
+/// directory per run, ~0.15 ms of a 5 ms `tether run -- /bin/true` here.
+/// An empty WAL costs the next opener nothing to recover. Both files stay
+/// in the private state directory and are checked like the store
+/// (`secure_file`) at every open; a quarantine moves them with it.
+fn keep_wal_files(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_size_limit", 0)?;
+    let mut on: std::ffi::c_int = 1;
+    // SAFETY: `handle` is this open connection's own pointer, used only
+    // for this call while `conn` is borrowed; PERSIST_WAL reads and writes
+    // one `int` through the pointer, which outlives the call.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&raw mut on).cast(),
+        )
+    };
+    if rc != rusqlite::ffi::SQLITE_OK {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rc),
+            Some("cannot keep the ledger's WAL files".into()),
+        ));
+    }
     Ok(())
 }
 

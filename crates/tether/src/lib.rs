@@ -389,6 +389,47 @@ pub fn set_warm_keepers(n: usize) {
     contain::set_warm_keepers(n)
 }
 
+/// Starts the keeper of this process's next spawn now, so that its start
+/// (an exec: ~1–2 ms here) runs while the program does whatever comes
+/// before that spawn — parsing arguments, opening files — instead of
+/// after. `tether run` calls it first thing. The keeper waits, idle, and
+/// the next spawn takes it whatever [`set_warm_keepers`] says (if the
+/// credentials, limits and the rest it would pass on are still the owner's
+/// — see [`set_warm_keepers`] — else it is let go and a fresh one
+/// started). If no spawn comes, it exits with this process (its
+/// lifeline's EOF), or at `set_warm_keepers(0)`. A program that sets
+/// limits calls [`prepare_limits`] first: a keeper waiting in its cgroup
+/// would keep it from moving into a leaf of its own. Does nothing on
+/// Windows (no keepers).
+///
+/// Its spawn tag names the install of the environment
+/// ([`Install::from_env`]) and `session`: give the next command the same
+/// ([`Command::session_id`]), and keeper and command are one session in
+/// `tether ps`, as when the spawn starts its keeper itself. A keeper
+/// already waiting (started ahead, or warm from an earlier session) makes
+/// this do nothing: that one serves, tagged as it was.
+///
+/// ```standalone_crate
+/// # #[cfg(unix)]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// let session = tether::SessionId::generate();
+/// tether::start_keeper_ahead(&session)?; // starts while the program goes on
+/// let args: Vec<String> = std::env::args().collect(); // ...
+/// let out = tether::Command::new("echo")
+///     .arg("hi")
+///     .session_id(session)
+///     .output()?; // takes that keeper
+/// assert_eq!(out.stdout, b"hi\n");
+/// # Ok(())
+/// # }
+/// # #[cfg(not(unix))]
+/// # fn main() {}
+/// ```
+pub fn start_keeper_ahead(session: &SessionId) -> Result<()> {
+    contain::start_keeper_ahead(&Install::from_env(), session)
+}
+
 /// Does now what the first session with limits would do, before any
 /// session starts (Linux; elsewhere it does nothing). Where cgroup v2 has
 /// the `memory`, `pids` or `cpu` controller available to this process's
@@ -397,7 +438,8 @@ pub fn set_warm_keepers(n: usize) {
 /// process in its cgroup, as v2 allows controllers only for cgroups without
 /// processes. Nothing else is ever moved. Programs that serve many
 /// sessions (`tether mcp`) call it at start, while no keeper of theirs
-/// exists yet; a one-shot program needs nothing. Never fails: what cannot
+/// exists yet; a one-shot program needs nothing, unless it starts a keeper
+/// ahead ([`start_keeper_ahead`]): then it calls this first. Never fails: what cannot
 /// be prepared is what each session's
 /// [`LimitReport`] later reports as `none`, with the reason.
 pub fn prepare_limits() {

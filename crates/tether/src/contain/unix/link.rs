@@ -114,6 +114,16 @@ impl KeeperLink {
     /// owner dies, and the keeper (which ignores `SIGHUP`) sees the lifeline
     /// EOF and kills the tree. A session of its own would lose that.
     pub(crate) fn start(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
+        let link = Self::start_idle(keeper, keeper_tag)?;
+        link.busy();
+        Ok(link)
+    }
+
+    /// Starts a keeper that waits for its first session: ours to signal,
+    /// but not patrolled by the guard until [`busy`](Self::busy) (an idle
+    /// keeper has no command that could stop it; see
+    /// [`detach`](Self::detach)).
+    pub(crate) fn start_idle(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
         crate::contain::os::prepare_socket(&ours);
         crate::contain::os::prepare_socket(&theirs);
@@ -139,7 +149,7 @@ impl KeeperLink {
             .spawn()
             .map_err(Error::Keeper)?;
         let pid = process.id();
-        guard().watch(pid);
+        guard().adopt(pid);
         let owner = std::process::id();
         let ours = Lifeline::new(OwnedFd::from(ours));
         Ok(KeeperLink {
@@ -565,6 +575,11 @@ fn guard() -> &'static Guard {
 impl Guard {
     fn lock(&self) -> std::sync::MutexGuard<'_, GuardState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `pid` is a keeper of ours, idle for now.
+    fn adopt(&self, pid: u32) {
+        self.lock().live.insert(pid);
     }
 
     /// `pid` serves a session: patrol it (starting the thread if need be).

@@ -10,8 +10,10 @@
 //! and out of it at the next spawn (`take`), and while it waits no thread
 //! watches it (see `KeeperLink::detach`) — an owner with only idle keepers
 //! has no thread of ours, so a host that forks is not warned of one
-//! (CPython 3.12+). Starting keepers ahead of need would take a thread (or
-//! a keeper exec on a spawn that does not need it): they are not.
+//! (CPython 3.12+). The pool starts no keeper ahead of need on its own
+//! (that would take a thread, or a keeper exec on a spawn that does not
+//! need it); a program that knows a spawn is coming asks for one
+//! ([`start_ahead`], `tether::start_keeper_ahead`).
 //!
 //! A command inherits some things from its keeper rather than from its
 //! spawn request — credentials, resource limits, umask, namespaces (see
@@ -81,6 +83,9 @@ pub fn set_warm_keepers(n: usize) {
     let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
     let keep = n.min(state.idle.len());
     let surplus = state.idle.split_off(keep);
+    if state.idle.is_empty() {
+        AHEAD.store(0, Ordering::SeqCst);
+    }
     drop(state);
     release(surplus);
 }
@@ -98,7 +103,7 @@ fn release(links: Vec<KeeperLink>) {
 /// else a freshly started one (`false`). A warm keeper may have died since
 /// the sweep here; the caller retries with [`fresh`] then.
 pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
-    if TARGET.load(Ordering::SeqCst) == 0 {
+    if TARGET.load(Ordering::SeqCst) == 0 && AHEAD.load(Ordering::SeqCst) == 0 {
         return Ok((KeeperLink::start(keeper, tag)?, false));
     }
     // Taken before the keeper starts, on this thread: what it inherits.
@@ -121,6 +126,7 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
     state.idle = same;
     stale.extend(changed);
     let warm = state.idle.pop();
+    AHEAD.store(0, Ordering::SeqCst);
     drop(state);
     release(stale);
     match warm {
@@ -130,6 +136,46 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
         }
         None => Ok((started(keeper, tag, Some(now))?, false)),
     }
+}
+
+/// Keepers started ahead of need ([`start_ahead`]) not yet taken: they
+/// make the next spawn look in the pool even while it is off.
+static AHEAD: AtomicUsize = AtomicUsize::new(0);
+
+/// Starts a keeper now and parks it in the pool for the next spawn, which
+/// takes it whatever [`set_warm_keepers`] says (if the owner still passes
+/// on what it did now; else it is let go then). Its tag (`tag`) names the
+/// session the caller gives its next command. Nothing waits for it: it
+/// starts while the caller goes on. One is enough: a keeper already
+/// waiting makes this do nothing.
+pub(crate) fn start_ahead(keeper: &Path, tag: &str) -> Result<()> {
+    let pool = pool();
+    {
+        let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.sweep();
+        if state.keeper.as_deref() == Some(keeper) && !state.idle.is_empty() {
+            return Ok(());
+        }
+    }
+    // Started outside the pool's lock (an exec: spawns on other threads
+    // do not wait for it). Taken before the keeper starts: what it
+    // inherits. Idle until a spawn takes it (`busy` then): no thread of
+    // ours watches it meanwhile, as for any idle keeper.
+    let now = Inheritance::now();
+    let mut link = KeeperLink::start_idle(keeper, tag)?;
+    link.inheritance = Some(now);
+    let mut state = pool.state.lock().unwrap_or_else(|e| e.into_inner());
+    let stale = if state.keeper.as_deref() != Some(keeper) {
+        state.keeper = Some(keeper.to_owned());
+        std::mem::take(&mut state.idle)
+    } else {
+        Vec::new()
+    };
+    state.idle.push(link);
+    AHEAD.fetch_add(1, Ordering::SeqCst);
+    drop(state);
+    release(stale);
+    Ok(())
 }
 
 /// A freshly started keeper (after a warm one turned out dead), noted for

@@ -15,6 +15,24 @@ use crate::error::{Error, Result};
 use crate::identity::ProcessIdentity;
 use crate::spawn_tag::SpawnTag;
 
+/// Starts a keeper for this process's next spawn now, tagged as
+/// `install`'s and `session`'s (see [`crate::start_keeper_ahead`]).
+pub(crate) fn start_keeper_ahead(
+    install: &crate::install::Install,
+    session: &crate::session_id::SessionId,
+) -> Result<()> {
+    let keeper = keeper_path()?;
+    let (owner_pid, owner_start) = super::owner_identity();
+    let tag = SpawnTag::new(
+        install.id(),
+        "keeper",
+        owner_pid,
+        owner_start,
+        session.as_str(),
+    )?;
+    super::pool::start_ahead(&keeper, &tag.to_string())
+}
+
 /// Starts `plan` with stdio `[stdin, stdout, stderr]`. Returns once the
 /// command's exec succeeded, or the precise reason it did not.
 pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {

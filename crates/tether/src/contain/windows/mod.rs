@@ -119,6 +119,14 @@ pub(crate) fn become_subreaper() -> std::io::Result<()> {
 /// No keepers on Windows: nothing to keep warm.
 pub(crate) fn set_warm_keepers(_n: usize) {}
 
+/// No keepers on Windows: nothing to start ahead.
+pub(crate) fn start_keeper_ahead(
+    _install: &crate::install::Install,
+    _session: &crate::session_id::SessionId,
+) -> crate::error::Result<()> {
+    Ok(())
+}
+
 /// There is no keeper program on Windows.
 pub mod keeper_entry {
     /// The argument that makes a program act as its keeper (unused here).
