@@ -602,13 +602,20 @@ impl Guard {
     fn patrol(&self, generation: u64) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            state = self
-                .wake
-                .wait_timeout(state, GUARD_PERIOD)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            // Looked at before each wait, not only after: a keeper reaped
+            // before this thread first took the lock (one that refused
+            // this build exits at once) notified nobody, and the join in
+            // `stop_if_unneeded` would wait a whole period.
             if state.generation != generation || state.busy.is_empty() {
                 return;
+            }
+            let (woken, wait) = self
+                .wake
+                .wait_timeout(state, GUARD_PERIOD)
+                .unwrap_or_else(|e| e.into_inner());
+            state = woken;
+            if !wait.timed_out() {
+                continue;
             }
             let busy: Vec<u32> = state.busy.iter().copied().collect();
             drop(state);
