@@ -217,12 +217,14 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         tether::prepare_limits();
     }
     let _ = tether::start_keeper_ahead(&session);
-    // The ledger is opened, checked and the owner registered (~1–2 ms of
-    // SQLite: the schema read, quick_check, a transaction) while the
-    // keeper starts and the command runs, on the other core.
-    let registering = std::thread::Builder::new()
+    // The ledger is opened and checked while the keeper starts, and the
+    // owner registered with its session once the command started, in one
+    // write (~1 ms of SQLite in all), while the command runs: on another
+    // core, off the command's way.
+    let (to_record, start_of) = std::sync::mpsc::channel();
+    let recording = std::thread::Builder::new()
         .name("tether-ledger".into())
-        .spawn(register)
+        .spawn(move || record(start_of))
         .map_err(Error::Io)?;
 
     let mut command = if args.shell {
@@ -273,18 +275,17 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         command.foreground(true);
     }
     let started = Instant::now();
-    let spawned = command.spawn();
-    let recorder = registering.join().ok().flatten();
-    let mut child = match spawned {
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
-            if let Some(recorder) = recorder {
-                recorder.finish();
-            }
+            // Nothing started: nothing to record (the thread writes
+            // nothing without a session).
+            drop(to_record);
+            let _ = recording.join();
             return Err(e);
         }
     };
-    record_start(recorder.as_ref(), &child, &args);
+    let _ = to_record.send(session_start(&child, &args));
     forwarder.forward_to(&child)?;
 
     if let Some(passthrough) = &passthrough {
@@ -299,12 +300,12 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         // just before exiting (GNU tools do) would die of that SIGHUP.
         let status = child.wait()?;
         drop(pty);
-        record_end(recorder, &child, &status);
+        record_end(recording, &child, &status);
         return Ok(exit_code(&status));
     }
     if !args.json {
         let status = child.wait()?;
-        record_end(recorder, &child, &status);
+        record_end(recording, &child, &status);
         return Ok(exit_code(&status));
     }
     let containment = child.containment().to_string();
@@ -314,7 +315,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     let session_id = child.session_id().clone();
     let output = child.wait_with_output_limited(args.max_output)?;
     let status = output.status;
-    if let Some(recorder) = recorder {
+    if let Some(recorder) = recording.join().ok().flatten() {
         recorder.finish_after(&session_id, Outcome::of_status(&status), status.limit_hit());
     }
     let result = JsonResult {
@@ -343,25 +344,22 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     Ok(exit_code(&status))
 }
 
-/// Registers this run's owner in the ledger. Best effort: a run whose
-/// ledger cannot be written still runs — its processes carry spawn tags,
-/// which is what `tether ps` and `tether reap` need most — and says why
-/// once on stderr.
-fn register() -> Option<Recorder> {
-    match Recorder::register(&tether::Install::from_env(), "run") {
-        Ok(recorder) => Some(recorder),
-        Err(e) => {
-            eprintln!("tether: warning: this run is not in the ledger: {e}");
-            None
-        }
-    }
+/// Registers this run's owner and its session in the ledger, once the
+/// command started (`start_of` says how; nothing comes if it did not).
+/// Best effort: a run whose ledger cannot be written still runs — its
+/// processes carry spawn tags, which is what `tether ps` and `tether reap`
+/// need most — and says why once on stderr.
+fn record(start_of: std::sync::mpsc::Receiver<SessionStart>) -> Option<Recorder> {
+    let warn = |e| eprintln!("tether: warning: this run is not in the ledger: {e}");
+    let pending = Recorder::prepare(&tether::Install::from_env(), "run")
+        .map_err(warn)
+        .ok()?;
+    let session = start_of.recv().ok()?;
+    pending.register_with(&session).map_err(warn).ok()
 }
 
-/// Records this run's session in the ledger (best effort, as above).
-fn record_start(recorder: Option<&Recorder>, child: &tether::Child, args: &RunArgs) {
-    let Some(recorder) = recorder else {
-        return;
-    };
+/// This run's session, as the ledger records it.
+fn session_start(child: &tether::Child, args: &RunArgs) -> SessionStart {
     let command: Vec<String> = args
         .command
         .iter()
@@ -369,11 +367,17 @@ fn record_start(recorder: Option<&Recorder>, child: &tether::Child, args: &RunAr
         .collect();
     let mut session = SessionStart::of_child(child, &args.purpose, &command);
     session.cwd = args.cwd.clone();
-    recorder.record_start(&session);
+    session
 }
 
-fn record_end(recorder: Option<Recorder>, child: &tether::Child, status: &ExitStatus) {
-    if let Some(recorder) = recorder {
+/// Records how the run ended, once the recording thread is done (it is
+/// by now: it had the command's whole run for one write).
+fn record_end(
+    recording: std::thread::JoinHandle<Option<Recorder>>,
+    child: &tether::Child,
+    status: &ExitStatus,
+) {
+    if let Some(recorder) = recording.join().ok().flatten() {
         recorder.finish_after(
             child.session_id(),
             Outcome::of_status(status),

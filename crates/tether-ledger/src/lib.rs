@@ -177,7 +177,7 @@ pub use reaper::{
     CHASE_BUDGET, CgroupKept, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason,
     Skipped, StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
 };
-pub use recorder::Recorder;
+pub use recorder::{PendingOwner, Recorder};
 pub use records::{
     Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
 };

@@ -41,15 +41,29 @@ impl Recorder {
     /// A front-end that gets one runs on without a ledger: spawn tags still
     /// mark every process.
     pub fn register(install: &Install, purpose: &str) -> Result<Recorder> {
-        let mut ledger = Ledger::open_to_record(install)?;
-        let owner = OwnerRecord::current(install, purpose).map_err(|source| LedgerError::Io {
-            path: "(this process)".into(),
-            source,
-        })?;
+        let PendingOwner { mut ledger, owner } = Recorder::prepare(install, purpose)?;
         let owner = ledger.register_owner(&owner)?;
         Ok(Recorder {
             state: Mutex::new((ledger, owner, false)),
         })
+    }
+
+    /// Opens the ledger and reads this process's identity as
+    /// [`register`](Recorder::register) does, but writes nothing yet: the
+    /// owner is registered with its first session, in one write
+    /// ([`PendingOwner::register_with`]). What an owner of one command does
+    /// (`tether run`): the open while the command starts, the write once it
+    /// has.
+    ///
+    /// # Errors
+    /// As [`register`](Recorder::register), but for the write.
+    pub fn prepare(install: &Install, purpose: &str) -> Result<PendingOwner> {
+        let ledger = Ledger::open_to_record(install)?;
+        let owner = OwnerRecord::current(install, purpose).map_err(|source| LedgerError::Io {
+            path: "(this process)".into(),
+            source,
+        })?;
+        Ok(PendingOwner { ledger, owner })
     }
 
     /// Records a session that started (best effort).
@@ -100,6 +114,36 @@ impl Recorder {
         let (ledger, owner, _) = &mut *state;
         let result = write(ledger, *owner);
         warn_once(&mut state.2, result);
+    }
+}
+
+/// An owner ready to be registered with its first session: see
+/// [`Recorder::prepare`]. Dropped without registering, it writes nothing
+/// (an owner whose command never started has nothing to record).
+pub struct PendingOwner {
+    ledger: Ledger,
+    owner: OwnerRecord,
+}
+
+impl std::fmt::Debug for PendingOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingOwner")
+    }
+}
+
+impl PendingOwner {
+    /// Registers the owner and records `session`, its first, in one
+    /// write; the recorder then records the rest as
+    /// [`Recorder::register`]'s does.
+    ///
+    /// # Errors
+    /// As [`Ledger::register_owner_with_session`].
+    pub fn register_with(self, session: &SessionStart) -> Result<Recorder> {
+        let PendingOwner { mut ledger, owner } = self;
+        let owner = ledger.register_owner_with_session(&owner, session)?;
+        Ok(Recorder {
+            state: Mutex::new((ledger, owner, false)),
+        })
     }
 }
 

@@ -116,6 +116,12 @@ pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
 /// was changed.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<i64> {
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    migrate_from(conn, version)
+}
+
+/// [`migrate`], for a caller that has just read the version (`version`):
+/// nothing more is read unless there is something to migrate.
+pub fn migrate_from(conn: &mut Connection, version: i64) -> rusqlite::Result<i64> {
     if version >= CURRENT_VERSION {
         return Ok(version);
     }

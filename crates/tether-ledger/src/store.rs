@@ -277,6 +277,30 @@ impl Ledger {
         })
     }
 
+    /// Registers an owner and records its first session in one
+    /// transaction — what an owner of one command does once the command
+    /// started (`tether run`): one write instead of two
+    /// ([`register_owner`](Ledger::register_owner), then
+    /// [`record_session_start`](Ledger::record_session_start)).
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
+    pub fn register_owner_with_session(
+        &mut self,
+        owner: &OwnerRecord,
+        session: &SessionStart,
+    ) -> Result<OwnerId> {
+        let boot = owner.identity.boot_id.clone();
+        self.write(|tx| {
+            let id = insert_owner(tx, owner, Source::Registered)?;
+            insert_session(tx, id, session, Source::Registered)?;
+            if id.0 % PRUNE_EVERY == 0 {
+                prune(tx, &boot)?;
+            }
+            Ok(id)
+        })
+    }
+
     /// Records that an owner is done (it exited on its own terms).
     ///
     /// # Errors
@@ -820,6 +844,10 @@ fn open_existing(
             return Err(corrupt(format!("quick_check: {}", found.join("; "))));
         }
     }
+    // The version and the tables read in one read transaction: one look
+    // at the WAL index instead of one per statement. (An error returns
+    // with the connection, which ends the transaction as it closes.)
+    conn.execute_batch("BEGIN").map_err(sqlite)?;
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(sqlite)?;
@@ -837,6 +865,7 @@ fn open_existing(
         .prepare("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .map_err(sqlite)?;
+    conn.execute_batch("COMMIT").map_err(sqlite)?;
     let ours = names
         .iter()
         .filter(|n| expected.contains(&n.as_str()))
@@ -854,7 +883,9 @@ fn open_existing(
         )));
     }
     configure(&conn).map_err(sqlite)?;
-    match schema::migrate(&mut conn) {
+    // (`migrate` reads the version again, under the write lock, if there is
+    // anything to migrate.)
+    match schema::migrate_from(&mut conn, version) {
         Ok(found) if found > CURRENT_VERSION => {
             return Err(Attempt::Failed(LedgerError::NewerSchema {
                 path: path.to_path_buf(),
