@@ -907,15 +907,11 @@ fn open_existing(
 ///
 /// **No `fsync`, ever (`synchronous = OFF`).** With `NORMAL` — which in
 /// WAL mode syncs nothing at commit — every `tether run` still paid four:
-/// the last connection to close checkpoints the WAL (a sync of the WAL,
-/// one of the database) and deleted it (now kept, emptied: see
-/// [`keep_wal_files`]), so the next run created it again (a sync of its
-/// header, one of the directory). 5–40 ms each on this
+/// the last connection to close checkpointed the WAL (a sync of the WAL,
+/// one of the database) and deleted it, so the next run created it again
+/// (a sync of its header, one of the directory). 5–40 ms each on this
 /// machine's loaded disk: most of a 50–85 ms `tether run -- /bin/true`.
-/// Keeping the WAL's frames instead (no checkpoint at close) costs more
-/// than it saves: a process that opens the store alone rebuilds the WAL index by
-/// reading the whole WAL (up to SQLite's 1,000-page checkpoint), which
-/// took 11 % of a `tether run`'s CPU.
+/// (Neither happens at close any more: see [`wal_between_runs`].)
 ///
 /// What each crash costs, with this:
 /// - **The owner `SIGKILL`ed** (or any writer, mid-transaction or
@@ -949,24 +945,37 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
         ));
     }
     conn.pragma_update(None, "synchronous", "OFF")?;
-    keep_wal_files(conn)?;
-    // Checked and found sound (see `open_existing`): a closing connection
-    // may fold the WAL into the file again.
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)?;
+    wal_between_runs(conn)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     Ok(())
 }
 
-/// Keeps the `-wal` and `-shm` files when the last connection closes
-/// (`SQLITE_FCNTL_PERSIST_WAL`), the WAL emptied (`journal_size_limit =
-/// 0`: truncated to nothing once checkpointed). Without it the last
-/// connection to close deletes both and the next `tether run` creates them
-/// again — two creations, two `fchown`s, two unlinks in the state
-/// directory per run, ~0.15 ms of a 5 ms `tether run -- /bin/true` here.
-/// An empty WAL costs the next opener nothing to recover. Both files stay
-/// in the private state directory and are checked like the store
-/// (`secure_file`) at every open; a quarantine moves them with it.
-fn keep_wal_files(conn: &Connection) -> rusqlite::Result<()> {
+/// What a closing connection leaves for the next: the WAL as it is, in
+/// the same files. A `tether run` is one short connection, and what its
+/// close did was a third of the ledger's cost on the run's path:
+///
+/// - **No checkpoint at close** (`SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`);
+///   instead the write that takes the WAL past 16 pages folds it into the
+///   store (`wal_autocheckpoint`), one run in three or four. The price is
+///   the next opener's: the first connection of a process rebuilds the
+///   WAL index by reading the WAL, ≤ ~20 pages (with SQLite's default of
+///   1,000 pages that read took 11 % of a run's CPU, which is why the
+///   WAL was folded at every close before). `tether run -- /bin/true`:
+///   2.03× → 1.99× `timeout` (400 interleaved rounds).
+/// - **The `-wal` and `-shm` files stay** (`SQLITE_FCNTL_PERSIST_WAL`),
+///   emptied whenever the WAL restarts (`journal_size_limit = 0`). Deleted
+///   at the last close, as SQLite does by default, they were created
+///   again by the next run: two creations, two `fchown`s and two unlinks
+///   in the state directory per run. Both stay in the private state
+///   directory and are checked like the store (`secure_file`) at every
+///   open; a quarantine moves them with it.
+///
+/// Crashes are unaffected (a WAL left behind is what a `SIGKILL`ed writer
+/// always left); the store a closing connection found damaged was never
+/// checkpointed into (`open_existing`), and still is not.
+fn wal_between_runs(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    conn.pragma_update(None, "wal_autocheckpoint", 16)?;
     conn.pragma_update(None, "journal_size_limit", 0)?;
     let mut on: std::ffi::c_int = 1;
     // SAFETY: `handle` is this open connection's own pointer, used only
