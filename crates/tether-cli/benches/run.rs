@@ -4,7 +4,9 @@
 //!
 //! `cargo bench -p process-tether-cli --bench run` prints a markdown table;
 //! with `TETHER_BASELINE=<another build's tether>` that build is measured
-//! too, interleaved round by round.
+//! too, interleaved round by round, and with
+//! `TETHER_BASELINE_KEEPER=<that build's static tether-keeper>` also with
+//! that keeper beside it.
 //!
 //! The benchmark itself is in `run/linux.rs`.
 

@@ -156,20 +156,32 @@ pub fn main() {
     if listing() {
         return;
     }
-    let keeper = static_keeper();
+    // Each build with its own static keeper, where there is one: this
+    // build's, and the baseline's if `TETHER_BASELINE_KEEPER` names it (a
+    // keeper serves its own build only).
+    let keepers = [
+        static_keeper(),
+        std::env::var_os("TETHER_BASELINE_KEEPER")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
+    ];
+    let with_keepers = || {
+        builds()
+            .into_iter()
+            .zip(&keepers)
+            .filter_map(|(build, keeper)| Some((build, keeper.as_deref()?)))
+    };
     let mut cases = vec![Case::timeout()];
     cases.extend(builds().iter().map(|build| Case::tether(build, None)));
-    if let Some(keeper) = &keeper {
-        cases.push(Case::tether(&builds()[0], Some(keeper)));
-    }
+    cases.extend(with_keepers().map(|(build, keeper)| Case::tether(&build, Some(keeper))));
     cases.extend(
         builds()
             .iter()
             .map(|build| Case::tether_big_ledger(build, None)),
     );
-    if let Some(keeper) = &keeper {
-        cases.push(Case::tether_big_ledger(&builds()[0], Some(keeper)));
-    }
+    cases.extend(
+        with_keepers().map(|(build, keeper)| Case::tether_big_ledger(&build, Some(keeper))),
+    );
     for case in &mut cases {
         for _ in 0..5 {
             case.once(); // warm-up: page cache, ledger created
