@@ -844,10 +844,6 @@ fn open_existing(
             return Err(corrupt(format!("quick_check: {}", found.join("; "))));
         }
     }
-    // The version and the tables read in one read transaction: one look
-    // at the WAL index instead of one per statement. (An error returns
-    // with the connection, which ends the transaction as it closes.)
-    conn.execute_batch("BEGIN").map_err(sqlite)?;
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(sqlite)?;
@@ -865,7 +861,6 @@ fn open_existing(
         .prepare("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .map_err(sqlite)?;
-    conn.execute_batch("COMMIT").map_err(sqlite)?;
     let ours = names
         .iter()
         .filter(|n| expected.contains(&n.as_str()))
@@ -907,11 +902,18 @@ fn open_existing(
 ///
 /// **No `fsync`, ever (`synchronous = OFF`).** With `NORMAL` — which in
 /// WAL mode syncs nothing at commit — every `tether run` still paid four:
-/// the last connection to close checkpointed the WAL (a sync of the WAL,
-/// one of the database) and deleted it, so the next run created it again
+/// the last connection to close checkpoints the WAL (a sync of the WAL,
+/// one of the database) and deletes it, so the next run creates it again
 /// (a sync of its header, one of the directory). 5–40 ms each on this
 /// machine's loaded disk: most of a 50–85 ms `tether run -- /bin/true`.
-/// (Neither happens at close any more: see [`wal_between_runs`].)
+/// Keeping the WAL instead (no checkpoint at close) costs more than it
+/// saves: a process that opens the store alone rebuilds the WAL index by
+/// reading the whole WAL (up to SQLite's 1,000-page checkpoint), which
+/// took 11 % of a `tether run`'s CPU. (Keeping it small — folded every 16
+/// pages — and its files between runs, with the open's checks in one read
+/// transaction, was tried: ~0.2 ms less per run, but openers racing a
+/// quarantine then failed with `disk I/O error` in 10 of 150 runs of
+/// `concurrent_openers_quarantine_once`; 0 of 150 without.)
 ///
 /// What each crash costs, with this:
 /// - **The owner `SIGKILL`ed** (or any writer, mid-transaction or
@@ -945,56 +947,10 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
         ));
     }
     conn.pragma_update(None, "synchronous", "OFF")?;
-    wal_between_runs(conn)?;
+    // Checked and found sound (see `open_existing`): a closing connection
+    // may fold the WAL into the file again.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    Ok(())
-}
-
-/// What a closing connection leaves for the next: the WAL as it is, in
-/// the same files. A `tether run` is one short connection, and what its
-/// close did was a third of the ledger's cost on the run's path:
-///
-/// - **No checkpoint at close** (`SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`);
-///   instead the write that takes the WAL past 16 pages folds it into the
-///   store (`wal_autocheckpoint`), one run in three or four. The price is
-///   the next opener's: the first connection of a process rebuilds the
-///   WAL index by reading the WAL, ≤ ~20 pages (with SQLite's default of
-///   1,000 pages that read took 11 % of a run's CPU, which is why the
-///   WAL was folded at every close before). `tether run -- /bin/true`:
-///   2.03× → 1.99× `timeout` (400 interleaved rounds).
-/// - **The `-wal` and `-shm` files stay** (`SQLITE_FCNTL_PERSIST_WAL`),
-///   emptied whenever the WAL restarts (`journal_size_limit = 0`). Deleted
-///   at the last close, as SQLite does by default, they were created
-///   again by the next run: two creations, two `fchown`s and two unlinks
-///   in the state directory per run. Both stay in the private state
-///   directory and are checked like the store (`secure_file`) at every
-///   open; a quarantine moves them with it.
-///
-/// Crashes are unaffected (a WAL left behind is what a `SIGKILL`ed writer
-/// always left); the store a closing connection found damaged was never
-/// checkpointed into (`open_existing`), and still is not.
-fn wal_between_runs(conn: &Connection) -> rusqlite::Result<()> {
-    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
-    conn.pragma_update(None, "wal_autocheckpoint", 16)?;
-    conn.pragma_update(None, "journal_size_limit", 0)?;
-    let mut on: std::ffi::c_int = 1;
-    // SAFETY: `handle` is this open connection's own pointer, used only
-    // for this call while `conn` is borrowed; PERSIST_WAL reads and writes
-    // one `int` through the pointer, which outlives the call.
-    let rc = unsafe {
-        rusqlite::ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
-            (&raw mut on).cast(),
-        )
-    };
-    if rc != rusqlite::ffi::SQLITE_OK {
-        return Err(rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rc),
-            Some("cannot keep the ledger's WAL files".into()),
-        ));
-    }
     Ok(())
 }
 

@@ -284,13 +284,6 @@ fn a_recording_open_quarantines_what_its_cheap_checks_find_and_a_full_open_the_r
             ledger.record_session_start(owner, &s).unwrap();
         }
         drop(ledger);
-        // The last pages may still be newer in the WAL (folded into the
-        // file every 16 pages, not at close): fold it, so the damage is in
-        // the page every reader reads.
-        rusqlite::Connection::open(p)
-            .unwrap()
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .unwrap();
         let len = std::fs::metadata(p).unwrap().len();
         use std::os::unix::fs::FileExt;
         let file = std::fs::OpenOptions::new().write(true).open(p).unwrap();
