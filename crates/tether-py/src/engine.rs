@@ -47,6 +47,8 @@ pub(crate) struct Engine {
     state: Mutex<State>,
     /// Woken when a session settles or an operation ends.
     changed: Arc<Notify>,
+    /// The runtime's threads, as the kernel knows them (see [`Threads`]).
+    threads: Arc<Threads>,
 }
 
 #[derive(Default)]
@@ -112,6 +114,7 @@ pub(crate) fn engine() -> Arc<Engine> {
         registry: Arc::new(Registry::new(config)),
         state: Mutex::new(State::default()),
         changed,
+        threads: Arc::default(),
     });
     *slot = Some(Arc::clone(&engine));
     engine
@@ -169,9 +172,11 @@ impl Engine {
         if let Some(thread) = state.stopping.take() {
             let _ = thread.join();
         }
+        let threads = Arc::clone(&self.threads);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .thread_name("tether-blocking")
+            .on_thread_start(move || threads.started())
             .build()?;
         let handle = runtime.handle().clone();
         let (stop, stopped) = oneshot::channel();
@@ -179,6 +184,7 @@ impl Engine {
         let thread = std::thread::Builder::new()
             .name("tether-runtime".into())
             .spawn(move || {
+                engine.threads.started();
                 runtime.block_on(engine.serve(stopped));
                 // Joins the blocking pool's threads.
                 drop(runtime);
@@ -231,6 +237,61 @@ impl Engine {
             && thread.thread().id() != std::thread::current().id()
         {
             let _ = thread.join();
+            self.threads.wait_released();
+        }
+    }
+}
+
+/// The kernel thread ids of the runtime's threads: the runtime thread and
+/// tokio's blocking pool, each recorded as it starts.
+///
+/// A joined thread is not gone yet: `pthread_join` returns when the kernel
+/// clears the thread's tid, early in its exit, and the thread stays in
+/// `/proc/self/task` (and in the thread count CPython reads from
+/// `/proc/self/stat` before warning on `fork()`) until the kernel releases
+/// it a little later — on a loaded machine, long enough for the caller to
+/// see it. So a caller that stopped the runtime also waits for that.
+#[derive(Default)]
+struct Threads(Mutex<Vec<i32>>);
+
+/// How long a stopping caller waits for the kernel to release the
+/// runtime's joined threads: normally microseconds; the bound only keeps a
+/// stuck exit (which the kernel would have to cause) from blocking Python.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Threads {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<i32>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Called on each of the runtime's threads as it starts.
+    fn started(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            self.lock().push(tid);
+        }
+    }
+
+    /// Waits (bounded by [`RELEASE_WAIT`]) until the kernel has released
+    /// every thread recorded, all of them joined by now.
+    fn wait_released(&self) {
+        let tids = std::mem::take(&mut *self.lock());
+        let deadline = std::time::Instant::now() + RELEASE_WAIT;
+        let mut pause = std::time::Duration::from_micros(20);
+        for tid in tids {
+            // A tid the kernel gave to a thread that is not ours since is
+            // released too: only a `tether-` name counts.
+            let comm = format!("/proc/self/task/{tid}/comm");
+            while std::fs::read(&comm).is_ok_and(|name| name.starts_with(b"tether-"))
+                && std::time::Instant::now() < deadline
+            {
+                // No event announces the release (a pidfd of a thread needs
+                // Linux 6.9): looked at again after a pause that grows.
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(2));
+            }
         }
     }
 }
