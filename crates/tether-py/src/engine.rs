@@ -243,20 +243,17 @@ impl Engine {
 }
 
 /// The kernel thread ids of the runtime's threads: the runtime thread and
-/// tokio's blocking pool, each recorded as it starts.
-///
-/// A joined thread is not gone yet: `pthread_join` returns when the kernel
-/// clears the thread's tid, early in its exit, and the thread stays in
-/// `/proc/self/task` (and in the thread count CPython reads from
-/// `/proc/self/stat` before warning on `fork()`) until the kernel releases
-/// it a little later — on a loaded machine, long enough for the caller to
-/// see it. So a caller that stopped the runtime also waits for that.
+/// tokio's blocking pool, each recorded as it starts. A joined thread
+/// stays listed in `/proc/self/task` (and counted by CPython's fork
+/// warning) until the kernel releases it, a little after the join returns:
+/// a caller that stopped the runtime waits for that too
+/// ([`tether::sys::wait_threads_released`]).
 #[derive(Default)]
 struct Threads(Mutex<Vec<i32>>);
 
 /// How long a stopping caller waits for the kernel to release the
 /// runtime's joined threads: normally microseconds; the bound only keeps a
-/// stuck exit (which the kernel would have to cause) from blocking Python.
+/// stuck exit from blocking Python.
 const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Threads {
@@ -266,32 +263,15 @@ impl Threads {
 
     /// Called on each of the runtime's threads as it starts.
     fn started(&self) {
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
+        if let Some(tid) = tether::sys::thread_id() {
             self.lock().push(tid);
         }
     }
 
-    /// Waits (bounded by [`RELEASE_WAIT`]) until the kernel has released
-    /// every thread recorded, all of them joined by now.
+    /// Waits until the kernel has released every thread recorded, all of
+    /// them joined by now.
     fn wait_released(&self) {
         let tids = std::mem::take(&mut *self.lock());
-        let deadline = std::time::Instant::now() + RELEASE_WAIT;
-        let mut pause = std::time::Duration::from_micros(20);
-        for tid in tids {
-            // A tid the kernel gave to a thread that is not ours since is
-            // released too: only a `tether-` name counts.
-            let comm = format!("/proc/self/task/{tid}/comm");
-            while std::fs::read(&comm).is_ok_and(|name| name.starts_with(b"tether-"))
-                && std::time::Instant::now() < deadline
-            {
-                // No event announces the release (a pidfd of a thread needs
-                // Linux 6.9): looked at again after a pause that grows.
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(std::time::Duration::from_millis(2));
-            }
-        }
+        tether::sys::wait_threads_released(&tids, RELEASE_WAIT);
     }
 }

@@ -664,6 +664,50 @@ impl Pinned {
     }
 }
 
+/// The calling thread's id as the kernel knows it (`gettid`), for
+/// [`wait_threads_released`]; `None` where that is not Linux.
+pub fn thread_id() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no preconditions.
+        Some(unsafe { libc::gettid() })
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// Waits, at most `bound`, until the kernel has let go of this process's
+/// threads `tids` (from [`thread_id`]), each already joined — or exited:
+/// tether's own threads only (named `tether-…`; a tid since given to
+/// another thread counts as released). No-op where that is not Linux.
+///
+/// A joined thread is not gone yet: `pthread_join` returns when the kernel
+/// clears the thread's tid, early in its exit, and the thread stays in
+/// `/proc/self/task` — and in the thread count CPython reads from
+/// `/proc/self/stat` before it warns on `fork()` — until the kernel
+/// releases it a little later: microseconds, or on a loaded machine long
+/// enough for the caller to see it. Nothing announces the release (a pidfd
+/// of a thread needs Linux 6.9), so this looks again after pauses that
+/// grow from 20 µs to 2 ms.
+pub fn wait_threads_released(tids: &[i32], bound: Duration) {
+    #[cfg(target_os = "linux")]
+    {
+        let deadline = std::time::Instant::now() + bound;
+        let mut pause = Duration::from_micros(20);
+        for tid in tids {
+            let comm = format!("/proc/self/task/{tid}/comm");
+            while std::fs::read(&comm).is_ok_and(|name| name.starts_with(b"tether-"))
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(2));
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (tids, bound);
+}
+
 /// Waits until every pinned process has exited or `bound` passes — on the
 /// processes' exits, not by polling where the platform allows (pidfds,
 /// process handles).

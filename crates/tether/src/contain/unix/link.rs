@@ -559,8 +559,9 @@ struct GuardState {
     live: HashSet<u32>,
     /// The keepers serving a session: the ones patrolled.
     busy: HashSet<u32>,
-    /// The running guard thread and its generation.
-    thread: Option<(JoinHandle<()>, u64)>,
+    /// The running guard thread (it returns its kernel thread id) and its
+    /// generation.
+    thread: Option<(JoinHandle<Option<i32>>, u64)>,
     generation: u64,
 }
 
@@ -592,7 +593,10 @@ impl Guard {
             let generation = state.generation;
             if let Ok(handle) = std::thread::Builder::new()
                 .name("tether-guard".into())
-                .spawn(move || self.patrol(generation))
+                .spawn(move || {
+                    self.patrol(generation);
+                    crate::sys::thread_id()
+                })
             {
                 state.thread = Some((handle, generation));
             }
@@ -663,8 +667,17 @@ impl Guard {
         state.generation += 1;
         drop(state);
         self.wake.notify_all();
-        if let Some((handle, _)) = thread {
-            let _ = handle.join();
+        if let Some((handle, _)) = thread
+            && let Ok(tid) = handle.join()
+        {
+            // Gone from the process when this returns: a host that forks
+            // next sees no thread of ours.
+            crate::sys::wait_threads_released(tid.as_slice(), THREAD_RELEASE);
         }
     }
 }
+
+/// How long [`Guard::stop_if_unneeded`] waits for the kernel to release the
+/// joined guard thread: normally microseconds; the bound only keeps a
+/// stuck exit from blocking the owner.
+const THREAD_RELEASE: Duration = Duration::from_secs(1);
