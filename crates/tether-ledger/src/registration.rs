@@ -417,6 +417,17 @@ pub(crate) fn live_entries(
             source: row.spawner_source,
         });
         let argv = argv_of(row.identity.pid);
+        // The scan may have read the environment just before `tether exec`
+        // became the program (no tag yet) and `argv`, read after it, be
+        // the program's: read the tag again, after `argv`, from that very
+        // process (still alive as the row's identity once read).
+        let fresh =
+            if !tag.is_some_and(|t| names_spawner(row, t)) && !is_exec_not_yet_done(row, &argv) {
+                tether::sys::spawn_tag(row.identity.pid).filter(|_| row.identity.is_alive())
+            } else {
+                None
+            };
+        let tag = fresh.as_ref().or(tag);
         let reap = judge(row, tag, spawner.as_ref(), &argv);
         out.push(RegisteredEntry {
             pid: row.identity.pid,
@@ -447,12 +458,7 @@ fn judge(
     let Some(spawner) = spawner else {
         return RegisteredReap::NoSpawner;
     };
-    let names_spawner = tag.is_some_and(|t| {
-        t.install == row.install
-            && t.owner_pid == spawner.pid
-            && t.owner_start == spawner.start_time
-    });
-    if !names_spawner {
+    if !tag.is_some_and(|t| names_spawner(row, t)) {
         return if is_exec_not_yet_done(row, argv) {
             RegisteredReap::Starting
         } else {
@@ -469,6 +475,15 @@ fn judge(
         },
         OwnerStatus::Dead { .. } => RegisteredReap::Orphan,
     }
+}
+
+/// Whether `tag` is of the row's install and names the row's spawner.
+fn names_spawner(row: &RegistrationRow, tag: &SpawnTag) -> bool {
+    row.spawner.as_ref().is_some_and(|spawner| {
+        tag.install == row.install
+            && tag.owner_pid == spawner.pid
+            && tag.owner_start == spawner.start_time
+    })
 }
 
 /// Whether `argv` is still the `tether exec` that registered the row, not
@@ -569,6 +584,68 @@ mod tests {
 
     fn strings(argv: &[&str]) -> Vec<String> {
         argv.iter().map(|a| a.to_string()).collect()
+    }
+
+    /// Caught by a fresh-clone CI run: the scan (taken first) read the
+    /// environment of a `tether exec` that had not yet become the program
+    /// (no tag), and its argv, read after, was the program's: "no tag",
+    /// for a process started exactly as it should be. Here the scan is
+    /// empty, as it was then; the real process carries the tag.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_scan_taken_before_the_exec_does_not_hide_the_tag() {
+        let me = ProcessIdentity::of_pid(std::process::id()).unwrap();
+        let install = "0123456789abcdef";
+        let tag = SpawnTag::new(install, "backend", me.pid, me.start_time, "registered-0").unwrap();
+        /// Killed and reaped however the test ends.
+        struct Killed(std::process::Child);
+        impl Drop for Killed {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let child = Killed(
+            std::process::Command::new("sleep")
+                .arg("1000")
+                .env(tether::SPAWN_TAG_VAR, tag.to_string())
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let pid = child.0.id();
+        // Its exec is done (the environment in place) once its argv says
+        // `sleep`: nothing to wait on for that, so looked at again, bounded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while argv_of(pid) != ["sleep", "1000"] {
+            assert!(std::time::Instant::now() < deadline, "{:?}", argv_of(pid));
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let registered = RegistrationRow {
+            install: install.into(),
+            identity: ProcessIdentity::of_pid(pid).unwrap(),
+            uid: tether::sys::current_uid(),
+            spawner: Some(me),
+            ..row(&["sleep", "1000"])
+        };
+        let before_the_exec = Scan {
+            processes: Vec::new(),
+            unattributable: Vec::new(),
+            scanned: 0,
+            clock: Clock::now(),
+        };
+        let entries = live_entries(
+            install,
+            &[registered],
+            &before_the_exec,
+            &mut Prover::new(&[]),
+        );
+        drop(child);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].session.as_deref(), Some("registered-0"));
+        assert_ne!(entries[0].reap, RegisteredReap::NoTag);
     }
 
     /// Caught by a fresh-clone CI run: `ps` read a registration `tether
