@@ -448,7 +448,9 @@ impl Command {
     /// As [`spawn`](Self::spawn), then as [`Child::wait`]. A non-zero exit,
     /// a signal or a timeout is a status, not an error.
     pub fn status(&mut self) -> Result<ExitStatus> {
-        self.spawn()?.wait()
+        // This thread waits at once and the child never leaves here: the
+        // wait guards the keeper, no thread need be started for it.
+        crate::contain::attended(|| self.spawn())?.wait()
     }
 
     /// Runs to completion capturing stdout and stderr (stdin null unless

@@ -70,6 +70,16 @@ pub(crate) use imp::{
 pub(crate) use imp::{Console, Pty, WinchWatcher};
 pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};
 
+/// Runs a spawn whose child the calling thread waits for at once and never
+/// hands out, so that no thread of ours need guard its keeper meanwhile
+/// (Unix; elsewhere there is no keeper to guard).
+#[cfg(unix)]
+pub(crate) use unix::attended;
+#[cfg(windows)]
+pub(crate) fn attended<T>(spawn: impl FnOnce() -> T) -> T {
+    spawn()
+}
+
 /// `tether doctor`'s probes of this platform (see [`crate::doctor`]).
 pub(crate) use os::doctor;
 

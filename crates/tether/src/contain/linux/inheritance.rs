@@ -65,7 +65,7 @@ fn proc_dir() -> &'static str {
 pub(crate) fn extra() -> Vec<u8> {
     let dir = proc_dir();
     let mut out = Vec::with_capacity(1024);
-    if let Ok(status) = std::fs::read(format!("{dir}/status")) {
+    if let Ok(status) = read_proc(&format!("{dir}/status")) {
         for line in status.split(|&b| b == b'\n') {
             if STATUS
                 .iter()
@@ -95,8 +95,31 @@ pub(crate) fn extra() -> Vec<u8> {
             out.push(0);
         }
     }
-    if let Ok(cgroup) = std::fs::read("/proc/self/cgroup") {
+    if let Ok(cgroup) = read_proc("/proc/self/cgroup") {
         out.extend_from_slice(&cgroup);
     }
     out
+}
+
+/// A small `/proc` file, whole, in one read where the kernel allows —
+/// not `fs::read`, whose size hint (`statx`: 0 for `/proc`) and reads
+/// growing from 32 bytes take ten syscalls for the 1.4 KiB of `status`.
+fn read_proc(path: &str) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut out = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == out.len() {
+            out.resize(len * 2, 0);
+        }
+        match file.read(&mut out[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.truncate(len);
+    Ok(out)
 }

@@ -29,6 +29,7 @@ mod watcher;
 pub(crate) use console::{Console, WinchWatcher};
 pub(crate) use discovery::set_keeper_program;
 pub(crate) use forward::Forwarder;
+pub(crate) use link::attended;
 pub(crate) use orphans::become_subreaper;
 pub(crate) use pool::set_warm_keepers;
 pub(crate) use pty::Pty;

@@ -130,7 +130,7 @@ pub(crate) fn take(keeper: &Path, tag: &str) -> Result<(KeeperLink, bool)> {
     drop(state);
     release(stale);
     match warm {
-        Some(link) => {
+        Some(mut link) => {
             link.busy();
             Ok((link, true))
         }
