@@ -669,8 +669,12 @@ impl Pinned {
 pub fn thread_id() -> Option<i32> {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: gettid has no preconditions.
-        Some(unsafe { libc::gettid() })
+        // The system call, not libc's `gettid()`: a static musl build
+        // links that as a weak symbol left at address 0 (`tether run`
+        // built for x86_64-unknown-linux-musl crashed in every guard
+        // thread calling it).
+        // SAFETY: gettid has no preconditions and returns the caller's tid.
+        Some(unsafe { libc::syscall(libc::SYS_gettid) } as i32)
     }
     #[cfg(not(target_os = "linux"))]
     None
