@@ -6,7 +6,9 @@
 //! with `TETHER_BASELINE=<another build's tether>` that build is measured
 //! too, interleaved round by round, and with
 //! `TETHER_BASELINE_KEEPER=<that build's static tether-keeper>` also with
-//! that keeper beside it.
+//! that keeper beside it. This build is measured dynamically linked (as
+//! `cargo build` links it) and statically (as the Python wheel ships it:
+//! `$TETHER_STATIC_BIN`, else built by the bench).
 //!
 //! The benchmark itself is in `run/linux.rs`.
 

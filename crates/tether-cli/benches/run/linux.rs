@@ -174,6 +174,15 @@ pub fn main() {
     let mut cases = vec![Case::timeout()];
     cases.extend(builds().iter().map(|build| Case::tether(build, None)));
     cases.extend(with_keepers().map(|(build, keeper)| Case::tether(&build, Some(keeper))));
+    // This build linked statically, as the Python wheel ships it (the
+    // same source: this build's keeper serves it).
+    if let Some(build) = static_tether() {
+        cases.push(Case::tether(&build, None));
+        if let Some(keeper) = &keepers[0] {
+            cases.push(Case::tether(&build, Some(keeper)));
+            cases.push(Case::tether_big_ledger(&build, Some(keeper)));
+        }
+    }
     cases.extend(
         builds()
             .iter()
@@ -206,6 +215,44 @@ pub fn main() {
             us(percentile(&case.samples, 0.9)),
             us(p50) / us(base)
         );
+    }
+}
+
+/// This build's `tether` linked statically against glibc, as the Python
+/// wheel ships it (crates/tether-py/build/tether_build.py):
+/// `$TETHER_STATIC_BIN`, else built here with `cargo rustc --release -p
+/// process-tether-cli --bin tether -- -C target-feature=+crt-static` into
+/// a target directory of its own (`static-tether/` under this one: the
+/// first time, a release build of every crate). `None`, said on stderr, if
+/// neither.
+fn static_tether() -> Option<Build> {
+    let name = "this build, static".to_owned();
+    if let Some(path) = std::env::var_os("TETHER_STATIC_BIN").filter(|p| !p.is_empty()) {
+        return Some(Build {
+            name,
+            path: path.into(),
+        });
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), PathBuf::from)
+        .join("static-tether");
+    let built = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["rustc", "--quiet", "--release"])
+        .args(["-p", "process-tether-cli", "--bin", "tether"])
+        .args(["--", "-C", "target-feature=+crt-static"])
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(&root)
+        .status();
+    let path = target.join("release/tether");
+    if built.is_ok_and(|s| s.success()) && path.is_file() {
+        Some(Build { name, path })
+    } else {
+        eprintln!(
+            "no static tether (the static C library, libc.a, is needed; or set \
+             TETHER_STATIC_BIN): measured without"
+        );
+        None
     }
 }
 

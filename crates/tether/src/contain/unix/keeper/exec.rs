@@ -108,8 +108,21 @@ pub(crate) fn posix_spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnS
         for (target, fd) in stdio.into_iter().enumerate() {
             libc::posix_spawn_file_actions_adddup2(&mut actions, fd, target as i32);
         }
-        if let Some(cwd) = &exec.cwd {
-            libc::posix_spawn_file_actions_addchdir_np(&mut actions, cwd.as_ptr());
+        // The keeper enters the command's directory itself and the command
+        // inherits it: the keeper is single-threaded and needs no
+        // directory of its own (it names every file by an absolute path).
+        // Not `posix_spawn_file_actions_addchdir_np`: the standard library
+        // declares that function weak, and in a statically linked program
+        // built with fat LTO (`tether` as the Python wheel ships it) the
+        // merged declaration stayed weak, unresolved, at address 0 — a
+        // keeper given a directory crashed there.
+        if let Some(cwd) = &exec.cwd
+            && libc::chdir(cwd.as_ptr()) != 0
+        {
+            let errno = Errno::last();
+            libc::posix_spawn_file_actions_destroy(&mut actions);
+            libc::posix_spawnattr_destroy(&mut attr);
+            return Err((SpawnStage::Chdir, errno));
         }
         if exec.take_terminal {
             // After the dup2s: fd 0 is the terminal now. glibc runs file
@@ -131,18 +144,7 @@ pub(crate) fn posix_spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnS
         if rc == 0 {
             return Ok(pid as u32);
         }
-        // posix_spawn does not say which step failed: a cwd that cannot be
-        // entered (now) is the chdir's fault, anything else the exec's.
-        let chdir_failed = exec
-            .cwd
-            .as_ref()
-            .is_some_and(|cwd| libc::access(cwd.as_ptr(), libc::X_OK) != 0);
-        let stage = if chdir_failed {
-            SpawnStage::Chdir
-        } else {
-            SpawnStage::Exec
-        };
-        Err((stage, Errno::from_raw(rc)))
+        Err((SpawnStage::Exec, Errno::from_raw(rc)))
     }
 }
 
