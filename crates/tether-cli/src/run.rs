@@ -221,10 +221,10 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     // owner registered with its session once the command started, in one
     // write (~1 ms of SQLite in all), while the command runs: on another
     // core, off the command's way.
-    let (to_record, records) = std::sync::mpsc::channel();
+    let (to_record, start_of) = std::sync::mpsc::channel();
     let recording = std::thread::Builder::new()
         .name("tether-ledger".into())
-        .spawn(move || record(records))
+        .spawn(move || record(start_of))
         .map_err(Error::Io)?;
 
     let mut command = if args.shell {
@@ -285,7 +285,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
             return Err(e);
         }
     };
-    let _ = to_record.send(Record::Start(Box::new(session_start(&child, &args))));
+    let _ = to_record.send(session_start(&child, &args));
     forwarder.forward_to(&child)?;
 
     if let Some(passthrough) = &passthrough {
@@ -300,21 +300,24 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         // just before exiting (GNU tools do) would die of that SIGHUP.
         let status = child.wait()?;
         drop(pty);
-        record_end(recording, to_record, &status);
+        record_end(recording, &child, &status);
         return Ok(exit_code(&status));
     }
     if !args.json {
         let status = child.wait()?;
-        record_end(recording, to_record, &status);
+        record_end(recording, &child, &status);
         return Ok(exit_code(&status));
     }
     let containment = child.containment().to_string();
     let limits = LimitsRecord::of(child.limits()).unwrap_or_default();
     let pid = child.id();
     let session = child.session_id().to_string();
+    let session_id = child.session_id().clone();
     let output = child.wait_with_output_limited(args.max_output)?;
     let status = output.status;
-    record_end(recording, to_record, &status);
+    if let Some(recorder) = recording.join().ok().flatten() {
+        recorder.finish_after(&session_id, Outcome::of_status(&status), status.limit_hit());
+    }
     let result = JsonResult {
         exit_code: status.code(),
         signal: status.code().is_none().then(|| status.shell_code() - 128),
@@ -341,43 +344,18 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     Ok(exit_code(&status))
 }
 
-/// What the main thread tells the ledger thread: the command started, then
-/// how it ended.
-enum Record {
-    Start(Box<SessionStart>),
-    End {
-        outcome: Outcome,
-        limit_hit: Option<tether::LimitHit>,
-    },
-}
-
-/// Registers this run's owner and its session in the ledger once the
-/// command started, and records how it ended (nothing comes if it did not
-/// start). A command that was over before the ledger was ready (a short
-/// one) is registered with its end in one write, not two. Best effort: a
-/// run whose ledger cannot be written still runs — its processes carry
-/// spawn tags, which is what `tether ps` and `tether reap` need most — and
-/// says why once on stderr.
-fn record(records: std::sync::mpsc::Receiver<Record>) {
+/// Registers this run's owner and its session in the ledger, once the
+/// command started (`start_of` says how; nothing comes if it did not).
+/// Best effort: a run whose ledger cannot be written still runs — its
+/// processes carry spawn tags, which is what `tether ps` and `tether reap`
+/// need most — and says why once on stderr.
+fn record(start_of: std::sync::mpsc::Receiver<SessionStart>) -> Option<Recorder> {
     let warn = |e| eprintln!("tether: warning: this run is not in the ledger: {e}");
-    let Ok(pending) = Recorder::prepare(&tether::Install::from_env(), "run").map_err(warn) else {
-        return;
-    };
-    let Ok(Record::Start(session)) = records.recv() else {
-        return;
-    };
-    if let Ok(Record::End { outcome, limit_hit }) = records.try_recv() {
-        let _ = pending
-            .register_ended(&session, outcome, limit_hit)
-            .map_err(warn);
-        return;
-    }
-    let Ok(recorder) = pending.register_with(&session).map_err(warn) else {
-        return;
-    };
-    if let Ok(Record::End { outcome, limit_hit }) = records.recv() {
-        recorder.finish_after(&session.id, outcome, limit_hit);
-    }
+    let pending = Recorder::prepare(&tether::Install::from_env(), "run")
+        .map_err(warn)
+        .ok()?;
+    let session = start_of.recv().ok()?;
+    pending.register_with(&session).map_err(warn).ok()
 }
 
 /// This run's session, as the ledger records it.
@@ -392,19 +370,20 @@ fn session_start(child: &tether::Child, args: &RunArgs) -> SessionStart {
     session
 }
 
-/// Records how the run ended: tells the ledger thread and waits for it to
-/// be done (with a command that ran a while, it only writes the end).
+/// Records how the run ended, once the recording thread is done (it is
+/// by now: it had the command's whole run for one write).
 fn record_end(
-    recording: std::thread::JoinHandle<()>,
-    to_record: std::sync::mpsc::Sender<Record>,
+    recording: std::thread::JoinHandle<Option<Recorder>>,
+    child: &tether::Child,
     status: &ExitStatus,
 ) {
-    let _ = to_record.send(Record::End {
-        outcome: Outcome::of_status(status),
-        limit_hit: status.limit_hit(),
-    });
-    drop(to_record);
-    let _ = recording.join();
+    if let Some(recorder) = recording.join().ok().flatten() {
+        recorder.finish_after(
+            child.session_id(),
+            Outcome::of_status(status),
+            status.limit_hit(),
+        );
+    }
 }
 
 /// `timeout(1)` conventions.

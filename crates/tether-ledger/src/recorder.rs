@@ -147,26 +147,6 @@ impl PendingOwner {
     }
 }
 
-impl PendingOwner {
-    /// Registers the owner with `session`, its only one, and how both
-    /// ended, in one write (see [`Ledger::register_ended_owner_with_session`]):
-    /// for an owner of one command that was over before it was registered.
-    ///
-    /// # Errors
-    /// As [`Ledger::register_ended_owner_with_session`].
-    pub fn register_ended(
-        self,
-        session: &SessionStart,
-        outcome: Outcome,
-        limit_hit: Option<tether::LimitHit>,
-    ) -> Result<()> {
-        let PendingOwner { mut ledger, owner } = self;
-        ledger
-            .register_ended_owner_with_session(&owner, session, outcome, limit_hit)
-            .map(drop)
-    }
-}
-
 fn warn_once(warned: &mut bool, result: Result<()>) {
     if let Err(e) = result
         && !std::mem::replace(warned, true)

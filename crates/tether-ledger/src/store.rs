@@ -355,34 +355,25 @@ impl Ledger {
         outcome: Outcome,
         limit_hit: Option<tether::LimitHit>,
     ) -> Result<bool> {
-        self.write(|tx| end_session_and_owner(tx, owner, session, outcome, limit_hit))
-    }
-
-    /// Registers an owner with its one session and how both ended, in one
-    /// write: what [`register_owner_with_session`](Self::register_owner_with_session)
-    /// and then [`record_session_and_owner_end`](Self::record_session_and_owner_end)
-    /// record, for an owner whose command was over before it was
-    /// registered (`tether run` of a short command: one write instead of
-    /// two on the way to its exit).
-    ///
-    /// # Errors
-    /// As every write (see the type docs).
-    pub fn register_ended_owner_with_session(
-        &mut self,
-        owner: &OwnerRecord,
-        session: &SessionStart,
-        outcome: Outcome,
-        limit_hit: Option<tether::LimitHit>,
-    ) -> Result<OwnerId> {
-        let boot = owner.identity.boot_id.clone();
+        let (kind, code, signal) = outcome.columns();
         self.write(|tx| {
-            let id = insert_owner(tx, owner, Source::Registered)?;
-            insert_session(tx, id, session, Source::Registered)?;
-            end_session_and_owner(tx, id, &session.id, outcome, limit_hit)?;
-            if id.0 % PRUNE_EVERY == 0 {
-                prune(tx, &boot)?;
+            let now = now_ms();
+            let n = tx.execute(
+                "UPDATE sessions SET ended_at_ms = ?1, outcome = ?2, exit_code = ?3, exit_signal = ?4
+                 WHERE id = ?5",
+                params![now, kind, code, signal, session.as_str()],
+            )?;
+            if let Some(hit) = limit_hit {
+                tx.execute(
+                    "UPDATE sessions SET limit_hit = ?1 WHERE id = ?2",
+                    params![hit.name(), session.as_str()],
+                )?;
             }
-            Ok(id)
+            tx.execute(
+                "UPDATE owners SET ended_at_ms = ?1 WHERE id = ?2",
+                params![now, owner.0],
+            )?;
+            Ok(n > 0)
         })
     }
 
@@ -697,36 +688,6 @@ fn prune(tx: &rusqlite::Transaction<'_>, boot: &str) -> rusqlite::Result<()> {
         params![cutoff],
     )?;
     Ok(())
-}
-
-/// How a session and its owner ended (see
-/// [`Ledger::record_session_and_owner_end`]); `false` if there is no such
-/// session.
-fn end_session_and_owner(
-    tx: &rusqlite::Transaction<'_>,
-    owner: OwnerId,
-    session: &SessionId,
-    outcome: Outcome,
-    limit_hit: Option<tether::LimitHit>,
-) -> rusqlite::Result<bool> {
-    let (kind, code, signal) = outcome.columns();
-    let now = now_ms();
-    let n = tx.execute(
-        "UPDATE sessions SET ended_at_ms = ?1, outcome = ?2, exit_code = ?3, exit_signal = ?4
-         WHERE id = ?5",
-        params![now, kind, code, signal, session.as_str()],
-    )?;
-    if let Some(hit) = limit_hit {
-        tx.execute(
-            "UPDATE sessions SET limit_hit = ?1 WHERE id = ?2",
-            params![hit.name(), session.as_str()],
-        )?;
-    }
-    tx.execute(
-        "UPDATE owners SET ended_at_ms = ?1 WHERE id = ?2",
-        params![now, owner.0],
-    )?;
-    Ok(n > 0)
 }
 
 fn insert_owner(
