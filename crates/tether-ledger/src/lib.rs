@@ -132,7 +132,8 @@
 //! again, killing each process of a proven-dead owner the moment it meets
 //! it, until a round proves none is left or [`CHASE_BUDGET`] (5 s) runs out
 //! — a process forked during the kill, or a fork-and-exit "pid hopper", is
-//! met by the same walk or the next. What cannot be proven is listed
+//! met by the same walk, or by the watch on each new pid that follows a
+//! walk that met something. What cannot be proven is listed
 //! ([`ReapReport::skipped`], [`ReapReport::unattributable`]), what
 //! survived is counted ([`ReapReport::survivors`]); nothing is claimed that
 //! was not verified ([`ReapReport::verified`]).

@@ -32,7 +32,9 @@
 //! round after round until a round proves the tree empty (see `chase`) or
 //! [`CHASE_BUDGET`] runs out. A process forked during the kill, or the
 //! next pid of a fork-and-exit "pid hopper" (which escaped a collect-then-
-//! kill reaper in 7 of 12 trials), is met by the same scan or the next.
+//! kill reaper in 7 of 12 trials, and a scan alone in 1 of 6 on a loaded
+//! machine), is met by the same scan or by the watch on each new pid that
+//! follows it.
 //! Whatever is still alive at the end is reported, and makes `tether reap`
 //! exit non-zero. Untagged children of targets and processes whose
 //! environment cannot be read are reported, never signalled.
@@ -385,107 +387,63 @@ pub fn execute(targets: &mut [Target], grace: Duration) {
 /// with a lower pid that was alive when the scan passed it, and so was met.
 /// A chain of fork-and-exit hops that lives on through a round is therefore
 /// met in it, and the round is not clean.
+///
+/// A round that met something is followed by a **watch at the top** of the
+/// pid space ([`Chaser::watch_new_pids`]): a fork-and-exit hopper's next
+/// pid is the next one handed out, so rather than walking the whole table
+/// again (milliseconds, dozens of hops) the reaper looks up each pid as it
+/// is handed out, microseconds after, and meets every hop until one is
+/// pinned, proven and killed before it forks. Only a full round proves the
+/// tree empty; the watch only shortens the race.
 fn chase(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions, report: &mut ReapReport) {
     let deadline = Instant::now() + CHASE_BUDGET;
-    let mut prover = Prover::new(ledger.owners);
-    let ancestry = reaper_ancestry();
-    let purposes = Purposes::new(ledger, &report.targets);
+    let mut chaser = Chaser {
+        install,
+        opts,
+        prover: Prover::new(ledger.owners),
+        ancestry: reaper_ancestry(),
+        purposes: Purposes::new(ledger, &report.targets),
+        survivors: report
+            .targets
+            .iter()
+            .filter(|t| t.outcome == TargetOutcome::Survived)
+            .map(|t| (t.pid, t.start_time))
+            .collect(),
+        // The process groups of the trees being reaped: a process of ours
+        // that exits in one of them while the scan reads it may have
+        // forked first.
+        groups: report
+            .targets
+            .iter()
+            .map(|t| (t.process_group, t.session.clone()))
+            .collect(),
+        appearing: BTreeMap::new(),
+        dead: report
+            .targets
+            .iter()
+            .filter(|t| matches!(t.outcome, TargetOutcome::Killed | TargetOutcome::Terminated))
+            .map(|t| (t.pid, t.start_time))
+            .collect(),
+        met: 0,
+        round: Vec::new(),
+    };
     let mut seen: HashSet<(u32, u64)> = report
         .targets
         .iter()
         .map(|t| (t.pid, t.start_time))
         .collect();
-    let survivors: HashSet<(u32, u64)> = report
-        .targets
-        .iter()
-        .filter(|t| t.outcome == TargetOutcome::Survived)
-        .map(|t| (t.pid, t.start_time))
-        .collect();
-    // The process groups of the trees being reaped: a process of ours that
-    // exits in one of them while the scan reads it may have forked first.
-    let mut groups: HashMap<u32, String> = report
-        .targets
-        .iter()
-        .map(|t| (t.process_group, t.session.clone()))
-        .collect();
-    let mut appearing: BTreeMap<String, usize> = BTreeMap::new();
     loop {
         let first_pid = sys::last_pid();
-        let mut met = 0usize;
-        let mut round: Vec<(Target, Pinned)> = Vec::new();
-        sys::each_tagged(|sighting| {
-            let p = match sighting {
-                Sighting::Alive(p) => p,
-                Sighting::Vanished { tag, .. } => {
-                    // Alive with a tag of a dead owner of ours a moment
-                    // ago: the round proves nothing (it may have forked).
-                    let owner = OwnerKey {
-                        pid: tag.owner_pid,
-                        start_time: tag.owner_start,
-                    };
-                    if tag.install == install
-                        && matches!(prover.owner_status(owner), OwnerStatus::Dead { .. })
-                    {
-                        met += 1;
-                        *appearing.entry(tag.session.clone()).or_default() += 1;
-                    }
-                    return;
-                }
-                Sighting::Exited(info) => {
-                    // Exited while read, in a tree being reaped: a process
-                    // that forks and exits at once can only be seen so.
-                    if let Some(session) = groups.get(&info.pgrp) {
-                        met += 1;
-                        *appearing.entry(session.clone()).or_default() += 1;
-                    }
-                    return;
-                }
-            };
-            if p.tag.install != install {
-                return;
-            }
-            let p = crate::scan::TaggedProcess::from_sys(p);
-            if !matches!(prover.owner_status(p.owner()), OwnerStatus::Dead { .. }) {
-                return;
-            }
-            let known_survivor = survivors.contains(&(p.pid, p.start_time));
-            // Pinned first, proven after: a hopper lives for one fork, and
-            // a pinned pid cannot be recycled while the checks run.
-            let Some(pin) = pin_tagged(&p) else {
-                // Alive with a dead owner's tag a moment ago: it may have
-                // forked on its way out.
-                met += 1;
-                *appearing.entry(p.tag.session.clone()).or_default() += 1;
-                return;
-            };
-            let target = eligible(&p, opts, &mut prover, &ancestry, &purposes);
-            let Ok(Some(mut target)) = target else {
-                if pin.has_exited() {
-                    // The checks failed because it left.
-                    met += 1;
-                    *appearing.entry(p.tag.session.clone()).or_default() += 1;
-                }
-                return;
-            };
-            if !known_survivor {
-                met += 1;
-            }
-            // Re-read through the pin (a pid recycled within the tick of
-            // its start time would be another process): a process that
-            // exec'd with another environment, or is not this user's, is
-            // spared.
-            if pin.spawn_tag().as_ref() != Some(&p.tag)
-                || sys::real_uid(p.pid).ok() != Some(sys::current_uid())
-            {
-                return;
-            }
-            let _ = pin.kill();
-            target.set_identity(pin.identity().clone());
-            groups.insert(target.process_group, target.session.clone());
-            round.push((target, pin));
-        });
+        chaser.met = 0;
+        sys::each_tagged(|sighting| chaser.meet(sighting));
         let wrapped = matches!((first_pid, sys::last_pid()), (Some(a), Some(b)) if b < a);
-        let fresh: Vec<(Target, Pinned)> = round
+        let clean = chaser.met == 0 && !wrapped;
+        if let Some(first) = first_pid
+            && !clean
+        {
+            chaser.watch_new_pids(first, deadline);
+        }
+        let fresh: Vec<(Target, Pinned)> = std::mem::take(&mut chaser.round)
             .into_iter()
             .filter(|(t, _)| seen.insert((t.pid, t.start_time)))
             .collect();
@@ -502,7 +460,7 @@ fn chase(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions, report: &mut
                 report.targets.push(target);
             }
         }
-        if met == 0 && !wrapped {
+        if clean {
             report.verified = true;
             return;
         }
@@ -510,14 +468,16 @@ fn chase(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions, report: &mut
             break;
         }
     }
-    report.still_appearing = appearing
+    report.still_appearing = std::mem::take(&mut chaser.appearing)
         .into_iter()
         .filter(|(session, _)| !session.is_empty())
         .map(|(session, sightings)| StillAppearing { session, sightings })
         .collect();
     // Out of budget: what is alive and eligible now escaped.
     sys::each_tagged(|sighting| {
-        let Sighting::Alive(p) = sighting else { return };
+        let Sighting::Alive(p, _) = sighting else {
+            return;
+        };
         if p.tag.install != install {
             return;
         }
@@ -525,11 +485,178 @@ fn chase(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions, report: &mut
         if seen.contains(&(p.pid, p.start_time)) {
             return;
         }
-        if let Ok(Some(mut target)) = eligible(&p, opts, &mut prover, &ancestry, &purposes) {
+        let target = eligible(
+            &p,
+            opts,
+            &mut chaser.prover,
+            &chaser.ancestry,
+            &chaser.purposes,
+        );
+        if let Ok(Some(mut target)) = target {
+            target.command = argv_of(p.pid).join(" ");
             target.outcome = TargetOutcome::Escaped;
             report.targets.push(target);
         }
     });
+}
+
+/// How long the watch at the top of the pid space goes on after it last
+/// met a process of the trees being reaped: a hopper hops every fraction of
+/// a millisecond, so this much quiet means it was caught (or stopped); the
+/// full round that follows is what proves it.
+const WATCH_QUIET: Duration = Duration::from_millis(20);
+
+/// The longest one watch at the top of the pid space lasts before a full
+/// round looks at the whole table again.
+const WATCH_LIMIT: Duration = Duration::from_millis(500);
+
+/// The state of one chase: what it knows, and what the current round met.
+struct Chaser<'a> {
+    install: &'a str,
+    opts: &'a ReapOptions,
+    prover: Prover,
+    ancestry: HashSet<u32>,
+    purposes: Purposes<'a>,
+    /// Known `SIGKILL` survivors of the ladder (met, but not news).
+    survivors: HashSet<(u32, u64)>,
+    /// Process groups of the trees being reaped, with their sessions.
+    groups: HashMap<u32, String>,
+    /// Per session, how often one of its processes was met.
+    appearing: BTreeMap<String, usize>,
+    /// Processes (pid, start time) this chase killed or met exited.
+    dead: HashSet<(u32, u64)>,
+    /// How many live or just-gone processes of the trees this round met.
+    met: usize,
+    /// The processes this round killed, with their pins.
+    round: Vec<(Target, Pinned)>,
+}
+
+impl Chaser<'_> {
+    /// Acts on one sighting: a proven orphan is killed through its pin at
+    /// once; anything of the trees being reaped that was alive a moment ago
+    /// counts as met (the round proves nothing).
+    fn meet(&mut self, sighting: Sighting<'_>) {
+        let (p, pin) = match sighting {
+            Sighting::Alive(p, pin) => (p, pin),
+            Sighting::Vanished { tag, .. } => {
+                // Alive with a tag of a dead owner of ours a moment ago:
+                // the round proves nothing (it may have forked).
+                let owner = OwnerKey {
+                    pid: tag.owner_pid,
+                    start_time: tag.owner_start,
+                };
+                if tag.install == self.install
+                    && matches!(self.prover.owner_status(owner), OwnerStatus::Dead { .. })
+                {
+                    self.appeared(&tag.session);
+                }
+                return;
+            }
+            Sighting::Exited(info) => {
+                // Exited while read, in a tree being reaped: a process that
+                // forks and exits at once can only be seen so. Only the
+                // first sighting counts: met again in a later round (as a
+                // zombie whose reaping parent is slow), it was dead before
+                // that round began and proves nothing about it; so does a
+                // process this chase killed.
+                if let Some(session) = self.groups.get(&info.pgrp).cloned()
+                    && self.dead.insert((info.pid, info.start_time))
+                {
+                    self.appeared(&session);
+                }
+                return;
+            }
+        };
+        if p.tag.install != self.install {
+            return;
+        }
+        let p = crate::scan::TaggedProcess::from_sys(p);
+        if !matches!(
+            self.prover.owner_status(p.owner()),
+            OwnerStatus::Dead { .. }
+        ) {
+            return;
+        }
+        let known_survivor = self.survivors.contains(&(p.pid, p.start_time));
+        // Where the scan could not pin before reading, pin now and re-read
+        // through the pin below (a pid recycled within the tick of its
+        // start time would be another process).
+        let read_through_pin = pin.is_some();
+        let Some(pin) = pin.or_else(|| pin_tagged(&p)) else {
+            // Alive with a dead owner's tag a moment ago: it may have
+            // forked on its way out.
+            self.appeared(&p.tag.session);
+            return;
+        };
+        let target = eligible(
+            &p,
+            self.opts,
+            &mut self.prover,
+            &self.ancestry,
+            &self.purposes,
+        );
+        let Ok(Some(mut target)) = target else {
+            if pin.has_exited() {
+                // The checks failed because it left.
+                self.appeared(&p.tag.session);
+            }
+            return;
+        };
+        if !known_survivor {
+            self.met += 1;
+        }
+        // A process that exec'd with another environment, or is not this
+        // user's, is spared.
+        if !read_through_pin
+            && (pin.spawn_tag().as_ref() != Some(&p.tag)
+                || sys::real_uid(p.pid).ok() != Some(sys::current_uid()))
+        {
+            return;
+        }
+        let _ = pin.kill();
+        self.dead.insert((p.pid, p.start_time));
+        // Read after the signal: reading a command line waits while the
+        // process forks, and the signal must not.
+        target.command = argv_of(p.pid).join(" ");
+        target.set_identity(pin.identity().clone());
+        self.groups
+            .insert(target.process_group, target.session.clone());
+        self.round.push((target, pin));
+    }
+
+    /// Counts a sighting of `session`'s that proves the round not clean.
+    fn appeared(&mut self, session: &str) {
+        self.met += 1;
+        *self.appearing.entry(session.to_owned()).or_default() += 1;
+    }
+
+    /// The watch at the top of the pid space: meets every pid handed out
+    /// after `first` as soon as it is, until [`WATCH_QUIET`] passes without
+    /// meeting anything of the trees being reaped, [`WATCH_LIMIT`] or
+    /// `deadline` is reached, or the pid counter wraps. Spins: it lasts
+    /// milliseconds, and each pid it is late costs a hop.
+    fn watch_new_pids(&mut self, first: u32, deadline: Instant) {
+        let start = Instant::now();
+        let end = deadline.min(start + WATCH_LIMIT);
+        let mut last_met = start;
+        let mut next = first.saturating_add(1);
+        loop {
+            let Some(top) = sys::last_pid() else { return };
+            if top.saturating_add(1) < next {
+                return; // wrapped: a full round takes over
+            }
+            let before = self.met;
+            sys::each_tagged_in(next..=top, |sighting| self.meet(sighting));
+            next = top.saturating_add(1);
+            let now = Instant::now();
+            if self.met > before {
+                last_met = now;
+            }
+            if now >= end || now.duration_since(last_met) >= WATCH_QUIET {
+                return;
+            }
+        }
+    }
 }
 
 /// Removes the leftover cgroups the ledger records for sessions whose
@@ -651,7 +778,8 @@ fn eligible(
                 purpose: p.tag.purpose.clone(),
                 owner: p.owner(),
                 proof,
-                command: argv_of(p.pid).join(" "),
+                // Read by the caller when it may (see `Chaser::meet`).
+                command: String::new(),
                 outcome: TargetOutcome::Planned,
                 identity: ProcessIdentity {
                     boot_id: sys::boot_id().to_owned(),

@@ -439,10 +439,14 @@ pub fn scan_tagged() -> TagScan {
 }
 
 /// What [`each_tagged`] met at one pid.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub enum Sighting<'a> {
-    /// A tagged live process of the calling user.
-    Alive(&'a TaggedProcess),
+    /// A tagged live process of the calling user, with a pin on it where
+    /// the platform can take one first (Linux): then the pid was pinned
+    /// *before* anything of it was read, and the pinned process had not
+    /// exited after the last read — every field here is that process's,
+    /// and a signal through the pin needs no second read to be sure of it.
+    Alive(&'a TaggedProcess, Option<Pinned>),
     /// A process whose environment carried `tag` when it was read, and
     /// which had exited by the next read (its uid may not have been
     /// checked): it was alive, with that tag, a moment ago.
@@ -475,8 +479,24 @@ pub fn each_tagged(met: impl FnMut(Sighting<'_>)) {
     {
         let mut met = met;
         for p in &scan_tagged().tagged {
-            met(Sighting::Alive(p));
+            met(Sighting::Alive(p, None));
         }
+    }
+}
+
+/// Like [`each_tagged`], for the pids in `pids` only, in ascending order,
+/// each looked up directly (Linux) — not only those a listing of the
+/// process table shows, so this is the way to meet the pids handed out
+/// since [`last_pid`] last said, microseconds after they were. Nothing
+/// where pids are not handed out in order (elsewhere than Linux).
+pub fn each_tagged_in(pids: std::ops::RangeInclusive<u32>, met: impl FnMut(Sighting<'_>)) {
+    #[cfg(target_os = "linux")]
+    {
+        imp::each_tagged_in(current_uid(), pids, met)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (pids, met);
     }
 }
 

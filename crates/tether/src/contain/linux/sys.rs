@@ -211,12 +211,78 @@ pub(crate) fn each_tagged(uid: u32, mut met: impl FnMut(Sighting<'_>)) {
         return;
     };
     let mut scratch = Scratch::default();
-    procfs::each_pid(|pid| match examine(&proc_dir, pid, uid, &mut scratch) {
-        Found::Tagged(p) => met(Sighting::Alive(&p)),
-        Found::Vanished(tag) => met(Sighting::Vanished { pid, tag: &tag }),
-        Found::Exited(info) => met(Sighting::Exited(&info)),
-        Found::Unreadable(_) | Found::Nothing => {}
-    });
+    procfs::each_pid(|pid| meet(&proc_dir, pid, uid, &mut scratch, &mut met));
+}
+
+/// [`each_tagged`] for the pids in `pids`, each looked up directly: a pid
+/// that names no process costs one failed `pidfd_open`.
+pub(crate) fn each_tagged_in(
+    uid: u32,
+    pids: std::ops::RangeInclusive<u32>,
+    mut met: impl FnMut(Sighting<'_>),
+) {
+    let Ok(proc_dir) = procfs::open_proc() else {
+        return;
+    };
+    let mut scratch = Scratch::default();
+    for pid in pids {
+        meet(&proc_dir, pid, uid, &mut scratch, &mut met);
+    }
+}
+
+/// Examines `pid` pinned ([`examine_pinned`]) and tells `met` what it was.
+fn meet(
+    proc_dir: &std::fs::File,
+    pid: u32,
+    uid: u32,
+    scratch: &mut Scratch,
+    met: &mut impl FnMut(Sighting<'_>),
+) {
+    match examine_pinned(proc_dir, pid, uid, scratch) {
+        (Found::Tagged(p), pin) => met(Sighting::Alive(&p, pin.map(crate::contain::sys::Pinned))),
+        (Found::Vanished(tag), _) => met(Sighting::Vanished { pid, tag: &tag }),
+        (Found::Exited(info), _) => met(Sighting::Exited(&info)),
+        (Found::Unreadable(_) | Found::Nothing, _) => {}
+    }
+}
+
+/// [`examine`], with `pid` pinned by a pidfd *before* anything of it is
+/// read; a tagged process comes with the pin only if it had not exited
+/// after the last read, so every read was of the pinned process. Whoever
+/// acts on it then needs no second read before signalling through the
+/// pin — and a fork-and-exit "pid hopper" lives for one fork: the fewer
+/// reads between meeting one and signalling it, the likelier the signal
+/// lands before the fork does. (The environment is read first and nothing
+/// after it takes the process's memory-map lock: reading the environment
+/// waits while the process forks, and a read that waits comes too late.)
+fn examine_pinned(
+    proc_dir: &std::fs::File,
+    pid: u32,
+    uid: u32,
+    scratch: &mut Scratch,
+) -> (Found, Option<Pin>) {
+    let pidfd = match Pidfd::open(pid) {
+        Ok(fd) => fd,
+        // No process (or a thread of one, met at its own pid).
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ESRCH | libc::EINVAL)) => {
+            return (Found::Nothing, None);
+        }
+        // Out of descriptors: read it unpinned; whoever acts pins it then.
+        Err(_) => return (examine(proc_dir, pid, uid, scratch), None),
+    };
+    match examine(proc_dir, pid, uid, scratch) {
+        Found::Tagged(p) if !pidfd.has_exited() => {
+            let identity = ProcessIdentity {
+                boot_id: procfs::boot_id().to_owned(),
+                pid,
+                start_time: p.info.start_time,
+                pidfs_inode: pidfd.inode(),
+            };
+            (Found::Tagged(p), Some(Pin { pidfd, identity }))
+        }
+        Found::Tagged(p) => (Found::Vanished(p.tag), None),
+        other => (other, None),
+    }
 }
 
 /// Where `pid` sits when it lives in a pid namespace nested in ours: the
