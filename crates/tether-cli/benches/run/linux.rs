@@ -226,32 +226,60 @@ pub fn main() {
 /// first time, a release build of every crate). `None`, said on stderr, if
 /// neither.
 fn static_tether() -> Option<Build> {
-    let name = "this build, static".to_owned();
-    if let Some(path) = std::env::var_os("TETHER_STATIC_BIN").filter(|p| !p.is_empty()) {
-        return Some(Build {
-            name,
-            path: path.into(),
-        });
+    let target = target_dir().join("static-tether");
+    let path = prebuilt_or(
+        "TETHER_STATIC_BIN",
+        &[
+            "rustc",
+            "--quiet",
+            "--release",
+            "-p",
+            "process-tether-cli",
+            "--bin",
+            "tether",
+            "--",
+            "-C",
+            "target-feature=+crt-static",
+        ],
+        Some(&target),
+        target.join("release/tether"),
+        "no static tether (the static C library, libc.a, is needed; or set TETHER_STATIC_BIN)",
+    )?;
+    Some(Build {
+        name: "this build, static".to_owned(),
+        path,
+    })
+}
+
+/// This workspace's target directory.
+fn target_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
+/// The program `$var` names, else `path` once `cargo` with `args` (in
+/// `target_dir`, if given) built it; `None`, with `missing` said on
+/// stderr, if neither.
+fn prebuilt_or(
+    var: &str,
+    args: &[&str],
+    target_dir: Option<&Path>,
+    path: PathBuf,
+    missing: &str,
+) -> Option<PathBuf> {
+    if let Some(given) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+        return Some(given.into());
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), PathBuf::from)
-        .join("static-tether");
-    let built = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["rustc", "--quiet", "--release"])
-        .args(["-p", "process-tether-cli", "--bin", "tether"])
-        .args(["--", "-C", "target-feature=+crt-static"])
-        .env("CARGO_TARGET_DIR", &target)
-        .current_dir(&root)
-        .status();
-    let path = target.join("release/tether");
-    if built.is_ok_and(|s| s.success()) && path.is_file() {
-        Some(Build { name, path })
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cargo.args(args).current_dir(&root);
+    if let Some(dir) = target_dir {
+        cargo.env("CARGO_TARGET_DIR", dir);
+    }
+    if cargo.status().is_ok_and(|s| s.success()) && path.is_file() {
+        Some(path)
     } else {
-        eprintln!(
-            "no static tether (the static C library, libc.a, is needed; or set \
-             TETHER_STATIC_BIN): measured without"
-        );
+        eprintln!("{missing}: measured without");
         None
     }
 }
@@ -262,31 +290,23 @@ fn static_tether() -> Option<Build> {
 /// process-tether --bin tether-keeper` (`rustup target add
 /// x86_64-unknown-linux-musl` first). `None`, said on stderr, if neither.
 fn static_keeper() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("TETHER_STATIC_KEEPER").filter(|p| !p.is_empty()) {
-        return Some(path.into());
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let built = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args([
+    let target = target_dir();
+    prebuilt_or(
+        "TETHER_STATIC_KEEPER",
+        &[
             "build",
             "--quiet",
             "--release",
             "--target",
             "x86_64-unknown-linux-musl",
-        ])
-        .args(["-p", "process-tether", "--bin", "tether-keeper"])
-        .current_dir(&root)
-        .status();
-    let path = target.join("x86_64-unknown-linux-musl/release/tether-keeper");
-    if built.is_ok_and(|s| s.success()) && path.is_file() {
-        Some(path)
-    } else {
-        eprintln!(
-            "no static keeper (rustup target add x86_64-unknown-linux-musl, or set \
-             TETHER_STATIC_KEEPER): measured without"
-        );
-        None
-    }
+            "-p",
+            "process-tether",
+            "--bin",
+            "tether-keeper",
+        ],
+        None,
+        target.join("x86_64-unknown-linux-musl/release/tether-keeper"),
+        "no static keeper (rustup target add x86_64-unknown-linux-musl, or set \
+         TETHER_STATIC_KEEPER)",
+    )
 }

@@ -689,10 +689,10 @@ impl Pinned {
 pub fn thread_id() -> Option<i32> {
     #[cfg(target_os = "linux")]
     {
-        // The system call, not libc's `gettid()`: a static musl build
-        // links that as a weak symbol left at address 0 (`tether run`
-        // built for x86_64-unknown-linux-musl crashed in every guard
-        // thread calling it).
+        // The system call, not libc's `gettid()`: in a static build with
+        // fat LTO, std's weak declaration of it can win and be left at
+        // address 0 (`tether run` built for x86_64-unknown-linux-musl
+        // crashed in every guard thread calling it).
         // SAFETY: gettid has no preconditions and returns the caller's tid.
         Some(unsafe { libc::syscall(libc::SYS_gettid) } as i32)
     }
