@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tether::terminal::Passthrough;
 use tether::{Command, ContainmentPolicy, Error, ExitStatus, SignalForwarder};
-use tether_ledger::{LimitsRecord, Outcome, Recorder, SessionStart};
+use tether_ledger::{LimitsRecord, Outcome, SessionStart};
 
 use crate::EXIT_TETHER_ERROR;
 
@@ -217,15 +217,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         tether::prepare_limits();
     }
     let _ = tether::start_keeper_ahead(&session);
-    // The ledger is opened and checked while the keeper starts, and the
-    // owner registered with its session once the command started, in one
-    // write (~1 ms of SQLite in all), while the command runs: on another
-    // core, off the command's way.
-    let (to_record, start_of) = std::sync::mpsc::channel();
-    let recording = std::thread::Builder::new()
-        .name("tether-ledger".into())
-        .spawn(move || record(start_of))
-        .map_err(Error::Io)?;
+    let recording = Recording::begin()?;
 
     let mut command = if args.shell {
         let script = args
@@ -278,14 +270,12 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
-            // Nothing started: nothing to record (the thread writes
-            // nothing without a session).
-            drop(to_record);
-            let _ = recording.join();
+            // Nothing started: nothing to record.
+            recording.abandon();
             return Err(e);
         }
     };
-    let _ = to_record.send(session_start(&child, &args));
+    let recording = recording.started(session_start(&child, &args));
     forwarder.forward_to(&child)?;
 
     if let Some(passthrough) = &passthrough {
@@ -300,12 +290,12 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         // just before exiting (GNU tools do) would die of that SIGHUP.
         let status = child.wait()?;
         drop(pty);
-        record_end(recording, &child, &status);
+        recording.end(child.session_id(), &status);
         return Ok(exit_code(&status));
     }
     if !args.json {
         let status = child.wait()?;
-        record_end(recording, &child, &status);
+        recording.end(child.session_id(), &status);
         return Ok(exit_code(&status));
     }
     let containment = child.containment().to_string();
@@ -315,9 +305,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     let session_id = child.session_id().clone();
     let output = child.wait_with_output_limited(args.max_output)?;
     let status = output.status;
-    if let Some(recorder) = recording.join().ok().flatten() {
-        recorder.finish_after(&session_id, Outcome::of_status(&status), status.limit_hit());
-    }
+    recording.end(&session_id, &status);
     let result = JsonResult {
         exit_code: status.code(),
         signal: status.code().is_none().then(|| status.shell_code() - 128),
@@ -344,18 +332,130 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     Ok(exit_code(&status))
 }
 
-/// Registers this run's owner and its session in the ledger, once the
-/// command started (`start_of` says how; nothing comes if it did not).
-/// Best effort: a run whose ledger cannot be written still runs — its
-/// processes carry spawn tags, which is what `tether ps` and `tether reap`
-/// need most — and says why once on stderr.
-fn record(start_of: std::sync::mpsc::Receiver<SessionStart>) -> Option<Recorder> {
-    let warn = |e| eprintln!("tether: warning: this run is not in the ledger: {e}");
-    let pending = Recorder::prepare(&tether::Install::from_env(), "run")
-        .map_err(warn)
-        .ok()?;
-    let session = start_of.recv().ok()?;
-    pending.register_with(&session).map_err(warn).ok()
+/// How this run records itself in the ledger: best effort — a run whose
+/// record cannot be written still runs (its processes carry spawn tags,
+/// which is what `tether ps` and `tether reap` need most) and says why
+/// once on stderr.
+///
+/// On Unix, a run journal (`tether_ledger::RunJournal`): one small locked
+/// file, written on this thread once the command started (~50 µs, while
+/// the command runs on another core), which the next open of the store
+/// folds in. On Windows, where another process cannot read a locked file,
+/// the store itself, opened while the keeper starts and written once the
+/// command started, on a thread of its own (~1 ms of SQLite, and a store
+/// locked by another writer must not hold up the run).
+enum Recording {
+    #[cfg(unix)]
+    Prepared(Option<tether_ledger::PendingRun>),
+    #[cfg(unix)]
+    Journal(Option<tether_ledger::RunJournal>),
+    #[cfg(windows)]
+    Thread {
+        to_record: Option<std::sync::mpsc::Sender<SessionStart>>,
+        recording: std::thread::JoinHandle<Option<tether_ledger::Recorder>>,
+    },
+}
+
+fn warn_unrecorded(e: tether_ledger::LedgerError) {
+    eprintln!("tether: warning: this run is not in the ledger: {e}");
+}
+
+impl Recording {
+    #[cfg(unix)]
+    fn begin() -> Result<Recording, Error> {
+        let pending = tether_ledger::RunJournal::prepare(&tether::Install::from_env(), "run")
+            .map_err(warn_unrecorded)
+            .ok();
+        Ok(Recording::Prepared(pending))
+    }
+
+    #[cfg(windows)]
+    fn begin() -> Result<Recording, Error> {
+        let (to_record, start_of) = std::sync::mpsc::channel::<SessionStart>();
+        let recording = std::thread::Builder::new()
+            .name("tether-ledger".into())
+            .spawn(move || {
+                let pending = tether_ledger::Recorder::prepare(&tether::Install::from_env(), "run")
+                    .map_err(warn_unrecorded)
+                    .ok()?;
+                let session = start_of.recv().ok()?;
+                pending
+                    .register_with(&session)
+                    .map_err(warn_unrecorded)
+                    .ok()
+            })
+            .map_err(Error::Io)?;
+        Ok(Recording::Thread {
+            to_record: Some(to_record),
+            recording,
+        })
+    }
+
+    /// The command did not start: nothing is written.
+    fn abandon(self) {
+        match self {
+            #[cfg(windows)]
+            Recording::Thread {
+                to_record,
+                recording,
+            } => {
+                drop(to_record);
+                let _ = recording.join();
+            }
+            #[cfg(unix)]
+            _ => {}
+        }
+    }
+
+    /// The command started as `session` says.
+    fn started(self, session: SessionStart) -> Recording {
+        match self {
+            #[cfg(unix)]
+            Recording::Prepared(pending) => Recording::Journal(
+                pending.and_then(|p| p.start(&session).map_err(warn_unrecorded).ok()),
+            ),
+            #[cfg(windows)]
+            Recording::Thread {
+                to_record,
+                recording,
+            } => {
+                if let Some(to_record) = &to_record {
+                    let _ = to_record.send(session);
+                }
+                Recording::Thread {
+                    to_record: None,
+                    recording,
+                }
+            }
+            #[cfg(unix)]
+            other => other,
+        }
+    }
+
+    /// Records how the run ended.
+    fn end(self, session: &tether::SessionId, status: &ExitStatus) {
+        let outcome = Outcome::of_status(status);
+        match self {
+            #[cfg(unix)]
+            Recording::Journal(Some(journal)) => {
+                if let Err(e) = journal.finish(outcome, status.limit_hit()) {
+                    eprintln!("tether: warning: how this run ended is not in the ledger: {e}");
+                }
+            }
+            #[cfg(windows)]
+            Recording::Thread { recording, .. } => {
+                // The thread is done by now: it had the command's whole
+                // run for one write.
+                if let Some(recorder) = recording.join().ok().flatten() {
+                    recorder.finish_after(session, outcome, status.limit_hit());
+                }
+            }
+            #[cfg(unix)]
+            _ => {
+                let _ = session;
+            }
+        }
+    }
 }
 
 /// This run's session, as the ledger records it.
@@ -368,22 +468,6 @@ fn session_start(child: &tether::Child, args: &RunArgs) -> SessionStart {
     let mut session = SessionStart::of_child(child, &args.purpose, &command);
     session.cwd = args.cwd.clone();
     session
-}
-
-/// Records how the run ended, once the recording thread is done (it is
-/// by now: it had the command's whole run for one write).
-fn record_end(
-    recording: std::thread::JoinHandle<Option<Recorder>>,
-    child: &tether::Child,
-    status: &ExitStatus,
-) {
-    if let Some(recorder) = recording.join().ok().flatten() {
-        recorder.finish_after(
-            child.session_id(),
-            Outcome::of_status(status),
-            status.limit_hit(),
-        );
-    }
 }
 
 /// `timeout(1)` conventions.

@@ -25,8 +25,12 @@ fn owner(ps: &Value, pid: u32) -> &Value {
 fn a_live_run_is_listed_with_its_keeper_main_process_and_descendants() {
     let home = Home::new("ps-live");
     let run = home.run(&[], Tree::SetsidDoubleFork.script(), 4);
+    let journal = home.path().join(format!("runs/{}.run", run.session));
+    assert!(journal.exists(), "the run recorded itself in a journal");
     let (code, ps) = home.json(&["ps"]);
     assert_eq!(code, 0);
+    // Folded into the ledger, and kept: the run is live.
+    assert!(journal.exists(), "a live run's journal was removed");
     let o = owner(&ps, run.owner);
     assert_eq!(o["status"]["status"], "alive");
     assert_eq!(o["tracked"], true);
@@ -61,6 +65,13 @@ fn an_orphaned_tree_is_marked_orphaned_and_its_owner_dead() {
     assert_eq!(code, 0);
     let o = owner(&ps, run.owner);
     assert_eq!(o["status"]["status"], "dead", "{o}");
+    // Its owner died by SIGKILL without an end line: recorded from its
+    // journal as started, and the journal folded away.
+    assert_eq!(o["tracked"], true);
+    let runs: Vec<_> = std::fs::read_dir(home.path().join("runs"))
+        .unwrap()
+        .collect();
+    assert!(runs.is_empty(), "{runs:?}");
     let s = &o["sessions"][0];
     assert_eq!(s["state"]["state"], "orphaned");
     let procs = s["processes"].as_array().unwrap();

@@ -11,7 +11,8 @@
 //!
 //! # Quick start
 //!
-//! Record an owner and its session, as `tether run` does:
+//! Record an owner and its session (what `tether run` writes, on Unix, to
+//! a [`RunJournal`] that the next open of the store folds in):
 //!
 //! ```standalone_crate
 //! # #[cfg(unix)]
@@ -157,6 +158,7 @@ mod census;
 mod clock;
 mod error;
 pub mod holding;
+mod journal;
 mod limits;
 pub mod proof;
 mod reaper;
@@ -172,6 +174,7 @@ mod store;
 pub use census::{Census, LedgerState, OwnerEntry, ProcessEntry, Role, SessionEntry, SessionState};
 pub use clock::Clock;
 pub use error::{Insecurity, LedgerError, Result};
+pub use journal::{ABANDONED_AFTER, FOLD_ONE_IN, PendingRun, RUNS_DIR, RunJournal};
 pub use limits::{LimitRecord, LimitsRecord};
 pub use proof::{DeathProof, OwnerKey, OwnerStatus, Standing};
 pub use reaper::{

@@ -38,6 +38,7 @@ use tether::{Install, ProcessIdentity, SessionId};
 
 use crate::clock::{file_stamp, now_ms};
 use crate::error::{LedgerError, Result};
+use crate::journal::{self, JournalState, RunRecord};
 use crate::records::{
     Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
     join_args, split_args,
@@ -190,14 +191,16 @@ impl Ledger {
             }
             match open_existing(&path, check) {
                 Ok((conn, file_id)) => {
-                    return Ok(Ledger {
+                    let mut ledger = Ledger {
                         conn,
                         dir,
                         path,
                         install: install.id().to_owned(),
                         file_id,
                         quarantined,
-                    });
+                    };
+                    ledger.fold_runs()?;
+                    return Ok(ledger);
                 }
                 Err(Attempt::Missing) => create_locked(&dir, &path, install.id())?,
                 Err(Attempt::Corrupt { reason, file_id }) => {
@@ -617,6 +620,67 @@ impl Ledger {
         .map_err(|e| self.sql(e))
     }
 
+    /// Writes what the run journals say (see [`journal`]) in one
+    /// transaction, then removes the journals of runs that are over.
+    fn fold_runs(&mut self) -> Result<()> {
+        let journals = journal::collect(&self.dir, &self.install)?;
+        if !journals
+            .iter()
+            .any(|j| matches!(j.state, JournalState::Read(_)))
+        {
+            journal::settle(journals);
+            return Ok(());
+        }
+        self.write(|tx| {
+            for j in &journals {
+                let JournalState::Read(record) = &j.state else {
+                    continue;
+                };
+                let RunRecord {
+                    owner,
+                    session,
+                    end,
+                } = &**record;
+                let id = insert_owner_if_absent(tx, owner, session.started_at_ms)?;
+                tx.execute(
+                    "INSERT INTO sessions (id, owner_id, purpose, containment, command, cwd,
+                         main_pid, main_start_time, main_pidfs_inode,
+                         keeper_pid, keeper_start_time, keeper_pidfs_inode, started_at_ms,
+                         source, limits, cgroups)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                     ON CONFLICT (id) DO NOTHING",
+                    rusqlite::params_from_iter(session_params(id, session, Source::Registered)),
+                )?;
+                if let Some(end) = end {
+                    let (kind, code, signal) = end.outcome.columns();
+                    tx.execute(
+                        "UPDATE sessions SET ended_at_ms = ?1, outcome = ?2, exit_code = ?3,
+                             exit_signal = ?4, limit_hit = coalesce(?5, limit_hit)
+                         WHERE id = ?6 AND ended_at_ms IS NULL",
+                        params![
+                            end.at_ms,
+                            kind,
+                            code,
+                            signal,
+                            end.limit_hit,
+                            session.id.as_str()
+                        ],
+                    )?;
+                    tx.execute(
+                        "UPDATE owners SET ended_at_ms = ?1 WHERE id = ?2 AND ended_at_ms IS NULL",
+                        params![end.at_ms, id.0],
+                    )?;
+                }
+                if id.0 % PRUNE_EVERY == 0 {
+                    prune(tx, &owner.identity.boot_id)?;
+                }
+            }
+            Ok(())
+        })?;
+        journal::settle(journals);
+        Ok(())
+    }
+
     /// Runs `f` in one short `BEGIN IMMEDIATE` transaction. If the file was
     /// replaced (quarantined by another process) it reopens first; if the
     /// store turns out corrupt mid-write, it reopens (which quarantines and
@@ -729,35 +793,77 @@ fn insert_session(
     s: &SessionStart,
     source: Source,
 ) -> rusqlite::Result<()> {
-    let pid = |i: &Option<ProcessIdentity>| i.as_ref().map(|i| i.pid);
-    let start = |i: &Option<ProcessIdentity>| i.as_ref().map(|i| i.start_time);
-    let inode = |i: &Option<ProcessIdentity>| i.as_ref().and_then(|i| i.pidfs_inode);
     tx.execute(
         "INSERT OR REPLACE INTO sessions (id, owner_id, purpose, containment, command, cwd,
              main_pid, main_start_time, main_pidfs_inode,
              keeper_pid, keeper_start_time, keeper_pidfs_inode, started_at_ms, source,
              limits, cgroups)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-        params![
-            s.id.as_str(),
-            owner.0,
-            s.purpose,
-            s.containment,
-            join_args(&s.command),
-            s.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
-            pid(&s.main),
-            start(&s.main),
-            inode(&s.main),
-            pid(&s.keeper),
-            start(&s.keeper),
-            inode(&s.keeper),
-            s.started_at_ms,
-            source.as_str(),
-            s.limits.as_ref().map(crate::LimitsRecord::to_json),
-            (!s.cgroups.is_empty()).then(|| join_args(&s.cgroups)),
-        ],
+        rusqlite::params_from_iter(session_params(owner, s, source)),
     )
     .map(drop)
+}
+
+/// The 16 values of a session row, in the order of [`insert_session`]'s
+/// columns.
+fn session_params(
+    owner: OwnerId,
+    s: &SessionStart,
+    source: Source,
+) -> Vec<Box<dyn rusqlite::ToSql + '_>> {
+    let pid = |i: &Option<ProcessIdentity>| i.as_ref().map(|i| i.pid);
+    let start = |i: &Option<ProcessIdentity>| i.as_ref().map(|i| i.start_time);
+    let inode = |i: &Option<ProcessIdentity>| i.as_ref().and_then(|i| i.pidfs_inode);
+    vec![
+        Box::new(s.id.as_str()),
+        Box::new(owner.0),
+        Box::new(s.purpose.as_str()),
+        Box::new(s.containment.as_deref()),
+        Box::new(join_args(&s.command)),
+        Box::new(s.cwd.as_ref().map(|c| c.to_string_lossy().into_owned())),
+        Box::new(pid(&s.main)),
+        Box::new(start(&s.main)),
+        Box::new(inode(&s.main)),
+        Box::new(pid(&s.keeper)),
+        Box::new(start(&s.keeper)),
+        Box::new(inode(&s.keeper)),
+        Box::new(s.started_at_ms),
+        Box::new(source.as_str()),
+        Box::new(s.limits.as_ref().map(crate::LimitsRecord::to_json)),
+        Box::new((!s.cgroups.is_empty()).then(|| join_args(&s.cgroups))),
+    ]
+}
+
+/// An owner's row id, inserting the row if the store has none for that
+/// process (a row already there is left as it is: folding a journal only
+/// ever adds).
+fn insert_owner_if_absent(
+    tx: &rusqlite::Transaction<'_>,
+    owner: &OwnerRecord,
+    registered_at_ms: u64,
+) -> rusqlite::Result<OwnerId> {
+    let id = &owner.identity;
+    tx.query_row(
+        "INSERT INTO owners (install, boot_id, pid, start_time, pidfs_inode, uid, purpose, argv,
+                             started_at_ms, registered_at_ms, source)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET install = install
+         RETURNING id",
+        params![
+            owner.install,
+            id.boot_id,
+            id.pid,
+            id.start_time,
+            id.pidfs_inode,
+            owner.uid,
+            owner.purpose,
+            join_args(&owner.argv),
+            owner.started_at_ms,
+            registered_at_ms,
+            Source::Registered.as_str(),
+        ],
+        |r| r.get(0).map(OwnerId),
+    )
 }
 
 fn insert_rebuilt_owner(

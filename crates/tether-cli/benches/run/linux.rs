@@ -57,6 +57,16 @@ impl Case {
             .status()
             .expect("spawn");
         assert!(status.success());
+        // A run records itself in a journal; the first open of the store
+        // (here `tether ps`) folds it in (builds before the journal wrote
+        // the store directly).
+        let status = Command::new(&tether)
+            .args(["ps", "--all", "--json"])
+            .env("TETHER_HOME", home.path())
+            .stdout(Stdio::null())
+            .status()
+            .expect("spawn");
+        assert!(status.success());
         grow_ledger(&home.path().join("ledger.db"));
         let mut command = Command::new(&tether);
         command

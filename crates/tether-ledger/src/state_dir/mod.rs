@@ -11,6 +11,8 @@
 //!   and not writable by group or others — otherwise tether refuses it,
 //!   saying what to do. Read or search bits for group or others are taken
 //!   away (0700, as docs/security.md promises).
+//! - the `runs/` directory of run journals (`journal.rs`) is checked as
+//!   the state directory is, and each journal in it as the files below;
 //! - `ledger.db`, its `-wal` and `-shm` and `ledger.lock`, where they
 //!   exist, must be regular files (not links) owned by the effective uid
 //!   and not writable by group or others; bits for group or others are
