@@ -267,7 +267,16 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         command.foreground(true);
     }
     let started = Instant::now();
-    let mut child = match command.spawn() {
+    // Without --json or --pty this thread waits for the command at once
+    // (after ~0.1 ms of recording and forwarding set-up) and until it
+    // ended: that wait watches the keeper, and no guard thread is started.
+    let plain = !args.json && !args.pty;
+    let spawned = if plain {
+        command.spawn_attended()
+    } else {
+        command.spawn()
+    };
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
             // Nothing started: nothing to record.
@@ -338,15 +347,16 @@ fn run(args: RunArgs) -> Result<i32, Error> {
 /// once on stderr.
 ///
 /// On Unix, a run journal (`tether_ledger::RunJournal`): one small locked
-/// file, written on this thread once the command started (~50 µs, while
-/// the command runs on another core), which the next open of the store
+/// file, checked, created and written on this thread once the command
+/// started (~50 µs, while the command runs on another core; before the
+/// spawn it would delay the command), which the next open of the store
 /// folds in. On Windows, where another process cannot read a locked file,
 /// the store itself, opened while the keeper starts and written once the
 /// command started, on a thread of its own (~1 ms of SQLite, and a store
 /// locked by another writer must not hold up the run).
 enum Recording {
     #[cfg(unix)]
-    Prepared(Option<tether_ledger::PendingRun>),
+    Pending,
     #[cfg(unix)]
     Journal(Option<tether_ledger::RunJournal>),
     #[cfg(windows)]
@@ -363,10 +373,7 @@ fn warn_unrecorded(e: tether_ledger::LedgerError) {
 impl Recording {
     #[cfg(unix)]
     fn begin() -> Result<Recording, Error> {
-        let pending = tether_ledger::RunJournal::prepare(&tether::Install::from_env(), "run")
-            .map_err(warn_unrecorded)
-            .ok();
-        Ok(Recording::Prepared(pending))
+        Ok(Recording::Pending)
     }
 
     #[cfg(windows)]
@@ -411,8 +418,11 @@ impl Recording {
     fn started(self, session: SessionStart) -> Recording {
         match self {
             #[cfg(unix)]
-            Recording::Prepared(pending) => Recording::Journal(
-                pending.and_then(|p| p.start(&session).map_err(warn_unrecorded).ok()),
+            Recording::Pending => Recording::Journal(
+                tether_ledger::RunJournal::prepare(&tether::Install::from_env(), "run")
+                    .and_then(|pending| pending.start(&session))
+                    .map_err(warn_unrecorded)
+                    .ok(),
             ),
             #[cfg(windows)]
             Recording::Thread {

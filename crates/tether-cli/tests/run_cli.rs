@@ -238,3 +238,37 @@ fn help_explains_exit_codes() {
         assert!(text.contains(needle), "help lacks {needle}");
     }
 }
+
+/// A command that stops its own keeper (`kill -STOP $PPID`) and exits: the
+/// stopped keeper cannot report the exit until something resumes it. In
+/// the plain mode `tether run`'s own wait watches the keeper (no guard
+/// thread is started); with `--json` the guard thread does. Either way the
+/// run returns the command's status within a patrol period (200 ms); the
+/// bound only keeps a broken watch from hanging the suite.
+#[test]
+fn a_command_that_stops_its_keeper_still_ends_the_run() {
+    for json in [false, true] {
+        let guard = TagGuard::new("run-stopped-keeper");
+        let mut args = vec!["run"];
+        if json {
+            args.push("--json");
+        }
+        args.extend(["--", "sh", "-c", "kill -STOP $PPID; exit 3"]);
+        let mut owner = tether()
+            .args(&args)
+            .env(TAG_VAR, guard.tag())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let returned = support::wait_pid_exit(owner.id(), Duration::from_secs(20));
+        if !returned {
+            let _ = owner.kill(); // a stopped keeper is resumed as its owner dies
+        }
+        let status = owner.wait().unwrap();
+        assert!(returned, "json {json}: tether run hung on a stopped keeper");
+        assert_eq!(status.code(), Some(3), "json {json}");
+        let left = wait_all_dead(guard.tag(), Duration::from_secs(10));
+        assert!(left.is_empty(), "json {json}: survived: {left:?}");
+    }
+}

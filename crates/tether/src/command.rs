@@ -440,6 +440,23 @@ impl Command {
         self.spawn_with(Stdio::Inherit, Stdio::Inherit)
     }
 
+    /// [`spawn`](Self::spawn), for a caller that goes on to
+    /// [`wait`](Child::wait) for the child on this same thread, soon
+    /// (within tens of milliseconds) and until it finished — what
+    /// [`status`](Self::status) does, and `tether run`. That wait then also
+    /// watches the child's keeper, resuming it if something stopped it, as
+    /// a thread of tether's otherwise would; that thread is not started
+    /// (~0.15 ms of a spawn). A child spawned this way that is not waited
+    /// for on this thread has no such watch until it is; use
+    /// [`spawn`](Self::spawn) for a child you hand out, poll with
+    /// [`try_wait`](Child::try_wait) or wait for elsewhere.
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn).
+    pub fn spawn_attended(&mut self) -> Result<Child> {
+        crate::contain::attended(|| self.spawn())
+    }
+
     /// Runs to completion with inherited stdio (unless set); returns the
     /// exit status once the main process exited and the descendants it
     /// left are dead ([`Child::wait`]).
@@ -450,7 +467,7 @@ impl Command {
     pub fn status(&mut self) -> Result<ExitStatus> {
         // This thread waits at once and the child never leaves here: the
         // wait guards the keeper, no thread need be started for it.
-        crate::contain::attended(|| self.spawn())?.wait()
+        self.spawn_attended()?.wait()
     }
 
     /// Runs to completion capturing stdout and stderr (stdin null unless
