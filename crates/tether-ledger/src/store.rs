@@ -759,17 +759,42 @@ fn insert_owner(
     owner: &OwnerRecord,
     source: Source,
 ) -> rusqlite::Result<OwnerId> {
-    let id = &owner.identity;
-    tx.query_row(
-        "INSERT INTO owners (install, boot_id, pid, start_time, pidfs_inode, uid, purpose, argv,
-                             started_at_ms, registered_at_ms, source)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET
-             install = excluded.install,
+    insert_owner_row(tx, owner, source, now_ms(), Existing::Refresh)
+}
+
+/// What inserting an owner does to the row already there for that process.
+enum Existing {
+    /// Takes the new record's values, and the owner is live again.
+    Refresh,
+    /// Left as it is (folding a journal only ever adds).
+    Keep,
+}
+
+fn insert_owner_row(
+    tx: &rusqlite::Transaction<'_>,
+    owner: &OwnerRecord,
+    source: Source,
+    registered_at_ms: u64,
+    existing: Existing,
+) -> rusqlite::Result<OwnerId> {
+    let update = match existing {
+        Existing::Refresh => {
+            "install = excluded.install,
              pidfs_inode = coalesce(excluded.pidfs_inode, pidfs_inode),
              uid = excluded.uid, purpose = excluded.purpose, argv = excluded.argv,
-             source = excluded.source, ended_at_ms = NULL
-         RETURNING id",
+             source = excluded.source, ended_at_ms = NULL"
+        }
+        Existing::Keep => "install = install",
+    };
+    let id = &owner.identity;
+    tx.query_row(
+        &format!(
+            "INSERT INTO owners (install, boot_id, pid, start_time, pidfs_inode, uid, purpose,
+                                 argv, started_at_ms, registered_at_ms, source)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET {update}
+             RETURNING id"
+        ),
         params![
             owner.install,
             id.boot_id,
@@ -780,7 +805,7 @@ fn insert_owner(
             owner.purpose,
             join_args(&owner.argv),
             owner.started_at_ms,
-            now_ms(),
+            registered_at_ms,
             source.as_str(),
         ],
         |r| r.get(0).map(OwnerId),
@@ -842,27 +867,12 @@ fn insert_owner_if_absent(
     owner: &OwnerRecord,
     registered_at_ms: u64,
 ) -> rusqlite::Result<OwnerId> {
-    let id = &owner.identity;
-    tx.query_row(
-        "INSERT INTO owners (install, boot_id, pid, start_time, pidfs_inode, uid, purpose, argv,
-                             started_at_ms, registered_at_ms, source)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET install = install
-         RETURNING id",
-        params![
-            owner.install,
-            id.boot_id,
-            id.pid,
-            id.start_time,
-            id.pidfs_inode,
-            owner.uid,
-            owner.purpose,
-            join_args(&owner.argv),
-            owner.started_at_ms,
-            registered_at_ms,
-            Source::Registered.as_str(),
-        ],
-        |r| r.get(0).map(OwnerId),
+    insert_owner_row(
+        tx,
+        owner,
+        Source::Registered,
+        registered_at_ms,
+        Existing::Keep,
     )
 }
 
