@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tether::terminal::Passthrough;
 use tether::{Command, ContainmentPolicy, Error, ExitStatus, SignalForwarder};
-use tether_ledger::{LimitsRecord, Outcome, SessionStart};
+use tether_ledger::{LimitsRecord, RunRecording, SessionStart};
 
 use crate::EXIT_TETHER_ERROR;
 
@@ -217,7 +217,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         tether::prepare_limits();
     }
     let _ = tether::start_keeper_ahead(&session);
-    let recording = Recording::begin()?;
+    let recording = RunRecording::begin(&tether::Install::from_env(), "run").map_err(Error::Io)?;
 
     let mut command = if args.shell {
         let script = args
@@ -339,133 +339,6 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     };
     println!("{}", serde_json::to_string(&result).expect("serializable"));
     Ok(exit_code(&status))
-}
-
-/// How this run records itself in the ledger: best effort — a run whose
-/// record cannot be written still runs (its processes carry spawn tags,
-/// which is what `tether ps` and `tether reap` need most) and says why
-/// once on stderr.
-///
-/// On Unix, a run journal (`tether_ledger::RunJournal`): one small locked
-/// file, checked, created and written on this thread once the command
-/// started (~50 µs, while the command runs on another core; before the
-/// spawn it would delay the command), which the next open of the store
-/// folds in. On Windows, where another process cannot read a locked file,
-/// the store itself, opened while the keeper starts and written once the
-/// command started, on a thread of its own (~1 ms of SQLite, and a store
-/// locked by another writer must not hold up the run).
-enum Recording {
-    #[cfg(unix)]
-    Pending,
-    #[cfg(unix)]
-    Journal(Option<tether_ledger::RunJournal>),
-    #[cfg(windows)]
-    Thread {
-        to_record: Option<std::sync::mpsc::Sender<SessionStart>>,
-        recording: std::thread::JoinHandle<Option<tether_ledger::Recorder>>,
-    },
-}
-
-fn warn_unrecorded(e: tether_ledger::LedgerError) {
-    eprintln!("tether: warning: this run is not in the ledger: {e}");
-}
-
-impl Recording {
-    #[cfg(unix)]
-    fn begin() -> Result<Recording, Error> {
-        Ok(Recording::Pending)
-    }
-
-    #[cfg(windows)]
-    fn begin() -> Result<Recording, Error> {
-        let (to_record, start_of) = std::sync::mpsc::channel::<SessionStart>();
-        let recording = std::thread::Builder::new()
-            .name("tether-ledger".into())
-            .spawn(move || {
-                let pending = tether_ledger::Recorder::prepare(&tether::Install::from_env(), "run")
-                    .map_err(warn_unrecorded)
-                    .ok()?;
-                let session = start_of.recv().ok()?;
-                pending
-                    .register_with(&session)
-                    .map_err(warn_unrecorded)
-                    .ok()
-            })
-            .map_err(Error::Io)?;
-        Ok(Recording::Thread {
-            to_record: Some(to_record),
-            recording,
-        })
-    }
-
-    /// The command did not start: nothing is written.
-    fn abandon(self) {
-        match self {
-            #[cfg(windows)]
-            Recording::Thread {
-                to_record,
-                recording,
-            } => {
-                drop(to_record);
-                let _ = recording.join();
-            }
-            #[cfg(unix)]
-            _ => {}
-        }
-    }
-
-    /// The command started as `session` says.
-    fn started(self, session: SessionStart) -> Recording {
-        match self {
-            #[cfg(unix)]
-            Recording::Pending => Recording::Journal(
-                tether_ledger::RunJournal::prepare(&tether::Install::from_env(), "run")
-                    .and_then(|pending| pending.start(&session))
-                    .map_err(warn_unrecorded)
-                    .ok(),
-            ),
-            #[cfg(windows)]
-            Recording::Thread {
-                to_record,
-                recording,
-            } => {
-                if let Some(to_record) = &to_record {
-                    let _ = to_record.send(session);
-                }
-                Recording::Thread {
-                    to_record: None,
-                    recording,
-                }
-            }
-            #[cfg(unix)]
-            other => other,
-        }
-    }
-
-    /// Records how the run ended.
-    fn end(self, session: &tether::SessionId, status: &ExitStatus) {
-        let outcome = Outcome::of_status(status);
-        match self {
-            #[cfg(unix)]
-            Recording::Journal(Some(journal)) => {
-                if let Err(e) = journal.finish(outcome, status.limit_hit()) {
-                    eprintln!("tether: warning: how this run ended is not in the ledger: {e}");
-                }
-            }
-            #[cfg(windows)]
-            Recording::Thread { recording, .. } => {
-                // The thread is done by now: it had the command's whole
-                // run for one write.
-                if let Some(recorder) = recording.join().ok().flatten() {
-                    recorder.finish_after(session, outcome, status.limit_hit());
-                }
-            }
-            #[cfg(unix)]
-            _ => {
-                let _ = session;
-            }
-        }
-    }
 }
 
 /// This run's session, as the ledger records it.

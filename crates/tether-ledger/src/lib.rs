@@ -181,7 +181,7 @@ pub use reaper::{
     CHASE_BUDGET, CgroupKept, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason,
     Skipped, StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
 };
-pub use recorder::{PendingOwner, Recorder};
+pub use recorder::{PendingOwner, Recorder, RunRecording};
 pub use records::{
     Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
 };

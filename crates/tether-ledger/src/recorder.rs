@@ -192,3 +192,142 @@ impl SessionObserver for Recorder {
         self.record_limit_hit(&info.id, info.limit_hit);
     }
 }
+
+/// How an owner of one command (`tether run`) records it: best effort —
+/// a run whose record cannot be written still runs (its processes carry
+/// spawn tags, which is what `tether ps` and `tether reap` need most) and
+/// says why once on stderr.
+///
+/// On Unix, a [`RunJournal`](crate::RunJournal): checked, created and
+/// written on the calling thread once the command started (~50 µs, while
+/// the command runs on another core; before the spawn it would delay the
+/// command), folded in by the next open of the store. On Windows, where
+/// another process cannot read a locked file, the store itself, opened at
+/// [`begin`](RunRecording::begin) and written once the command started, on
+/// a thread of its own (~1 ms of SQLite, and a store locked by another
+/// writer must not hold up the run).
+#[derive(Debug)]
+pub struct RunRecording(Run);
+
+#[derive(Debug)]
+enum Run {
+    #[cfg(unix)]
+    Pending { install: Install, purpose: String },
+    #[cfg(unix)]
+    Journal(Option<crate::RunJournal>),
+    #[cfg(windows)]
+    Thread {
+        to_record: Option<std::sync::mpsc::Sender<SessionStart>>,
+        recording: std::thread::JoinHandle<Option<Recorder>>,
+    },
+}
+
+fn warn_unrecorded(e: LedgerError) {
+    eprintln!("tether: warning: this run is not in the ledger: {e}");
+}
+
+impl RunRecording {
+    /// Before the command is spawned: the owner of `install`, with
+    /// `purpose`.
+    ///
+    /// # Errors
+    /// Only if a thread cannot be started (Windows).
+    pub fn begin(install: &Install, purpose: &str) -> std::io::Result<RunRecording> {
+        #[cfg(unix)]
+        {
+            Ok(RunRecording(Run::Pending {
+                install: install.clone(),
+                purpose: purpose.to_owned(),
+            }))
+        }
+        #[cfg(windows)]
+        {
+            let (to_record, start_of) = std::sync::mpsc::channel::<SessionStart>();
+            let (install, purpose) = (install.clone(), purpose.to_owned());
+            let recording = std::thread::Builder::new()
+                .name("tether-ledger".into())
+                .spawn(move || {
+                    let pending = Recorder::prepare(&install, &purpose)
+                        .map_err(warn_unrecorded)
+                        .ok()?;
+                    let session = start_of.recv().ok()?;
+                    pending
+                        .register_with(&session)
+                        .map_err(warn_unrecorded)
+                        .ok()
+                })?;
+            Ok(RunRecording(Run::Thread {
+                to_record: Some(to_record),
+                recording,
+            }))
+        }
+    }
+
+    /// The command did not start: nothing is written.
+    pub fn abandon(self) {
+        match self.0 {
+            #[cfg(windows)]
+            Run::Thread {
+                to_record,
+                recording,
+            } => {
+                drop(to_record);
+                let _ = recording.join();
+            }
+            #[cfg(unix)]
+            _ => {}
+        }
+    }
+
+    /// The command started as `session` says.
+    pub fn started(self, session: SessionStart) -> RunRecording {
+        RunRecording(match self.0 {
+            #[cfg(unix)]
+            Run::Pending { install, purpose } => Run::Journal(
+                crate::RunJournal::prepare(&install, &purpose)
+                    .and_then(|pending| pending.start(&session))
+                    .map_err(warn_unrecorded)
+                    .ok(),
+            ),
+            #[cfg(windows)]
+            Run::Thread {
+                to_record,
+                recording,
+            } => {
+                if let Some(to_record) = &to_record {
+                    let _ = to_record.send(session);
+                }
+                Run::Thread {
+                    to_record: None,
+                    recording,
+                }
+            }
+            #[cfg(unix)]
+            other => other,
+        })
+    }
+
+    /// Records how the run's session `id` ended.
+    pub fn end(self, id: &tether::SessionId, status: &tether::ExitStatus) {
+        let outcome = Outcome::of_status(status);
+        match self.0 {
+            #[cfg(unix)]
+            Run::Journal(Some(journal)) => {
+                let _ = id;
+                if let Err(e) = journal.finish(outcome, status.limit_hit()) {
+                    eprintln!("tether: warning: how this run ended is not in the ledger: {e}");
+                }
+            }
+            #[cfg(windows)]
+            Run::Thread { recording, .. } => {
+                // The thread is done by now: it had the command's whole
+                // run for one write.
+                if let Some(recorder) = recording.join().ok().flatten() {
+                    recorder.finish_after(id, outcome, status.limit_hit());
+                }
+            }
+            #[cfg(unix)]
+            _ => {}
+        }
+    }
+}
