@@ -120,6 +120,43 @@ fn pty_hundred_process_tree_in_pid_namespace() {
     owner_sigkill_kills_tree(Tree::Hundred, &["--pty", "--containment", "pidns"]);
 }
 
+/// When the owner dies, the keeper stops the main process's group while it
+/// walks the tree, and sends the group the gentle signal after: a member
+/// that handles `SIGTERM` must then run its handler — continued, not left
+/// stopped until the grace's `SIGKILL` (60 s here, far past the bound).
+#[test]
+fn a_group_member_handles_the_gentle_signal_when_the_owner_dies() {
+    let guard = TagGuard::new("owner-death-handler");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("handled");
+    let script = format!(
+        "trap 'echo handled > {}; exit 0' TERM; echo ready; while :; do sleep 0.05; done",
+        marker.display()
+    );
+    let mut owner = Owner::start_graced(guard.tag(), "60s", &[], &script);
+    owner.expect_ready();
+    let keeper = keeper_of(owner.pid()).expect("tether run has a keeper child");
+
+    owner.sigkill();
+
+    // Bounded at 10 s: the handler runs within milliseconds of the kill;
+    // a group left stopped would sit until the grace ends (60 s).
+    let survivors = wait_all_dead(guard.tag(), Duration::from_secs(10));
+    assert!(
+        survivors.is_empty(),
+        "the group did not end on SIGTERM: {survivors:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("handled\n"),
+        "the TERM handler did not run"
+    );
+    assert!(
+        support::wait_pid_exit(keeper, Duration::from_secs(10)),
+        "keeper {keeper} outlived its owner"
+    );
+}
+
 /// The main process exits at once and a grandchild holds stdout: `tether
 /// run` must neither hang on the pipe nor leave the grandchild behind.
 #[test]

@@ -122,9 +122,14 @@ pub struct Owner {
 
 impl Owner {
     pub fn start(tag: &str, extra: &[&str], script: &str) -> Owner {
+        Owner::start_graced(tag, "500ms", extra, script)
+    }
+
+    /// [`start`](Self::start) with the kill ladder's grace `grace`.
+    pub fn start_graced(tag: &str, grace: &str, extra: &[&str], script: &str) -> Owner {
         let child = tether()
             .arg("run")
-            .args(["--grace", "500ms"])
+            .args(["--grace", grace])
             .args(extra)
             .args(["--", "/bin/sh", "-c", script])
             .env(TAG_VAR, tag)

@@ -575,6 +575,10 @@ impl Keeper {
         s.swept_at = Some(now);
         let listed = if rungs.is_empty() && starting && s.cgroups.members().is_some() {
             Vec::new()
+        } else if starting && self.ctl.is_none() && !rungs.is_empty() {
+            // The owner is gone: no count to keep exact, the signals go
+            // out during the walk (the delivery below finds them sent).
+            delivery(s).members_delivering(&rungs)
         } else {
             delivery(s).members()
         };
