@@ -99,6 +99,34 @@ fn cwd_and_env_reach_the_program() {
     assert_eq!(out, "/tmp hi there\n");
 }
 
+/// The command starts with a clean signal state whatever its owner has:
+/// no signal ignored (an ignored one would survive exec), none blocked.
+#[test]
+fn the_command_starts_with_no_signal_ignored_or_blocked() {
+    let out = std::process::Command::new("/bin/sh")
+        .args([
+            "-c",
+            r#"trap '' HUP INT QUIT PIPE TERM USR1 USR2; exec "$0" run -- grep -E '^Sig(Ign|Blk):' /proc/self/status"#,
+        ])
+        .arg(support::tether_path())
+        .env("TETHER_HOME", support::home())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tether under sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let mask = |field: &str| {
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .unwrap_or_else(|| panic!("no {field} in {stdout}"));
+        u64::from_str_radix(line.trim(), 16).unwrap()
+    };
+    // Signals 1-31 (the C library may keep its own real-time ones).
+    assert_eq!(mask("SigIgn:") & 0x7fff_ffff, 0, "ignored: {stdout}");
+    assert_eq!(mask("SigBlk:"), 0, "blocked: {stdout}");
+}
+
 #[test]
 fn every_process_carries_the_spawn_tag() {
     let (_, out, _) = run(&[

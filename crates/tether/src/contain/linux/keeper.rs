@@ -21,40 +21,10 @@ pub(crate) use super::cgroup::SessionCgroups;
 pub(crate) use super::oom::OomPriority;
 pub(crate) use super::pidns::{self, InitLink};
 pub(crate) use super::sys::identify_unreaped as identify;
+pub(crate) use super::vfork::spawn;
 
 /// What holds a tree without a PID namespace.
 pub(crate) const STANDARD: Containment = Containment::Subreaper;
-
-/// `posix_spawn` flag for a new session (glibc 2.26+).
-pub(crate) const POSIX_SPAWN_SETSID: libc::c_int = libc::POSIX_SPAWN_SETSID as libc::c_int;
-
-/// `posix_spawn_file_actions_addtcsetpgrp_np(actions, fd)`, looked up at
-/// run time (glibc 2.35+; absent from older glibc and from musl, which must
-/// still load this program). `false` when there is none or it failed.
-pub(crate) fn add_tcsetpgrp_action(
-    actions: &mut libc::posix_spawn_file_actions_t,
-    fd: RawFd,
-) -> bool {
-    type AddTcsetpgrp =
-        unsafe extern "C" fn(*mut libc::posix_spawn_file_actions_t, libc::c_int) -> libc::c_int;
-    static FOUND: std::sync::OnceLock<Option<AddTcsetpgrp>> = std::sync::OnceLock::new();
-    let found = FOUND.get_or_init(|| {
-        // SAFETY: dlsym with a NUL-terminated name; a non-null result is
-        // that function, whose C signature is the one above.
-        unsafe {
-            let sym = libc::dlsym(
-                libc::RTLD_DEFAULT,
-                c"posix_spawn_file_actions_addtcsetpgrp_np".as_ptr(),
-            );
-            (!sym.is_null()).then(|| std::mem::transmute::<*mut libc::c_void, AddTcsetpgrp>(sym))
-        }
-    });
-    match found {
-        // SAFETY: an initialised actions object and a descriptor number.
-        Some(add) => unsafe { add(actions, fd) == 0 },
-        None => false,
-    }
-}
 
 /// Makes the keeper a child subreaper (every orphan of its tree reparents
 /// to it) and non-dumpable (its command, running as the same user, cannot

@@ -11,6 +11,7 @@ mod pidfd;
 pub(crate) mod pidns;
 mod procfs;
 pub(crate) mod sys;
+mod vfork;
 pub(crate) mod watchdog;
 
 use std::io;

@@ -28,6 +28,8 @@ use super::records::Kinfo;
 use super::sysctl;
 use super::tree::{self, Bounds, Identity, Memo};
 use crate::contain::Termination;
+use crate::contain::unix::keeper::Exec;
+use crate::contain::unix::protocol::SpawnStage;
 use crate::containment::Containment;
 
 pub(crate) use super::limits::{OomPriority, SessionCgroups};
@@ -38,16 +40,82 @@ pub(crate) const STANDARD: Containment = Containment::ProcessGroupAndTag;
 
 /// `posix_spawn` flag for a new session (macOS 10.15+, `<spawn.h>`; libc
 /// does not export it for Apple targets).
-pub(crate) const POSIX_SPAWN_SETSID: libc::c_int = 0x0400;
+const POSIX_SPAWN_SETSID: libc::c_int = 0x0400;
 
-/// macOS's `posix_spawn` has no action that hands a terminal's foreground
-/// to the child: `false` (the owner hands it over after the spawn, and
-/// continues a command stopped by an early read).
-pub(crate) fn add_tcsetpgrp_action(
-    _actions: &mut libc::posix_spawn_file_actions_t,
-    _fd: std::os::fd::RawFd,
-) -> bool {
-    false
+/// Starts the command with `posix_spawn` (a vfork: no page-table copy, and
+/// exec errors come back as the return value), in a process group of its
+/// own (or a new session), with a clean signal state and `stdio` installed.
+///
+/// macOS's `posix_spawn` has no action that hands the terminal's
+/// foreground to the child before exec: with `exec.take_terminal` the
+/// owner hands it over after the spawn, and continues a command that an
+/// early read of the terminal stopped (`foreground.rs`).
+pub(crate) fn spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnStage, Errno)> {
+    let argv = exec.argv_ptrs();
+    let envp = exec.envp_ptrs();
+    // SAFETY: the attribute and action objects are initialised before use
+    // and destroyed after; every pointer handed to posix_spawn outlives it.
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        libc::posix_spawnattr_init(&mut attr);
+        libc::posix_spawn_file_actions_init(&mut actions);
+        // A clean signal state for the command: nothing blocked, every
+        // signal at its default (the keeper blocks some and ignores SIGPIPE).
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        let mut defaults: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut defaults);
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::sigaddset(&mut defaults, sig);
+            }
+        }
+        let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
+        if exec.new_session {
+            flags |= POSIX_SPAWN_SETSID;
+        } else {
+            flags |= libc::POSIX_SPAWN_SETPGROUP;
+            libc::posix_spawnattr_setpgroup(&mut attr, 0);
+        }
+        libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short);
+        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+        libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
+        for (target, fd) in stdio.into_iter().enumerate() {
+            libc::posix_spawn_file_actions_adddup2(&mut actions, fd, target as i32);
+        }
+        // The keeper enters the command's directory itself and the command
+        // inherits it: the keeper is single-threaded and needs no
+        // directory of its own (it names every file by an absolute path).
+        // Not `posix_spawn_file_actions_addchdir_np`: the standard library
+        // declares that function weak, and in a statically linked program
+        // built with fat LTO (`tether` as the Python wheel ships it) the
+        // merged declaration stayed weak, unresolved, at address 0 — a
+        // keeper given a directory crashed there.
+        if let Some(cwd) = &exec.cwd
+            && libc::chdir(cwd.as_ptr()) != 0
+        {
+            let errno = Errno::last();
+            libc::posix_spawn_file_actions_destroy(&mut actions);
+            libc::posix_spawnattr_destroy(&mut attr);
+            return Err((SpawnStage::Chdir, errno));
+        }
+        let mut pid: libc::pid_t = 0;
+        let rc = libc::posix_spawn(
+            &mut pid,
+            exec.program.as_ptr(),
+            &actions,
+            &attr,
+            argv.as_ptr(),
+            envp.as_ptr(),
+        );
+        libc::posix_spawn_file_actions_destroy(&mut actions);
+        libc::posix_spawnattr_destroy(&mut attr);
+        if rc == 0 {
+            return Ok(pid as u32);
+        }
+        Err((SpawnStage::Exec, Errno::from_raw(rc)))
+    }
 }
 
 /// Prepares the keeper process: `SIGCHLD` back to its default disposition

@@ -1,5 +1,6 @@
-//! Starting the command with `posix_spawn` from the keeper. Everything here
-//! runs in the single-threaded keeper.
+//! What the keeper needs to start a command, and the fork it starts one
+//! with where the platform's spawn (`os::keeper::spawn`) cannot. Everything
+//! here runs in the single-threaded keeper.
 
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -20,12 +21,11 @@ pub(crate) struct Exec {
     /// Stdin is a terminal to make the command's controlling terminal.
     pub(crate) controlling_tty: bool,
     /// Hand the terminal on fd 0 to the command's process group before
-    /// exec (see [`posix_spawn`]).
+    /// exec (where the platform's spawn can).
     pub(crate) take_terminal: bool,
     /// `cgroup.procs` of the session's cgroups: the command writes `0`
     /// (itself) to each before anything else, so it runs in them from its
-    /// first instruction. Non-empty means the fork path ([`fork_exec`]):
-    /// `posix_spawn` has no such step.
+    /// first instruction. Non-empty means the fork path ([`fork_exec`]).
     pub(crate) cgroup_procs: Vec<RawFd>,
 }
 
@@ -63,100 +63,18 @@ fn pointers(items: &[CString]) -> Vec<*mut libc::c_char> {
         .collect()
 }
 
-/// Starts the command with `posix_spawn` (a vfork: no page-table copy, and
-/// exec errors come back as the return value), in a process group of its
-/// own (or a new session), with a clean signal state and `stdio` installed.
-///
-/// With `exec.take_terminal`, the command's group becomes the foreground of
-/// the terminal on its stdin *in the child, before exec* (glibc 2.35+:
-/// `posix_spawn_file_actions_addtcsetpgrp_np`). Done by the owner after the
-/// spawn instead, a command that reads the terminal at once gets `SIGTTIN`
-/// first (2 of 20 `tether run -- head -c1` runs with input typed ahead, here),
-/// and a late report of that stop undid a Ctrl-Z. Where the C library has
-/// no such action, the owner hands the terminal over after the spawn.
-pub(crate) fn posix_spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnStage, Errno)> {
-    let argv = exec.argv_ptrs();
-    let envp = exec.envp_ptrs();
-    // SAFETY: the attribute and action objects are initialised before use
-    // and destroyed after; every pointer handed to posix_spawn outlives it.
-    unsafe {
-        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
-        let mut actions: libc::posix_spawn_file_actions_t = std::mem::zeroed();
-        libc::posix_spawnattr_init(&mut attr);
-        libc::posix_spawn_file_actions_init(&mut actions);
-        // A clean signal state for the command: nothing blocked, every
-        // signal at its default (the keeper blocks some and ignores SIGPIPE).
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        let mut defaults: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut defaults);
-        for sig in 1..32 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::sigaddset(&mut defaults, sig);
-            }
-        }
-        let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
-        if exec.new_session {
-            flags |= crate::contain::os::keeper::POSIX_SPAWN_SETSID;
-        } else {
-            flags |= libc::POSIX_SPAWN_SETPGROUP;
-            libc::posix_spawnattr_setpgroup(&mut attr, 0);
-        }
-        libc::posix_spawnattr_setflags(&mut attr, flags as libc::c_short);
-        libc::posix_spawnattr_setsigmask(&mut attr, &empty);
-        libc::posix_spawnattr_setsigdefault(&mut attr, &defaults);
-        for (target, fd) in stdio.into_iter().enumerate() {
-            libc::posix_spawn_file_actions_adddup2(&mut actions, fd, target as i32);
-        }
-        // The keeper enters the command's directory itself and the command
-        // inherits it: the keeper is single-threaded and needs no
-        // directory of its own (it names every file by an absolute path).
-        // Not `posix_spawn_file_actions_addchdir_np`: the standard library
-        // declares that function weak, and in a statically linked program
-        // built with fat LTO (`tether` as the Python wheel ships it) the
-        // merged declaration stayed weak, unresolved, at address 0 — a
-        // keeper given a directory crashed there.
-        if let Some(cwd) = &exec.cwd
-            && libc::chdir(cwd.as_ptr()) != 0
-        {
-            let errno = Errno::last();
-            libc::posix_spawn_file_actions_destroy(&mut actions);
-            libc::posix_spawnattr_destroy(&mut attr);
-            return Err((SpawnStage::Chdir, errno));
-        }
-        if exec.take_terminal {
-            // After the dup2s: fd 0 is the terminal now. glibc runs file
-            // actions after setpgid, with every signal blocked (so the
-            // background child's tcsetpgrp raises no SIGTTOU).
-            hand_over_terminal(&mut actions, 0);
-        }
-        let mut pid: libc::pid_t = 0;
-        let rc = libc::posix_spawn(
-            &mut pid,
-            exec.program.as_ptr(),
-            &actions,
-            &attr,
-            argv.as_ptr(),
-            envp.as_ptr(),
-        );
-        libc::posix_spawn_file_actions_destroy(&mut actions);
-        libc::posix_spawnattr_destroy(&mut attr);
-        if rc == 0 {
-            return Ok(pid as u32);
-        }
-        Err((SpawnStage::Exec, Errno::from_raw(rc)))
-    }
-}
-
 /// Forks and execs the command; returns its pid once exec succeeded. The
 /// child waits for a byte on `gate` (if any) before exec. `forked` runs in
 /// the parent right after the fork, before exec is confirmed.
 ///
-/// `posix_spawn` cannot give a command a controlling terminal (it has no
-/// file action for `TIOCSCTTY`, and on macOS opening a tty after `setsid`
-/// does not acquire one), so PTY sessions — and the PID namespace's init,
-/// which needs the gate — start the command with this plain fork. It is
-/// cheap here: the keeper is a small single-threaded process.
+/// The platform's spawn (`os::keeper::spawn`: a `CLONE_VFORK` clone on
+/// Linux, `posix_spawn` on macOS) cannot give a command a controlling
+/// terminal (`posix_spawn` has no file action for `TIOCSCTTY`, and on
+/// macOS opening a tty after `setsid` does not acquire one) nor enter
+/// cgroups before exec, so PTY sessions, limited sessions — and the PID
+/// namespace's init, which needs the gate — start the command with this
+/// plain fork. It is cheap here: the keeper is a small single-threaded
+/// process.
 pub(crate) fn fork_exec(
     exec: &Exec,
     stdio: [RawFd; 3],
@@ -262,8 +180,8 @@ unsafe fn child_after_fork(
                 fail(SpawnStage::Stdio);
             }
         }
-        // The foreground of the terminal on stdin, as `posix_spawn`'s
-        // tcsetpgrp action gives it: with SIGTTOU blocked, since this
+        // The foreground of the terminal on stdin, as the platform's spawn
+        // gives it (see `linux/vfork.rs`): with SIGTTOU blocked, since this
         // child is not yet in the foreground.
         if exec.take_terminal {
             let mut ttou: libc::sigset_t = std::mem::zeroed();
@@ -315,10 +233,4 @@ pub(crate) fn enter_cgroups(procs: &[RawFd]) -> Result<(), ()> {
         }
     }
     Ok(())
-}
-
-/// Adds "make the child's process group the foreground of the terminal on
-/// `fd`" to `actions`, where the C library can (`false` otherwise).
-fn hand_over_terminal(actions: &mut libc::posix_spawn_file_actions_t, fd: RawFd) -> bool {
-    crate::contain::os::keeper::add_tcsetpgrp_action(actions, fd)
 }

@@ -15,8 +15,10 @@
 //!    subreaper: there the tree is the command's process group and session
 //!    plus every process carrying the session's spawn tag.)
 //! 3. It waits for a `Spawn` request (a warm keeper waits here, already
-//!    holding its lifeline) and starts the command with `posix_spawn` in a
-//!    process group (or session) of its own with a clean signal state.
+//!    holding its lifeline) and starts the command the way `posix_spawn`
+//!    does (a `CLONE_VFORK` clone on Linux, see `linux/vfork.rs`;
+//!    `posix_spawn` itself on macOS) in a process group (or session) of its
+//!    own with a clean signal state.
 //!    With a PID namespace (Linux), the command runs under a pid-1 init
 //!    with `PR_SET_PDEATHSIG(SIGKILL)` (safe: the keeper is
 //!    single-threaded), so even a `SIGKILL`ed keeper takes the namespace
@@ -53,7 +55,6 @@ use crate::contain::os::keeper::{
 };
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
-use exec::posix_spawn;
 // The PID namespace's init (Linux) enters the session's cgroups itself.
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub(crate) use exec::enter_cgroups;
@@ -384,12 +385,13 @@ impl Keeper {
                 ))
             }
             _ => {
-                // posix_spawn can neither give a controlling terminal nor
-                // enter cgroups before exec: those take the fork path.
+                // The platform's spawn can neither give a controlling
+                // terminal nor enter cgroups before exec: those take the
+                // fork path.
                 let pid = if exec.controlling_tty || !exec.cgroup_procs.is_empty() {
                     fork_exec(exec, stdio, None, |_| {})?
                 } else {
-                    posix_spawn(exec, stdio)?
+                    os::spawn(exec, stdio)?
                 };
                 // Our own unreaped child: its pid stays valid even if it
                 // has already exited.
