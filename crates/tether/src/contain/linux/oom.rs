@@ -4,7 +4,7 @@
 //! first choice when memory runs out, machine-wide or in a cgroup — while
 //! owner and keeper keep theirs. Raising it needs no privilege. The keeper
 //! raises its own value around the spawn, so the command inherits it from
-//! its first instruction whichever way it is started (`posix_spawn`, fork,
+//! its first instruction whichever way it is started (the vfork clone, fork,
 //! the namespace init), then lowers it back: lowering to a value the
 //! process had needs no privilege either (the kernel's floor is
 //! `oom_score_adj_min`, which only a privileged write sets).

@@ -39,7 +39,7 @@ pub(crate) fn holds_terminal() -> bool {
 impl Terminal {
     /// A terminal for the command whose process group is `group`, if stdin
     /// is a terminal. The keeper normally handed the foreground to the
-    /// command before exec (see `keeper::exec::posix_spawn`); otherwise it
+    /// command before exec (Linux: `contain/linux/vfork.rs`); otherwise it
     /// is handed over now, if this process has it (a command started in the
     /// background stays there, and stops when it reads the terminal — as
     /// under a shell).
