@@ -46,8 +46,8 @@ struct Shared<'a> {
 /// Starts `exec` with `stdio` `[stdin, stdout, stderr]`: in its directory,
 /// in a process group of its own (or a new session), with a clean signal
 /// state (nothing blocked, every signal at its default) and, with
-/// `exec.take_terminal`,
-/// the terminal on its stdin in its group's foreground before exec.
+/// `exec.take_terminal`, the terminal on its stdin in its group's
+/// foreground before exec.
 /// Returns its pid once exec succeeded, else the stage that failed and why
 /// (the failed child reaped).
 pub(crate) fn spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnStage, Errno)> {
@@ -62,7 +62,7 @@ pub(crate) fn spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnStage, 
     };
     let mut stack = [MaybeUninit::<u8>::uninit(); CHILD_STACK];
     // SAFETY: the child runs `child` on the top of `stack` (the stack grows
-    // down on every architecture Linux runs this on but PA-RISC), with
+    // down on every architecture tether is built for), with
     // `shared` — both live in this frame, which outlives the child's use of
     // them: CLONE_VFORK returns only after the child's exec or exit.
     // Every signal is blocked around the clone, so that no handler of the
