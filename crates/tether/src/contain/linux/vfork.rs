@@ -24,7 +24,7 @@ use std::os::fd::RawFd;
 
 use nix::errno::Errno;
 
-use crate::contain::unix::keeper::Exec;
+use crate::contain::unix::keeper::{Exec, Failure, exec_child};
 use crate::contain::unix::protocol::SpawnStage;
 
 /// The child's stack: a region of the keeper's own, which the keeper does
@@ -37,8 +37,8 @@ const CHILD_STACK: usize = 16 << 10;
 /// the child share until the child's exec.
 struct Shared<'a> {
     exec: &'a Exec,
-    argv: *const *mut libc::c_char,
-    envp: *const *mut libc::c_char,
+    argv: &'a [*mut libc::c_char],
+    envp: &'a [*mut libc::c_char],
     stdio: [RawFd; 3],
     failed: Option<(SpawnStage, i32)>,
 }
@@ -55,8 +55,8 @@ pub(crate) fn spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnStage, 
     let envp = exec.envp_ptrs();
     let mut shared = Shared {
         exec,
-        argv: argv.as_ptr(),
-        envp: envp.as_ptr(),
+        argv: &argv,
+        envp: &envp,
         stdio,
         failed: None,
     };
@@ -97,98 +97,23 @@ pub(crate) fn spawn(exec: &Exec, stdio: [RawFd; 3]) -> Result<u32, (SpawnStage, 
     Ok(pid as u32)
 }
 
-/// The child: from the clone to exec. Shares the keeper's memory, so it
-/// makes only system calls (through the C library's thin wrappers) and
-/// writes nothing but `Shared::failed`.
+/// The child: from the clone to exec, the steps a forked child takes
+/// (`exec_child`), its failure written into the memory it shares with the
+/// keeper.
 extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is `spawn`'s `Shared`, which nothing else touches until
     // this child has exec'd or exited.
     let shared = unsafe { &mut *arg.cast::<Shared<'_>>() };
-    // SAFETY: in the child of a CLONE_VM | CLONE_VFORK clone, on the
-    // memory described above.
-    unsafe { start(shared) }
-}
-
-/// Records `stage` and the current errno for the keeper, and exits.
-///
-/// # Safety
-/// Only in the child of [`spawn`].
-unsafe fn fail(shared: &mut Shared<'_>, stage: SpawnStage) -> ! {
-    shared.failed = Some((stage, Errno::last_raw()));
-    // SAFETY: _exit(2) ends the child without running anything of the
-    // keeper's (no atexit handlers, no buffers flushed).
-    unsafe { libc::_exit(127) }
-}
-
-/// # Safety
-/// Only in the child of [`spawn`].
-unsafe fn start(shared: &mut Shared<'_>) -> ! {
-    let exec = shared.exec;
-    // SAFETY (whole block): system calls on descriptors and memory that
-    // are valid for the child (see `spawn`).
+    // SAFETY: the child of a CLONE_VM | CLONE_VFORK clone made with every
+    // signal blocked (see `spawn`).
     unsafe {
-        let grouped = if exec.new_session {
-            libc::setsid() >= 0
-        } else {
-            libc::setpgid(0, 0) == 0
-        };
-        if !grouped {
-            fail(shared, SpawnStage::Setup);
-        }
-        // Installed in order 0, 1, 2; a descriptor that a later stream
-        // needs and an earlier one would overwrite is moved above 2 first.
-        let mut fds = shared.stdio;
-        for target in 0..3 {
-            if fds[target + 1..].contains(&(target as RawFd)) {
-                let lifted = libc::fcntl(target as RawFd, libc::F_DUPFD_CLOEXEC, 3);
-                if lifted < 0 {
-                    fail(shared, SpawnStage::Stdio);
-                }
-                for fd in &mut fds[target + 1..] {
-                    if *fd == target as RawFd {
-                        *fd = lifted;
-                    }
-                }
-            }
-            let installed = if fds[target] == target as RawFd {
-                // Already there: only its close-on-exec flag must go.
-                libc::fcntl(target as RawFd, libc::F_SETFD, 0) == 0
-            } else {
-                libc::dup2(fds[target], target as RawFd) == target as RawFd
-            };
-            if !installed {
-                fail(shared, SpawnStage::Stdio);
-            }
-        }
-        // Every signal is still blocked (see `spawn`): this process, in the
-        // background until now, gets no SIGTTOU for it. Best effort, as
-        // glibc's action is not: if it fails the owner hands the terminal
-        // over after the spawn (see `foreground.rs`).
-        if exec.take_terminal {
-            libc::tcsetpgrp(0, libc::getpid());
-        }
-        // A clean signal state for the command: every signal at its default
-        // (the keeper ignores SIGPIPE; exec itself resets only handlers),
-        // then nothing blocked.
-        for sig in 1..32 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-        }
-        // This child's own directory (no CLONE_FS: the keeper's stays).
-        if let Some(cwd) = &exec.cwd
-            && libc::chdir(cwd.as_ptr()) < 0
-        {
-            fail(shared, SpawnStage::Chdir);
-        }
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        libc::execve(
-            exec.program.as_ptr(),
-            shared.argv.cast(),
-            shared.envp.cast(),
-        );
-        fail(shared, SpawnStage::Exec)
+        exec_child(
+            shared.exec,
+            shared.argv,
+            shared.envp,
+            shared.stdio,
+            Failure::Memory(&mut shared.failed),
+            None,
+        )
     }
 }

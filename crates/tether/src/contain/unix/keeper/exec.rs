@@ -93,7 +93,16 @@ pub(crate) fn fork_exec(
     }
     if pid == 0 {
         // SAFETY: in the child, see above.
-        unsafe { child_after_fork(exec, &argv, &envp, stdio, err_w.as_raw_fd(), gate) }
+        unsafe {
+            exec_child(
+                exec,
+                &argv,
+                &envp,
+                stdio,
+                Failure::Pipe(err_w.as_raw_fd()),
+                gate,
+            )
+        }
     }
     drop(err_w);
     forked(pid as u32);
@@ -122,28 +131,52 @@ pub(crate) fn fork_exec(
     Err((stage, Errno::from_raw(errno)))
 }
 
-/// The child side of `fork_exec`. Never returns.
+/// How a child that failed before exec tells the keeper the stage and
+/// the errno.
+pub(crate) enum Failure<'a> {
+    /// Eight bytes on this pipe (a forked child: `fork_exec`).
+    Pipe(RawFd),
+    /// Written here, in memory the keeper shares with the child until its
+    /// exec (a `CLONE_VM` child: `linux/vfork.rs`).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Memory(&'a mut Option<(SpawnStage, i32)>),
+}
+
+/// The child's side of a spawn, from the fork (or clone) to exec: the
+/// session's cgroups, the gate, its group or session, stdio, the terminal,
+/// a clean signal state, its directory. Never returns.
+///
+/// Signals stay as the keeper left them until right before exec: a
+/// `CLONE_VM` child is started with every signal blocked, so no handler of
+/// the keeper's runs on the memory it shares.
 ///
 /// # Safety
-/// Only call in a freshly forked child of a single-threaded process.
-unsafe fn child_after_fork(
+/// Only call in a freshly forked child of a single-threaded process, or in
+/// the child of a `CLONE_VM | CLONE_VFORK` clone made with every signal
+/// blocked.
+pub(crate) unsafe fn exec_child(
     exec: &Exec,
     argv: &[*mut libc::c_char],
     envp: &[*mut libc::c_char],
     stdio: [RawFd; 3],
-    err_w: RawFd,
+    mut failure: Failure<'_>,
     gate: Option<RawFd>,
 ) -> ! {
-    let fail = |stage: SpawnStage| -> ! {
+    let mut fail = |stage: SpawnStage| -> ! {
         let errno = Errno::last_raw();
-        let mut report = [0u8; 8];
-        report[0] = stage.code();
-        report[4..].copy_from_slice(&errno.to_le_bytes());
-        // SAFETY: write(2) and _exit(2) are async-signal-safe.
-        unsafe {
-            libc::write(err_w, report.as_ptr().cast(), report.len());
-            libc::_exit(127)
+        match &mut failure {
+            Failure::Pipe(err_w) => {
+                let mut report = [0u8; 8];
+                report[0] = stage.code();
+                report[4..].copy_from_slice(&errno.to_le_bytes());
+                // SAFETY: write(2) is async-signal-safe.
+                unsafe { libc::write(*err_w, report.as_ptr().cast(), report.len()) };
+            }
+            Failure::Memory(slot) => **slot = Some((stage, errno)),
         }
+        // SAFETY: _exit(2) is async-signal-safe and runs nothing of the
+        // keeper's (no atexit handlers, no buffers flushed).
+        unsafe { libc::_exit(127) }
     };
     // SAFETY (whole block): async-signal-safe libc calls on valid data.
     unsafe {
@@ -198,11 +231,9 @@ unsafe fn child_after_fork(
         if exec.controlling_tty && libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
             fail(SpawnStage::Stdio);
         }
-        // A clean signal state for the command: nothing blocked, nothing
-        // ignored (the keeper blocks SIGCHLD/TERM and ignores SIGPIPE).
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        // A clean signal state for the command: nothing ignored (the keeper
+        // ignores SIGPIPE; exec itself resets only handlers), then — right
+        // before exec — nothing blocked (the keeper blocks SIGCHLD/TERM).
         for sig in 1..32 {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 libc::signal(sig, libc::SIG_DFL);
@@ -213,6 +244,9 @@ unsafe fn child_after_fork(
         {
             fail(SpawnStage::Chdir);
         }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
         libc::execve(
             exec.program.as_ptr(),
             argv.as_ptr().cast(),

@@ -103,7 +103,7 @@ impl Delivery<'_> {
         }
         let listed = walk(&scope, |member| {
             if Some(member.pgrp) != group {
-                self.deliver_one(rungs, member);
+                self.deliver_to(rungs, member, None);
             }
         });
         self.deliver(rungs, &listed);
@@ -154,12 +154,6 @@ impl Delivery<'_> {
             let in_group = Some(member.pgrp) == main;
             self.deliver_to(rungs, member, in_group.then_some(&to_group[..]));
         }
-    }
-
-    /// [`deliver`](Self::deliver) to one member outside the main process's
-    /// group.
-    fn deliver_one(&mut self, rungs: &[Rung], member: &Member) {
-        self.deliver_to(rungs, member, None);
     }
 
     /// Sends `member` each `Tree` signal of `rungs` it has not had yet —

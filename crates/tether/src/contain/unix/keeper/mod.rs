@@ -59,6 +59,9 @@ use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub(crate) use exec::enter_cgroups;
 pub(crate) use exec::{Exec, fork_exec};
+// The Linux keeper's clone (`linux/vfork.rs`) runs the child's side too.
+#[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
+pub(crate) use exec::{Failure, exec_child};
 use ladder::{Delivery, KILL_SWEEP, Ladder, VERIFY_WINDOW};
 pub(crate) use trace::DEBUG_VAR;
 use trace::KillTrace;
