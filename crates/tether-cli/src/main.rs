@@ -54,6 +54,9 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+// Options added only when a subcommand is built (`help::command`, which
+// replaces each deferred build with its own).
+#[command(defer = true)]
 enum Command {
     /// Run a program contained; its whole tree dies with it (like timeout(1)).
     Run(run::RunArgs),

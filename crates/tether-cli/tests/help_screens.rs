@@ -93,6 +93,15 @@ fn short_help_fits_a_screen_and_ends_with_examples() {
             .filter(|l| l.chars().count() > COLUMNS)
             .collect();
         assert!(too_wide.is_empty(), "tether {args:?} -h: {too_wide:?}");
+        if !args.is_empty() {
+            // The help flag's own line says a long form exists: the
+            // subcommand's options and texts were in place when clap made
+            // it (they are added late, `help::command`).
+            assert!(
+                short.contains("see more with '--help'"),
+                "tether {args:?} -h does not point at --help:\n{short}"
+            );
+        }
         let short_examples = examples(&short);
         assert!(
             short_examples.lines().count() >= 2,
@@ -105,6 +114,15 @@ fn short_help_fits_a_screen_and_ends_with_examples() {
         assert!(
             long.lines().count() >= rows,
             "tether {args:?} --help is shorter than -h"
+        );
+    }
+    // A subcommand's summary is its variant's, not its options type's doc
+    // comment (`tether_mcp::Options` has one of its own).
+    for args in [&["mcp", "-h"][..], &["help"]] {
+        let screen = text(args);
+        assert!(
+            screen.contains("Serve a terminal tool to agents over MCP"),
+            "tether {args:?}:\n{screen}"
         );
     }
     // The long form carries what -h leaves out.
