@@ -83,17 +83,12 @@ enum Command {
 fn main() -> ExitCode {
     // A `tether` started as a keeper runs the keeper and never returns.
     tether::keeper::run_if_requested();
-    let early = run::start_early();
     let cli = match help::command()
         .try_get_matches()
         .and_then(|matches| Cli::from_arg_matches(&matches))
     {
         Ok(cli) => cli,
         Err(err) => {
-            if early.is_some() {
-                // The keeper `tether run` started early goes now, reaped.
-                tether::set_warm_keepers(0);
-            }
             let code = if err.use_stderr() {
                 EXIT_TETHER_ERROR
             } else {
@@ -104,7 +99,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run(args) => run::main(args, early),
+        Command::Run(args) => run::main(args),
         Command::Ps(args) => ps::main(args),
         Command::Reap(args) => reap::main(args),
         Command::Mcp(options) => tether_mcp::serve(options),

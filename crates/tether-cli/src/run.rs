@@ -165,40 +165,8 @@ struct JsonResult {
     oom_kills: u32,
 }
 
-/// For `tether run` (the first argument): a session and its keeper,
-/// started before the command line is parsed, so that the keeper's exec
-/// runs while clap parses and `run` sets up — the owner is otherwise ready
-/// before its keeper is, and waits for it. `None` for any other command,
-/// and if an argument before a `--` asks for a limit: limits need
-/// [`tether::prepare_limits`] before any keeper exists (an argument of
-/// the program's own, or a value, that merely looks like one only costs
-/// the early start). A keeper that no spawn takes is reaped before tether
-/// exits ([`main`], and `main.rs` if the command line is bad).
-pub fn start_early() -> Option<tether::SessionId> {
-    let mut args = std::env::args_os().skip(1);
-    if args.next()? != "run" {
-        return None;
-    }
-    for arg in args {
-        let arg = arg.as_encoded_bytes();
-        if arg == b"--" {
-            break;
-        }
-        if ["--memory", "--pids", "--cpu"]
-            .iter()
-            .any(|limit| arg.starts_with(limit.as_bytes()))
-        {
-            return None;
-        }
-    }
-    let session = tether::SessionId::generate();
-    let _ = tether::start_keeper_ahead(&session);
-    Some(session)
-}
-
-/// `early`: the session [`start_early`] started a keeper for.
-pub fn main(args: RunArgs, early: Option<tether::SessionId>) -> ExitCode {
-    match run(args, early) {
+pub fn main(args: RunArgs) -> ExitCode {
+    match run(args) {
         // Windows exit codes are 32-bit (0xC0000005 for an access
         // violation): passed on whole, never cut to a byte.
         #[cfg(windows)]
@@ -227,7 +195,7 @@ fn exit_code_for_error(err: &Error) -> u8 {
     }
 }
 
-fn run(args: RunArgs, early: Option<tether::SessionId>) -> Result<i32, Error> {
+fn run(args: RunArgs) -> Result<i32, Error> {
     // Orphans of a SIGKILLed keeper come back to us, and we kill them.
     tether::become_subreaper()?;
     // Before any thread exists: only the forwarder may see these signals
@@ -240,23 +208,15 @@ fn run(args: RunArgs, early: Option<tether::SessionId>) -> Result<i32, Error> {
     };
     // The keeper's exec runs while we set up; the spawn below takes it
     // (the same session in both tags). Best effort: without it the spawn
-    // starts one itself (and says why, if that fails too). Usually started
-    // already, before the command line was parsed (`start_early`).
-    let session = match early {
-        Some(session) => session,
-        None => {
-            let session = tether::SessionId::generate();
-            if args.memory.is_some() || args.pids.is_some() || args.cpu.is_some() {
-                // Before any keeper of ours exists: where cgroup v2 is
-                // delegated to us, readying the controllers may move this
-                // process into a leaf of its own, which it does only while
-                // alone in its cgroup.
-                tether::prepare_limits();
-            }
-            let _ = tether::start_keeper_ahead(&session);
-            session
-        }
-    };
+    // starts one itself (and says why, if that fails too).
+    let session = tether::SessionId::generate();
+    if args.memory.is_some() || args.pids.is_some() || args.cpu.is_some() {
+        // Before any keeper of ours exists: where cgroup v2 is delegated
+        // to us, readying the controllers may move this process into a
+        // leaf of its own, which it does only while alone in its cgroup.
+        tether::prepare_limits();
+    }
+    let _ = tether::start_keeper_ahead(&session);
     let recording = RunRecording::begin(&tether::Install::from_env(), "run").map_err(Error::Io)?;
 
     let mut command = if args.shell {
