@@ -228,13 +228,14 @@ pub fn main() {
     }
 }
 
-/// This build's `tether` linked statically against glibc, as the Python
-/// wheel ships it (crates/tether-py/build/tether_build.py):
-/// `$TETHER_STATIC_BIN`, else built here with `cargo rustc --release -p
-/// process-tether-cli --bin tether -- -C target-feature=+crt-static` into
-/// a target directory of its own (`static-tether/` under this one: the
-/// first time, a release build of every crate). `None`, said on stderr, if
-/// neither.
+/// This build's `tether` linked statically against glibc, its relocations
+/// packed, as the Python wheel ships it (crates/tether-py/build/
+/// tether_build.py): `$TETHER_STATIC_BIN`, else built here with `cargo
+/// rustc --release -p process-tether-cli --bin tether -- -C
+/// target-feature=+crt-static -C link-arg=-Wl,-z,pack-relative-relocs`
+/// (glibc 2.36+) into a target directory of its own (`static-tether/`
+/// under this one: the first time, a release build of every crate).
+/// `None`, said on stderr, if neither.
 fn static_tether() -> Option<Build> {
     let target = target_dir().join("static-tether");
     let path = prebuilt_or(
@@ -250,6 +251,8 @@ fn static_tether() -> Option<Build> {
             "--",
             "-C",
             "target-feature=+crt-static",
+            "-C",
+            "link-arg=-Wl,-z,pack-relative-relocs",
         ],
         Some(&target),
         target.join("release/tether"),
