@@ -49,6 +49,7 @@ pub(crate) fn prepare() -> io::Result<()> {
 /// The bounds of one session's tree. On Linux everything of the session
 /// is a descendant of the keeper (subreaper or PID namespace), so the
 /// fields are not needed; macOS uses them.
+#[derive(Clone, Copy)]
 pub(crate) struct TreeScope<'a> {
     #[allow(dead_code)]
     pub session: &'a str,

@@ -144,6 +144,7 @@ pub(crate) fn prepare() -> io::Result<()> {
 
 /// The bounds of one session's tree: the session id of the spawn tag, and
 /// the command's process group id (its pid).
+#[derive(Clone, Copy)]
 pub(crate) struct TreeScope<'a> {
     /// The session id in the command's spawn tag.
     pub session: &'a str,

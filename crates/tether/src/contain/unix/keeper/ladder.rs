@@ -92,10 +92,8 @@ impl Delivery<'_> {
     /// keeper before the walk lists them, and they would wait for the next
     /// sweep.
     pub(super) fn members_delivering(&mut self, rungs: &[Rung]) -> Vec<Member> {
-        let scope = TreeScope {
-            session: self.scope.session,
-            main_pgrp: self.scope.main_pgrp,
-        };
+        // A copy: the walk's callback borrows `self`.
+        let scope = self.scope;
         let group = self.main;
         if let Some(main) = group {
             // SAFETY: kill(2) with a negative pid signals a group.
