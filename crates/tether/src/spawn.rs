@@ -101,6 +101,16 @@ impl Command {
     /// The owner's environment (unless cleared) with this command's
     /// changes, and the spawn tag — which no caller can remove.
     fn environment(&self, tag: &SpawnTag) -> Vec<(OsString, OsString)> {
+        if !self.env_clear && self.env.is_empty() {
+            // The common case, without a map: the owner's environment as
+            // it is (as `std::process::Command` passes it on), the tag
+            // replacing any the owner has.
+            let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
+                .filter(|(k, _)| k != SPAWN_TAG_VAR)
+                .collect();
+            vars.push((SPAWN_TAG_VAR.into(), tag.to_string().into()));
+            return vars;
+        }
         let mut vars: BTreeMap<OsString, OsString> = if self.env_clear {
             BTreeMap::new()
         } else {

@@ -80,6 +80,55 @@ fn environment_follows_std_semantics_plus_the_tag() {
     assert_eq!(tag.owner_pid, std::process::id());
 }
 
+/// Set in the environment of this test binary run again as the owner of
+/// [`an_owners_own_tag_is_replaced_not_passed_on`].
+const TAGGED_OWNER_VAR: &str = "TETHER_TEST_TAGGED_OWNER";
+
+/// An owner that runs inside a session itself (its environment carries a
+/// tag) and starts a command with its environment untouched — the path
+/// that copies the owner's environment without a map: the command sees
+/// the owner's variables and exactly one tag, its own.
+#[test]
+fn an_owners_own_tag_is_replaced_not_passed_on() {
+    if std::env::var_os(TAGGED_OWNER_VAR).is_some() {
+        let out = Command::new("env").purpose("nested").output().unwrap();
+        for line in String::from_utf8(out.stdout).unwrap().lines() {
+            println!("ENV {line}");
+        }
+        return;
+    }
+    let guard = TagGuard::new("spawn-nested-tag");
+    let owner = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "an_owners_own_tag_is_replaced_not_passed_on",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(TAGGED_OWNER_VAR, "1")
+        .env(TAG_VAR, guard.tag())
+        .env(tether::SPAWN_TAG_VAR, "the-tag-of-an-outer-session")
+        .env("TETHER_TEST_KEPT", "kept")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(owner.status.success(), "{owner:?}");
+    let text = String::from_utf8(owner.stdout).unwrap();
+    let env: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.split_once("ENV ").map(|(_, var)| var))
+        .collect();
+    assert!(env.contains(&"TETHER_TEST_KEPT=kept"), "{text}");
+    assert!(env.contains(&format!("{TAG_VAR}={}", guard.tag()).as_str()));
+    let tags: Vec<&str> = env
+        .iter()
+        .filter_map(|var| var.strip_prefix(&format!("{}=", tether::SPAWN_TAG_VAR)))
+        .collect();
+    assert_eq!(tags.len(), 1, "{text}");
+    let tag: SpawnTag = tags[0].parse().unwrap();
+    assert_eq!(tag.purpose, "nested");
+}
+
 #[test]
 fn output_does_not_hang_on_a_grandchild_holding_stdout() {
     let guard = TagGuard::new("spawn-grandchild");

@@ -222,10 +222,23 @@ pub(crate) enum Event {
 // ---------------------------------------------------------------------------
 // Encoding.
 
-#[derive(Default)]
+/// A frame being written: a length prefix (filled in by [`Writer::frame`])
+/// and the payload after it.
 struct Writer(Vec<u8>);
 
+impl Default for Writer {
+    fn default() -> Writer {
+        Writer::with_capacity(64)
+    }
+}
+
 impl Writer {
+    /// A writer with room for a payload of `payload` bytes.
+    fn with_capacity(payload: usize) -> Writer {
+        let mut out = Vec::with_capacity(payload + 4);
+        out.extend_from_slice(&[0; 4]);
+        Writer(out)
+    }
     fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
@@ -349,11 +362,10 @@ impl Writer {
         }
     }
     /// The finished frame, length prefix included.
-    fn frame(self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.0.len() + 4);
-        out.extend_from_slice(&(self.0.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.0);
-        out
+    fn frame(mut self) -> Vec<u8> {
+        let len = (self.0.len() - 4) as u32;
+        self.0[..4].copy_from_slice(&len.to_le_bytes());
+        self.0
     }
 }
 
@@ -584,7 +596,22 @@ fn leftovers_from(code: u8) -> io::Result<Leftovers> {
 impl Request {
     /// The request as one frame.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
+        let mut w = match self {
+            // Sized for the strings (each with its 4-byte length) and the
+            // fixed fields after them: the frame is written without a
+            // reallocation (a spawn's environment makes it kilobytes).
+            Request::Spawn(spec) => {
+                let strings: usize = [&spec.argv, &spec.envp]
+                    .into_iter()
+                    .flatten()
+                    .map(|s| s.len() + 4)
+                    .sum();
+                Writer::with_capacity(
+                    256 + spec.program.len() + strings + spec.cwd.as_ref().map_or(0, Vec::len),
+                )
+            }
+            _ => Writer::default(),
+        };
         match self {
             Request::Spawn(spec) => {
                 w.u8(1);

@@ -3,7 +3,7 @@
 //! why it could not start.
 
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::discovery::keeper_path;
@@ -195,7 +195,8 @@ fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
         .env
         .iter()
         .map(|(k, v)| {
-            let mut entry = k.clone().into_vec();
+            let mut entry = Vec::with_capacity(k.len() + 1 + v.len());
+            entry.extend_from_slice(k.as_bytes());
             entry.push(b'=');
             entry.extend_from_slice(v.as_bytes());
             entry
