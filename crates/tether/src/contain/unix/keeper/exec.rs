@@ -131,6 +131,40 @@ pub(crate) fn fork_exec(
     Err((stage, Errno::from_raw(errno)))
 }
 
+/// The signals below 32 (bit `sig`) whose disposition in this process is
+/// not the default: the ones a command's side of a spawn resets. All of
+/// them until [`note_dispositions`] has looked.
+static NOT_DEFAULT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
+/// Looks once at this process's signal dispositions, so that each spawn's
+/// child resets only the signals not at their default — a handful (those
+/// the keeper ignores, those it inherited ignored, the standard library's
+/// fault handlers) where it reset all 29, one system call each, on every
+/// spawn. The keeper calls it after the last change it makes to a
+/// disposition (`Keeper::new`); code that changes one later must call it
+/// again, or a command could inherit an ignored signal. (`run_cli.rs`'s
+/// `the_command_starts_with_no_signal_ignored_or_blocked` runs a command
+/// under an owner that ignores seven signals: it fails if the child resets
+/// none of them.)
+pub(crate) fn note_dispositions() {
+    let mut not_default = 0u32;
+    for sig in 1..32 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: sigaction with no new action only fills `old`, which we own.
+        let (rc, old) = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            let rc = libc::sigaction(sig, std::ptr::null(), &mut old);
+            (rc, old)
+        };
+        if rc != 0 || old.sa_sigaction != libc::SIG_DFL {
+            not_default |= 1 << sig;
+        }
+    }
+    NOT_DEFAULT.store(not_default, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// How a child that failed before exec tells the keeper the stage and
 /// the errno.
 pub(crate) enum Failure<'a> {
@@ -234,8 +268,10 @@ pub(crate) unsafe fn exec_child(
         // A clean signal state for the command: nothing ignored (the keeper
         // ignores SIGPIPE; exec itself resets only handlers), then — right
         // before exec — nothing blocked (the keeper blocks SIGCHLD/TERM).
+        // Only what is not at its default here needs the call.
+        let not_default = NOT_DEFAULT.load(std::sync::atomic::Ordering::Relaxed);
         for sig in 1..32 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            if not_default & (1 << sig) != 0 && sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 libc::signal(sig, libc::SIG_DFL);
             }
         }

@@ -58,7 +58,7 @@ use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 // The PID namespace's init (Linux) enters the session's cgroups itself.
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub(crate) use exec::enter_cgroups;
-pub(crate) use exec::{Exec, fork_exec};
+pub(crate) use exec::{Exec, fork_exec, note_dispositions};
 // The Linux keeper's clone (`linux/vfork.rs`) runs the child's side too.
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub(crate) use exec::{Failure, exec_child};
@@ -221,6 +221,7 @@ impl Keeper {
                 nix::sys::signal::SigHandler::SigIgn,
             )
         }?;
+        note_dispositions();
         Ok(Keeper {
             ctl: Some(ctl),
             outbox: Vec::new(),
