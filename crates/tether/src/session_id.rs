@@ -58,9 +58,10 @@ impl fmt::Display for SessionId {
 }
 
 fn fill_random(buf: &mut [u8]) {
-    if !kernel_random(buf) {
-        // Neither source answered (an old kernel in a bare chroot): the hasher's
-        // per-process random keys, mixed with time and a counter.
+    if !crate::contain::random_bytes(buf) {
+        // The system gave none (Windows; no /dev/urandom in a bare
+        // chroot): the hasher's per-process random keys, mixed with time
+        // and a counter.
         use std::hash::{BuildHasher, Hasher};
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         for chunk in buf.chunks_mut(8) {
@@ -75,37 +76,6 @@ fn fill_random(buf: &mut [u8]) {
             chunk.copy_from_slice(&h.finish().to_le_bytes()[..chunk.len()]);
         }
     }
-}
-
-/// Fills `buf` from the kernel's random source: `getrandom(2)` on Linux
-/// (one system call, where opening `/dev/urandom` took three — every
-/// command gets an id; never blocking, so early in a boot it is
-/// `/dev/urandom` too), `/dev/urandom` elsewhere. `false` if neither
-/// answered.
-fn kernel_random(buf: &mut [u8]) -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        let mut filled = 0;
-        while filled < buf.len() {
-            let rest = &mut buf[filled..];
-            // SAFETY: getrandom writes at most `rest.len()` bytes into it.
-            let n = unsafe {
-                libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), libc::GRND_NONBLOCK)
-            };
-            if n > 0 {
-                filled += n as usize;
-            } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                break;
-            }
-        }
-        if filled == buf.len() {
-            return true;
-        }
-    }
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(buf))
-        .is_ok()
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! program, build the environment with the spawn tag, and hand the plan to
 //! the platform's containment.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -101,29 +100,23 @@ impl Command {
     /// The owner's environment (unless cleared) with this command's
     /// changes, and the spawn tag — which no caller can remove.
     fn environment(&self, tag: &SpawnTag) -> Vec<(OsString, OsString)> {
-        if !self.env_clear && self.env.is_empty() {
-            // The common case, without a map: the owner's environment as
-            // it is (as `std::process::Command` passes it on), the tag
-            // replacing any the owner has.
-            let mut vars: Vec<(OsString, OsString)> = std::env::vars_os()
-                .filter(|(k, _)| k != SPAWN_TAG_VAR)
-                .collect();
-            vars.push((SPAWN_TAG_VAR.into(), tag.to_string().into()));
-            return vars;
-        }
-        let mut vars: BTreeMap<OsString, OsString> = if self.env_clear {
-            BTreeMap::new()
-        } else {
-            std::env::vars_os().collect()
-        };
-        for (k, v) in &self.env {
-            match v {
-                Some(v) => vars.insert(k.clone(), v.clone()),
-                None => vars.remove(k),
-            };
-        }
-        vars.insert(SPAWN_TAG_VAR.into(), tag.to_string().into());
-        vars.into_iter().collect()
+        // The owner's variables as they come (as `std::process::Command`
+        // passes them on: no map, no sorting), less those this command
+        // sets or removes and any tag, then this command's and its tag.
+        let inherited = (!self.env_clear).then(std::env::vars_os);
+        let mut vars: Vec<(OsString, OsString)> = inherited
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k != SPAWN_TAG_VAR && !self.env.contains_key(k))
+            .collect();
+        vars.extend(
+            self.env
+                .iter()
+                .filter(|(k, _)| *k != SPAWN_TAG_VAR)
+                .filter_map(|(k, v)| Some((k.clone(), v.clone()?))),
+        );
+        vars.push((SPAWN_TAG_VAR.into(), tag.to_string().into()));
+        vars
     }
 
     fn checked_cwd(&self) -> Result<Option<PathBuf>> {

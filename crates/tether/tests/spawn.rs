@@ -85,15 +85,24 @@ fn environment_follows_std_semantics_plus_the_tag() {
 const TAGGED_OWNER_VAR: &str = "TETHER_TEST_TAGGED_OWNER";
 
 /// An owner that runs inside a session itself (its environment carries a
-/// tag) and starts a command with its environment untouched — the path
-/// that copies the owner's environment without a map: the command sees
-/// the owner's variables and exactly one tag, its own.
+/// tag) starts a command with its environment untouched, then one that
+/// sets and removes a variable: each command sees the owner's variables
+/// with its own changes, and exactly one tag, its own.
 #[test]
 fn an_owners_own_tag_is_replaced_not_passed_on() {
     if std::env::var_os(TAGGED_OWNER_VAR).is_some() {
         let out = Command::new("env").purpose("nested").output().unwrap();
         for line in String::from_utf8(out.stdout).unwrap().lines() {
             println!("ENV {line}");
+        }
+        let out = Command::new("env")
+            .env("TETHER_TEST_CHANGED", "new")
+            .env_remove("TETHER_TEST_GONE")
+            .purpose("changed")
+            .output()
+            .unwrap();
+        for line in String::from_utf8(out.stdout).unwrap().lines() {
+            println!("SET {line}");
         }
         return;
     }
@@ -109,6 +118,8 @@ fn an_owners_own_tag_is_replaced_not_passed_on() {
         .env(TAG_VAR, guard.tag())
         .env(tether::SPAWN_TAG_VAR, "the-tag-of-an-outer-session")
         .env("TETHER_TEST_KEPT", "kept")
+        .env("TETHER_TEST_CHANGED", "old")
+        .env("TETHER_TEST_GONE", "gone")
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -127,6 +138,29 @@ fn an_owners_own_tag_is_replaced_not_passed_on() {
     assert_eq!(tags.len(), 1, "{text}");
     let tag: SpawnTag = tags[0].parse().unwrap();
     assert_eq!(tag.purpose, "nested");
+    // With changes: an inherited variable set anew appears once, with the
+    // new value; a removed one not at all; the rest as inherited.
+    let set: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.split_once("SET ").map(|(_, var)| var))
+        .collect();
+    assert!(set.contains(&"TETHER_TEST_KEPT=kept"), "{text}");
+    let changed: Vec<&&str> = set
+        .iter()
+        .filter(|var| var.starts_with("TETHER_TEST_CHANGED="))
+        .collect();
+    assert_eq!(changed, [&"TETHER_TEST_CHANGED=new"], "{text}");
+    assert!(
+        !set.iter().any(|var| var.starts_with("TETHER_TEST_GONE=")),
+        "{text}"
+    );
+    let tags: Vec<SpawnTag> = set
+        .iter()
+        .filter_map(|var| var.strip_prefix(&format!("{}=", tether::SPAWN_TAG_VAR)))
+        .map(|tag| tag.parse().unwrap())
+        .collect();
+    assert_eq!(tags.len(), 1, "{text}");
+    assert_eq!(tags[0].purpose, "changed");
 }
 
 #[test]

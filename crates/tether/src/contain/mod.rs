@@ -82,6 +82,7 @@ pub(crate) fn attended<T>(spawn: impl FnOnce() -> T) -> T {
 
 /// `tether doctor`'s probes of this platform (see [`crate::doctor`]).
 pub(crate) use os::doctor;
+pub(crate) use os::random_bytes;
 
 /// Readies the cgroup controllers for sessions' limits (Linux; see
 /// [`crate::prepare_limits`]).

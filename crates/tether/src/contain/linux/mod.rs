@@ -113,3 +113,29 @@ pub(crate) fn descendants(
     out.sort_by_key(|d| d.pid);
     out
 }
+
+/// Fills `buf` from the kernel's random source: `getrandom(2)` (one system
+/// call, where opening `/dev/urandom` took three — every command gets a
+/// session id; never blocking, so early in a boot it is `/dev/urandom`
+/// after all). `false` if neither answered.
+pub(crate) fn random_bytes(buf: &mut [u8]) -> bool {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: getrandom writes at most `rest.len()` bytes into it.
+        let n =
+            unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), libc::GRND_NONBLOCK) };
+        if n > 0 {
+            filled += n as usize;
+        } else if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    if filled == buf.len() {
+        return true;
+    }
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(buf))
+        .is_ok()
+}

@@ -134,3 +134,11 @@ pub(crate) fn descendants(
     out.sort_by_key(|d| d.pid);
     out
 }
+
+/// Fills `buf` from `/dev/urandom`; `false` if it cannot be read.
+pub(crate) fn random_bytes(buf: &mut [u8]) -> bool {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(buf))
+        .is_ok()
+}

@@ -200,3 +200,9 @@ pub(crate) fn platform_state_dir() -> Option<std::path::PathBuf> {
         .filter(|p| p.is_absolute())
         .map(|p| p.join("tether"))
 }
+
+/// Random bytes from the system for session ids: none here (`false`; the
+/// caller then mixes its own, as it always has on Windows).
+pub(crate) fn random_bytes(_buf: &mut [u8]) -> bool {
+    false
+}
