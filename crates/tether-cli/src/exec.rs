@@ -44,12 +44,7 @@ pub struct ExecArgs {
     #[arg(long, value_name = "PID")]
     spawner: Option<u32>,
     /// The program and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
 }
 

@@ -33,12 +33,7 @@ pub struct InitArgs {
     #[arg(long, value_parser = crate::duration::parse, value_name = "DUR", default_value = "2s")]
     grace: Duration,
     /// The program and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
 }
 

@@ -94,12 +94,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "CORES", value_parser = parse_cores)]
     cpu: Option<f64>,
     /// The program and its arguments (with --shell: the command string).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROGRAM"
-    )]
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
 }
 

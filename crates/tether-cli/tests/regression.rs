@@ -1737,3 +1737,77 @@ fn an_unprivileged_users_sessions_are_the_oom_killers_first_choice() {
         "as uid {uid}: {result}"
     );
 }
+
+// issue 34 item 9: `tether run --timout 30s -- make` ran `--timout` as the program (exit 127, "program not found") instead of refusing the misspelled option.
+#[test]
+fn a_misspelled_option_before_the_program_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    // (subcommand, its arguments, the misspelling, the option clap suggests)
+    let cases: [(&str, Vec<&str>, &str, &str); 3] = [
+        ("run", vec!["--timout", "30s"], "--timout", "--timeout"),
+        ("init", vec!["--gracee", "1s"], "--gracee", "--grace"),
+        (
+            "exec",
+            vec!["--purpose", "p", "--spawnr", "1"],
+            "--spawnr",
+            "--spawner",
+        ),
+    ];
+    for (sub, options, wrong, right) in cases {
+        let out = support::tether()
+            .arg(sub)
+            .args(options)
+            .args(["--", "sh", "-c", &script])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{sub}: {stderr}");
+        assert!(
+            stderr.contains(&format!("unexpected argument '{wrong}'"))
+                && stderr.contains(&format!("a similar argument exists: '{right}'")),
+            "{sub}: {stderr}"
+        );
+        assert!(!marker.exists(), "{sub} ran the program: {stderr}");
+    }
+}
+
+// issue 34 item 9: what the fix for a misspelled option must keep working — a program whose name starts with `-` after `--`, and the program's own options after its name (no `--` needed).
+#[test]
+fn options_after_the_program_and_a_dashed_program_after_double_dash_still_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("--weird-program");
+    std::fs::write(&program, "#!/bin/sh\necho \"weird: $*\"\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", dir.path().display());
+    let run = |args: &[&str]| {
+        let out = support::tether()
+            .arg("run")
+            .args(args)
+            .env("PATH", &path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(run(&["--", "--weird-program", "-x"]), "weird: -x\n");
+    // Options of tether's own (`--timeout`, `-h`) after the program's name
+    // are the program's.
+    assert_eq!(
+        run(&[
+            "sh",
+            "-c",
+            "echo \"$*\"",
+            "sh",
+            "--its-flag",
+            "--timeout",
+            "3",
+            "-h"
+        ]),
+        "--its-flag --timeout 3 -h\n"
+    );
+}
