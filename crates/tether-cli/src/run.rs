@@ -22,9 +22,10 @@ Exit status (as timeout(1)): the program's own code; 128+N if signal N killed it
 executable; 127 if it was not found.
 
 When the program exits, any descendants it left behind are killed (TERM, then KILL \
-after --grace) before tether returns. SIGINT, SIGTERM and SIGHUP sent to tether are \
-forwarded to the program's process group; the whole tree is killed after --grace. \
-If tether itself is killed, even with SIGKILL, the tree dies with it.
+after --grace) before tether returns. SIGINT sent to tether is forwarded to the \
+program's process group (as a terminal's Ctrl-C reaches only its foreground job); SIGTERM \
+and SIGHUP to every process of the tree at once; either way the whole tree is killed after \
+--grace unless it ended by itself. If tether itself is killed, even with SIGKILL, the tree dies with it.
 
 With --pty the program runs on a pseudo-terminal of its own, sized like tether's terminal \
 and resized with it; tether's terminal is put in raw mode (every key, Ctrl-C included, goes \

@@ -131,6 +131,36 @@ fn short_help_fits_a_screen_and_ends_with_examples() {
     assert!(run_long.contains("Exit status") && !run_short.contains("Exit status"));
 }
 
+/// Issue 34 item 9 / issue 39: `run --help` and tether-run(1) said SIGINT,
+/// SIGTERM and SIGHUP go to the program's process group; SIGTERM and SIGHUP
+/// go to every process of the tree (regression.rs tests that a `setsid`
+/// child gets the SIGTERM).
+#[test]
+fn run_help_and_man_page_say_where_each_signal_goes() {
+    let words = |text: &str| {
+        // Roff escapes `-` and `'`.
+        text.replace("\\-", "-")
+            .replace("\\*(Aq", "'")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for args in [&["run", "--help"][..], &["man", "run"]] {
+        let text = words(&text(args));
+        for said in [
+            "SIGINT sent to tether is forwarded to the program's process group",
+            "SIGTERM and SIGHUP to every process of the tree at once",
+            "the whole tree is killed after --grace",
+        ] {
+            assert!(
+                text.contains(said),
+                "tether {args:?} does not say {said:?}:\n{text}"
+            );
+        }
+        assert!(!text.contains("SIGINT, SIGTERM and SIGHUP sent to tether are forwarded to the program's process group"), "tether {args:?}");
+    }
+}
+
 #[test]
 fn completions_know_every_subcommand() {
     let subcommands = subcommands();

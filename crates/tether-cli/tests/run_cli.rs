@@ -212,8 +212,9 @@ fn json_captures_both_streams_and_truncates_to_the_tail() {
     assert_eq!(json["stderr_truncated"], false);
 }
 
-/// SIGINT/SIGTERM/SIGHUP to `tether run` go to the command's process group;
-/// whatever ignores them is killed after the grace.
+/// SIGINT to `tether run` goes to the command's process group, SIGTERM and
+/// SIGHUP to every process of its tree; whatever ignores them is killed
+/// after the grace.
 #[test]
 fn forwarded_signals_then_tree_kill_after_grace() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {

@@ -6,9 +6,11 @@ use crate::contain::Forwarder;
 
 /// Forwards the termination signals this process receives — `SIGINT`,
 /// `SIGTERM`, `SIGHUP` on Unix; Ctrl-C, Ctrl-Break and console close on
-/// Windows — to one [`Child`]: the main process's group gets the signal,
-/// and the whole tree is killed after the child's grace unless it ended by
-/// itself.
+/// Windows — to one [`Child`], and kills the whole tree after the child's
+/// grace unless it ended by itself. On Unix `SIGINT` goes to the main
+/// process's group (a terminal's Ctrl-C reaches only its foreground job),
+/// `SIGTERM` and `SIGHUP` to every process of the tree at once; on Windows
+/// the main process's group gets `CTRL_BREAK`.
 ///
 /// ```standalone_crate
 /// # #[cfg(unix)]
