@@ -33,6 +33,11 @@ impl Server {
     /// session and process group of its own, as the official Python SDK
     /// starts servers (`start_new_session=True`).
     fn start(tag: &str, wrapper: &[&str], new_session: bool) -> Server {
+        Server::start_with(tag, wrapper, new_session, &[])
+    }
+
+    /// [`start`](Self::start) with `tether mcp`'s options `options`.
+    fn start_with(tag: &str, wrapper: &[&str], new_session: bool, options: &[&str]) -> Server {
         let mut cmd = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = std::process::Command::new(program);
@@ -44,6 +49,7 @@ impl Server {
             None => support::tether(),
         };
         cmd.arg("mcp")
+            .args(options)
             .env(TAG_VAR, tag)
             .env_remove(tether::SPAWN_TAG_VAR)
             .stdin(Stdio::piped())
@@ -322,4 +328,45 @@ fn unread_answers_to_terminal_queries_do_not_grow_the_server() {
         growth_mib < 48,
         "the server grew by {growth_mib} MiB ({before} → {peak} KiB)"
     );
+}
+
+// issue 34 item 13: the "`id` is required" error of read, wait, kill, write and screen showed the tables' unrendered tool markers (`§run`, `§list`), with or without `--tool-prefix`.
+#[test]
+fn a_missing_id_error_names_the_tools_as_the_client_calls_them() {
+    for prefix in ["", "tether_"] {
+        let guard = TagGuard::new("mcp-regression-missing-id");
+        let options: &[&str] = if prefix.is_empty() {
+            &[]
+        } else {
+            &["--tool-prefix", prefix]
+        };
+        let mut server = Server::start_with(guard.tag(), &[], false, options);
+        for tool in ["read", "wait", "kill", "write", "screen"] {
+            let name = format!("{prefix}{tool}");
+            let answer = server.request("tools/call", json!({"name": name, "arguments": {}}));
+            let result = &answer["result"];
+            assert_eq!(result["isError"], true, "{answer}");
+            let text = result["content"][0]["text"].as_str().unwrap_or_default();
+            let error = result["structuredContent"]["error"]
+                .as_str()
+                .unwrap_or_default();
+            for message in [text, error] {
+                assert!(
+                    message.starts_with(&format!("{name}: `id` is required: ")),
+                    "{answer}"
+                );
+                assert!(!message.contains('§'), "an unrendered marker: {message}");
+                assert!(
+                    message.contains(&format!("returned by `{prefix}run`"))
+                        && message.contains(&format!("see `{prefix}list`")),
+                    "{message}"
+                );
+            }
+        }
+        assert_eq!(
+            server.close(Duration::from_secs(20)).and_then(|s| s.code()),
+            Some(0)
+        );
+        assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+    }
 }

@@ -1,6 +1,8 @@
 //! Errors of the MCP front-end. Each message says what to send instead;
 //! the model reads them.
 
+use crate::names::Names;
+
 /// A tool call's arguments cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArgError {
@@ -11,11 +13,12 @@ pub enum ArgError {
         example: &'static str,
     },
     /// A required argument is missing.
-    #[error("`{name}` is required: {hint}")]
+    #[error("`{name}` is required: {}", Names::default().render(hint))]
     Missing {
         /// The argument.
         name: &'static str,
-        /// What it should be.
+        /// What it should be: the argument's doc, which names tools as
+        /// `§name` ([`ArgError::message`] renders them).
         hint: &'static str,
     },
     /// An argument has the wrong JSON type.
@@ -54,6 +57,21 @@ pub enum ArgError {
         /// What is wrong and what to send instead.
         reason: String,
     },
+}
+
+impl ArgError {
+    /// The message, naming tools as a client calls them (`names`, after
+    /// `--tool-prefix`). Texts taken from the tool tables mark tool names
+    /// as `§name`; only those are rendered, never what the client sent
+    /// (echoed in `got` and `name`).
+    pub fn message(&self, names: &Names) -> String {
+        match self {
+            ArgError::Missing { name, hint } => {
+                format!("`{name}` is required: {}", names.render(hint))
+            }
+            other => other.to_string(),
+        }
+    }
 }
 
 /// `serve` could not start.

@@ -1133,7 +1133,7 @@ impl Terminal {
             &e,
             crate::error::ArgError::OutOfRange { name, .. } if *name == "yield_s" || (*name == "timeout_s" && tool == "wait")
         );
-        let mut message = format!("{}: {e}", self.tool(tool));
+        let mut message = format!("{}: {}", self.tool(tool), e.message(self.names()));
         if ceiling {
             // Issue 16: one call waits at most MAX_WAIT_S; longer is a loop.
             message.push_str(&format!(
