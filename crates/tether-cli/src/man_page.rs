@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::ArgAction;
 use clap::Args;
 use clap_mangen::Man;
-use roff::{Roff, roman};
+use roff::{Roff, bold, italic, roman};
 
 use crate::EXIT_TETHER_ERROR;
 
@@ -86,15 +87,13 @@ pub fn pages() -> Vec<(String, Vec<u8>)> {
 fn page(cmd: &clap::Command) -> (String, Vec<u8>) {
     let man = Man::new(cmd.clone()).source(concat!("tether ", env!("CARGO_PKG_VERSION")));
     let mut out = Vec::new();
-    let sections = [
-        Man::render_title,
-        Man::render_name_section,
-        Man::render_synopsis_section,
-        Man::render_description_section,
-    ];
+    let sections = [Man::render_title, Man::render_name_section];
     for render in sections {
         render(&man, &mut out).expect("writing to a Vec");
     }
+    synopsis(cmd).to_writer(&mut out).expect("writing to a Vec");
+    man.render_description_section(&mut out)
+        .expect("writing to a Vec");
     let text = cmd
         .get_after_long_help()
         .or_else(|| cmd.get_after_help())
@@ -130,6 +129,60 @@ fn page(cmd: &clap::Command) -> (String, Vec<u8>) {
             .expect("writing to a Vec");
     }
     (man.get_filename(), finish(out))
+}
+
+/// The SYNOPSIS section: every option with its value's name, as `--help`
+/// shows them (`[--timeout DUR]`, `[--env KEY=VALUE]...`), then the
+/// operands (clap_mangen's own lists the option names alone, issue 39).
+fn synopsis(cmd: &clap::Command) -> Roff {
+    let name = cmd.get_bin_name().unwrap_or_else(|| cmd.get_name());
+    let mut line = vec![bold(name)];
+    // Options first, then operands, as `--help`'s usage line has them.
+    let (operands, options): (Vec<_>, Vec<_>) = cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .partition(|a| a.is_positional());
+    for arg in options.into_iter().chain(operands) {
+        line.push(roman(" "));
+        let optional = !arg.is_required_set();
+        if optional {
+            line.push(roman("["));
+        }
+        if !arg.is_positional() {
+            let flag = match (arg.get_short(), arg.get_long()) {
+                (Some(short), Some(long)) => format!("-{short}|--{long}"),
+                (Some(short), None) => format!("-{short}"),
+                (None, Some(long)) => format!("--{long}"),
+                (None, None) => continue,
+            };
+            line.push(bold(flag));
+        }
+        if arg.get_num_args().is_some_and(|n| n.takes_values()) {
+            let value = arg.get_value_names().map_or_else(
+                || arg.get_id().as_str().to_uppercase(),
+                |names| names.join(" "),
+            );
+            if !arg.is_positional() {
+                line.push(roman(" "));
+            }
+            line.push(italic(value));
+        }
+        if optional {
+            line.push(roman("]"));
+        }
+        let repeats = matches!(arg.get_action(), ArgAction::Append | ArgAction::Count)
+            || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
+        if repeats {
+            line.push(roman("..."));
+        }
+    }
+    if cmd.has_subcommands() {
+        line.extend([roman(" "), italic("COMMAND")]);
+    }
+    let mut roff = Roff::new();
+    roff.control("SH", ["SYNOPSIS"]);
+    roff.text(line);
+    roff
 }
 
 /// The page as troff wants it: roff's two-line apostrophe preamble once at

@@ -8,6 +8,7 @@
 
 mod support;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output, Stdio};
 
 use support::tether;
@@ -301,4 +302,186 @@ fn assert_troff_reads(page: &str, name: &str) {
         out.status.success() && warnings.is_empty(),
         "groff on {name}'s page: {warnings}"
     );
+}
+
+/// The long options an options screen (`-h` or `--help`) lists, with the
+/// name of each one's value (`--timeout` → `Some("DUR")`), `--help` and
+/// `--version` left out.
+fn help_options(help: &str) -> BTreeMap<String, Option<String>> {
+    let section = help
+        .split("\nOptions:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Options: section in\n{help}"));
+    section
+        .lines()
+        .filter(|l| {
+            let indent = l.len() - l.trim_start().len();
+            (2..=6).contains(&indent) && l.trim_start().starts_with('-')
+        })
+        .filter_map(|l| {
+            let mut words = l.split_whitespace().skip_while(|w| !w.starts_with("--"));
+            let long = words.next()?.trim_end_matches(',').to_owned();
+            let value = words
+                .next()
+                .and_then(|w| w.strip_prefix('<')?.strip_suffix('>'))
+                .map(str::to_owned);
+            Some((long, value))
+        })
+        .filter(|(long, _)| long != "--help" && long != "--version")
+        .collect()
+}
+
+/// The options docs/cli.md documents, per subcommand: the rows of its
+/// option tables (`| option | meaning | default |`), whose first cell
+/// names one or more options in backticks (`` `--memory SIZE` / `--pids
+/// N` ``). A table belongs to the subcommands its section's heading names
+/// (`` ## `tether ps` and `tether reap` ``), or to the one its first header
+/// cell names (`` `tether man` option ``); a table with a column per
+/// subcommand (`` | option | `ps` | `reap` | ``) gives an option to those
+/// whose cell is not `—`.
+fn documented_options(doc: &str) -> BTreeMap<String, BTreeSet<String>> {
+    fn cells(row: &str) -> Vec<&str> {
+        let row = row.trim().trim_start_matches('|').trim_end_matches('|');
+        // `\|` inside a cell is not a column break.
+        let mut cells = Vec::new();
+        let mut start = 0;
+        let bytes = row.as_bytes();
+        for (i, &b) in bytes.iter().enumerate() {
+            if b == b'|' && (i == 0 || bytes[i - 1] != b'\\') {
+                cells.push(row[start..i].trim());
+                start = i + 1;
+            }
+        }
+        cells.push(row[start..].trim());
+        cells
+    }
+    fn commands(text: &str) -> Vec<String> {
+        text.split("`tether ")
+            .skip(1)
+            .filter_map(|rest| rest.split(['`', ' ']).next())
+            .filter(|name| !name.is_empty() && !name.starts_with('-'))
+            .map(str::to_owned)
+            .collect()
+    }
+    let mut documented: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut section: Vec<String> = Vec::new();
+    // The current table's subcommands, each with its column (None: all).
+    let mut table: Option<Vec<(String, Option<usize>)>> = None;
+    for line in doc.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            section = commands(heading);
+            table = None;
+            continue;
+        }
+        if !line.starts_with('|') {
+            table = None;
+            continue;
+        }
+        let row = cells(line);
+        if row[0] == "option" || row[0].ends_with("` option") {
+            let named = commands(row[0]);
+            let columns: Vec<(String, Option<usize>)> = row
+                .iter()
+                .enumerate()
+                .skip(1)
+                .filter_map(|(i, c)| {
+                    let name = c.strip_prefix('`')?.strip_suffix('`')?;
+                    section
+                        .iter()
+                        .any(|s| s == name)
+                        .then(|| (name.to_owned(), Some(i)))
+                })
+                .collect();
+            table = Some(if !columns.is_empty() {
+                columns
+            } else if !named.is_empty() {
+                named.into_iter().map(|n| (n, None)).collect()
+            } else {
+                section.iter().map(|n| (n.clone(), None)).collect()
+            });
+            continue;
+        }
+        let Some(owners) = &table else { continue };
+        let options: Vec<String> = row[0]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|span| span.starts_with('-'))
+            .filter_map(|span| span.split_whitespace().next())
+            .map(str::to_owned)
+            .collect();
+        for (command, column) in owners {
+            if column.is_some_and(|c| row.get(c).is_none_or(|cell| *cell == "—")) {
+                continue;
+            }
+            documented
+                .entry(command.clone())
+                .or_default()
+                .extend(options.iter().cloned());
+        }
+    }
+    documented
+}
+
+/// Issue 39: the CLI reference cannot drift from the binary. Every option
+/// of every subcommand's `--help` is in docs/cli.md's option tables, and
+/// every option those tables give a subcommand exists.
+#[test]
+fn the_cli_reference_documents_every_option_and_no_other() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/cli.md");
+    let doc = std::fs::read_to_string(path).expect("docs/cli.md");
+    let documented = documented_options(&doc);
+    let subcommands = subcommands();
+    let mut wrong = Vec::new();
+    for sub in &subcommands {
+        let real: BTreeSet<String> = help_options(&text(&[sub, "--help"])).into_keys().collect();
+        let listed = documented.get(sub).cloned().unwrap_or_default();
+        for option in real.difference(&listed) {
+            wrong.push(format!(
+                "`tether {sub} {option}` is missing from docs/cli.md"
+            ));
+        }
+        for option in listed.difference(&real) {
+            wrong.push(format!(
+                "docs/cli.md documents `tether {sub} {option}`, which does not exist"
+            ));
+        }
+    }
+    for sub in documented.keys().filter(|d| !subcommands.contains(d)) {
+        wrong.push(format!(
+            "docs/cli.md documents options of `tether {sub}`, which does not exist"
+        ));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The parser reads what it must: a shared table's `—` cells.
+    assert!(documented["ps"].contains("--tree") && !documented["reap"].contains("--tree"));
+}
+
+/// Issue 39: the man pages' SYNOPSIS named the options without their
+/// values (`[--timeout]`); each option is there as `--help` shows it.
+#[test]
+fn man_page_synopses_name_each_options_value() {
+    for sub in subcommands() {
+        let page = text(&["man", &sub]);
+        let synopsis = page
+            .split(".SH SYNOPSIS\n")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_else(|| panic!("tether-{sub}(1) has no SYNOPSIS"));
+        let synopsis = synopsis
+            .replace("\\fB", "")
+            .replace("\\fI", "")
+            .replace("\\fR", "")
+            .replace("\\-", "-");
+        for (option, value) in help_options(&text(&[&sub, "-h"])) {
+            let shown = match value {
+                Some(value) => format!("{option} {value}"),
+                None => format!("[{option}]"),
+            };
+            assert!(
+                synopsis.contains(&shown),
+                "tether-{sub}(1)'s SYNOPSIS lacks {shown:?}: {synopsis}"
+            );
+        }
+    }
 }
