@@ -20,7 +20,8 @@ const EXIT_SURVIVORS: u8 = 1;
 #[command(after_help = "\
 Kills only processes proven to be orphans of this install: they carry this install's \
 spawn tag, their owner is provably dead (gone, or its pid now names another process), \
-and their purpose is reapable (interactive purposes never are). Each process is \
+and their purpose is reapable (interactive purposes — interactive, chat, shell, repl, tui, \
+interactive.*, interactive-* — never are). Each process is \
 re-identified by pidfd immediately before every signal; whole trees go down together \
 (SIGTERM, then SIGKILL after --grace); then the table is scanned again, and whatever \
 of a dead owner appeared meanwhile (forked during the kill, a fork-and-exit pid \
@@ -51,7 +52,8 @@ pub struct ReapArgs {
     #[arg(long, value_parser = crate::duration::parse, value_name = "DUR", default_value = "2s")]
     grace: Duration,
     /// Only sessions with this purpose (repeatable). Interactive purposes
-    /// (interactive, chat, shell, repl, tui, interactive.*) are refused.
+    /// (interactive, chat, shell, repl, tui, interactive.*, interactive-*)
+    /// are refused.
     #[arg(long = "purpose", value_name = "P")]
     purposes: Vec<String>,
     /// Only the proven orphans holding PATH (executable, working directory,

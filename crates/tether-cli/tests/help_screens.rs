@@ -485,3 +485,57 @@ fn man_page_synopses_name_each_options_value() {
         }
     }
 }
+
+/// Issue 39: `tether mcp -h` showed `--shell … [default: default]`; a
+/// default a help screen shows is a value the option takes, never a
+/// placeholder or an empty string.
+#[test]
+fn shown_defaults_say_something() {
+    for sub in subcommands() {
+        for flag in ["-h", "--help"] {
+            let help = text(&[&sub, flag]);
+            for bad in ["[default: default]", "[default: \"\"]", "[default: ]"] {
+                assert!(
+                    !help.contains(bad),
+                    "tether {sub} {flag} shows {bad}:\n{help}"
+                );
+            }
+        }
+    }
+}
+
+/// Issue 39: `reap -h` listed the interactive purposes without
+/// `interactive-*`. Every purpose `reap` refuses is named by `-h`, `--help`
+/// and docs/cli.md.
+#[test]
+fn reap_names_every_purpose_it_refuses() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/cli.md"))
+        .expect("docs/cli.md");
+    let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let purposes: Vec<String> = tether_ledger::proof::INTERACTIVE_PURPOSES
+        .iter()
+        .map(|p| format!("{p},"))
+        .chain(["interactive.*".into(), "interactive-*".into()])
+        .collect();
+    for (what, text) in [
+        ("reap -h", words(&text(&["reap", "-h"]))),
+        ("reap --help", words(&text(&["reap", "--help"]))),
+        ("docs/cli.md", words(&doc.replace('`', ""))),
+    ] {
+        for purpose in &purposes {
+            assert!(
+                text.contains(purpose.as_str()),
+                "{what} does not name {purpose}"
+            );
+        }
+    }
+    // What the list claims is what is refused.
+    for purpose in ["interactive-python", "interactive.py", "tui"] {
+        let out = tether()
+            .args(["reap", "--dry-run", "--purpose", purpose])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{purpose}");
+    }
+}

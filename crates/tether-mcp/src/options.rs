@@ -52,21 +52,24 @@ pub struct Options {
     /// Longest request line accepted; longer requests get an error.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_REQUEST)]
     pub max_request_bytes: usize,
-    /// The shell of `command` strings: sh/cmd, powershell, pwsh, bash, or a program.
+    /// The shell of `command` strings: sh/cmd (the default), powershell, pwsh, bash, or a program.
     ///
     /// `sh`/`cmd` (the default) is the platform's: /bin/sh -c, on Windows cmd.exe /d /s /c;
     /// `powershell`, `pwsh`, `bash`, or any program that takes -c.
-    #[arg(long, value_name = "SHELL", default_value = "default", value_parser = crate::shell::parse)]
+    // The default's name is not shown: `sh` and `cmd` both name the
+    // platform's shell, which is cmd.exe on Windows ("[default: default]"
+    // said nothing, issue 39).
+    #[arg(long, value_name = "SHELL", default_value = "sh", hide_default_value = true, value_parser = crate::shell::parse)]
     pub shell: crate::shell::Shell,
     /// Before serving, kill the proven orphans of dead owners of this install (as `tether reap`).
     #[arg(long)]
     pub reap_on_start: bool,
-    /// Put PREFIX before every tool's name (tether_run, …) and every text naming one.
+    /// Put PREFIX before every tool's name (tether_run, …) and every text naming one (default: none).
     ///
     /// `--tool-prefix tether_` serves tether_run, tether_read, …, in the tool list and in
     /// every description and hint that names a tool; for agents with other MCP servers whose
     /// tools are also called run or list.
-    #[arg(long, value_name = "PREFIX", default_value = "", value_parser = parse_prefix)]
+    #[arg(long, value_name = "PREFIX", default_value = "", hide_default_value = true, value_parser = parse_prefix)]
     pub tool_prefix: String,
     /// Most seconds one `read` with `grep` searches before returning what it found.
     ///
