@@ -8,6 +8,7 @@ use clap::Args;
 use tether::Install;
 use tether_ledger::{
     Census, Ledger, OwnerEntry, OwnerStatus, ProcessEntry, Role, SessionEntry, SessionState,
+    UnreadableProcess,
 };
 
 #[derive(Args, Debug)]
@@ -97,7 +98,12 @@ pub fn render(census: &Census, tree: bool) -> String {
         out.push('\n');
         render_owner(&mut out, owner, tree);
     }
-    render_unattributable(&mut out, &census.unattributable);
+    let unattributable: Vec<_> = census
+        .unattributable
+        .iter()
+        .filter(|u| worth_mentioning(u))
+        .collect();
+    render_unattributable(&mut out, &unattributable);
     crate::registered::render(&mut out, &census.registered);
     let processes = census.processes().count();
     let sessions: usize = census.owners.iter().map(|o| o.sessions.len()).sum();
@@ -118,18 +124,31 @@ pub fn render(census: &Census, tree: bool) -> String {
             ", {orphaned} orphaned: `tether reap --dry-run` shows what `tether reap` would kill"
         );
     }
-    if !census.unattributable.is_empty() {
-        let _ = write!(out, ", {} unattributable", census.unattributable.len());
+    if !unattributable.is_empty() {
+        let _ = write!(out, ", {} unattributable", unattributable.len());
     }
     out.push('\n');
     out
 }
 
+/// Whether the text listings (`ps`, `reap`) mention an unreadable process.
+/// All but the init of this pid namespace (pid 1) when it descends from no
+/// session: pid 1 is the first process of the namespace, so it started
+/// before every owner in it and no session here can have started it — yet
+/// as root it was reported as "1 other process of yours" whenever its
+/// environment was closed even to root (a VM's or container runtime's init
+/// holding capabilities this process lacks; issue 39). It is never
+/// signalled either way, and `--json` still lists it.
+pub fn worth_mentioning(u: &UnreadableProcess) -> bool {
+    u.pid != 1 || u.descends_from.is_some()
+}
+
 /// Non-dumpable processes: those that provably descend from a session in
 /// full, the others (ssh-agent, gpg-agent, … — most have nothing to do
 /// with tether) as a count; `--json` lists them all.
-fn render_unattributable(out: &mut String, list: &[tether_ledger::UnreadableProcess]) {
-    let (near, other): (Vec<_>, Vec<_>) = list.iter().partition(|u| u.descends_from.is_some());
+fn render_unattributable(out: &mut String, list: &[&UnreadableProcess]) {
+    let (near, other): (Vec<&&UnreadableProcess>, Vec<_>) =
+        list.iter().partition(|u| u.descends_from.is_some());
     if !near.is_empty() {
         let _ = writeln!(
             out,
@@ -160,11 +179,20 @@ fn render_unattributable(out: &mut String, list: &[tether_ledger::UnreadableProc
     if !other.is_empty() {
         let _ = writeln!(
             out,
-            "\n{} other processes of yours have an unreadable environment (non-dumpable) and \
-             cannot be attributed to any session; `tether ps --json` lists them",
-            other.len()
+            "\n{} other {} of this user {} an environment tether cannot read (non-dumpable, as \
+             ssh-agent makes itself) and {} from no session: never signalled; `tether ps --json` \
+             lists them",
+            other.len(),
+            plural(other.len(), "process", "processes"),
+            plural(other.len(), "has", "have"),
+            plural(other.len(), "descends", "descend"),
         );
     }
+}
+
+/// `one` for 1, else `many`.
+pub fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 { one } else { many }
 }
 
 fn render_owner(out: &mut String, owner: &OwnerEntry, tree: bool) {
@@ -216,20 +244,38 @@ fn render_session(out: &mut String, session: &SessionEntry, tree: bool) {
     if tree {
         render_tree(out, &session.processes);
     } else {
+        // Each column as wide as its widest entry: a role such as
+        // `keeper,orphan` (13) overran a fixed 10 and pushed its command
+        // out of line (issue 39).
+        let roles: Vec<String> = session.processes.iter().map(role).collect();
+        let states: Vec<String> = session
+            .processes
+            .iter()
+            .map(|p| p.state.to_string())
+            .collect();
+        let width = |column: &[String], title: &str| {
+            column
+                .iter()
+                .map(|c| c.chars().count())
+                .chain([title.len()])
+                .max()
+                .unwrap_or(0)
+        };
+        let (state_width, role_width) = (width(&states, "STATE"), width(&roles, "ROLE"));
         let _ = writeln!(
             out,
-            "    {:>7} {:>7} {:>7}  {:<10} {:<10} COMMAND",
+            "    {:>7} {:>7} {:>7}  {:<state_width$} {:<role_width$} COMMAND",
             "PID", "PPID", "AGE", "STATE", "ROLE"
         );
-        for p in &session.processes {
+        for ((p, state), role) in session.processes.iter().zip(&states).zip(&roles) {
             let _ = writeln!(
                 out,
-                "    {:>7} {:>7} {:>7}  {:<10} {:<10} {}",
+                "    {:>7} {:>7} {:>7}  {:<state_width$} {:<role_width$} {}",
                 p.pid,
                 p.ppid,
                 age(p.age_ms),
-                p.state,
-                role(p),
+                state,
+                role,
                 p.command
             );
         }

@@ -185,6 +185,7 @@ pub fn render(report: &ReapReport) -> String {
     let (near, other): (Vec<_>, Vec<_>) = report
         .unattributable
         .iter()
+        .filter(|u| crate::ps::worth_mentioning(u))
         .partition(|u| u.descends_from.is_some());
     if !near.is_empty() {
         let _ = writeln!(out, "never signalled:");
@@ -195,9 +196,10 @@ pub fn render(report: &ReapReport) -> String {
     if !other.is_empty() {
         let _ = writeln!(
             out,
-            "never signalled: {} other processes whose environment cannot be read \
+            "never signalled: {} other {} whose environment cannot be read \
              (`--json` lists them)",
-            other.len()
+            other.len(),
+            crate::ps::plural(other.len(), "process", "processes")
         );
     }
     if !report.cgroups_removed.is_empty() {

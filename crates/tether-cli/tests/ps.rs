@@ -84,6 +84,50 @@ fn an_orphaned_tree_is_marked_orphaned_and_its_owner_dead() {
     let (_, text) = home.text(&["ps"]);
     assert!(text.contains("ORPHANED"), "{text}");
     assert!(text.contains("4 orphaned"), "{text}");
+    // Issue 39: the longer roles of orphans (`main,orphan`) overran the
+    // ROLE column and pushed their commands out of line.
+    assert!(text.contains("main,orphan"), "{text}");
+    assert_columns_line_up(&text);
+}
+
+/// Where each whitespace-separated word of `line` starts.
+fn word_starts(line: &str) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut previous = ' ';
+    for (i, c) in line.char_indices() {
+        if c != ' ' && previous == ' ' {
+            starts.push(i);
+        }
+        previous = c;
+    }
+    starts
+}
+
+/// In every process table of a `tether ps` listing, each row's STATE,
+/// ROLE and COMMAND start where their titles do.
+fn assert_columns_line_up(text: &str) {
+    let mut lines = text.lines().peekable();
+    let mut tables = 0;
+    while let Some(line) = lines.next() {
+        if !(line.contains(" ROLE ") && line.trim_end().ends_with("COMMAND")) {
+            continue;
+        }
+        tables += 1;
+        let titles = word_starts(line);
+        // PID PPID AGE (right-aligned), then STATE ROLE COMMAND.
+        let wanted = &titles[3..6];
+        while let Some(row) =
+            lines.next_if(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        {
+            let starts = word_starts(row);
+            assert_eq!(
+                &starts[3..6],
+                wanted,
+                "out of line:\n{line}\n{row}\n\n{text}"
+            );
+        }
+    }
+    assert!(tables > 0, "no process table in\n{text}");
 }
 
 #[test]

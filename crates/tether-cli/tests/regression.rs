@@ -1811,3 +1811,62 @@ fn options_after_the_program_and_a_dashed_program_after_double_dash_still_run() 
         "--its-flag --timeout 3 -h\n"
     );
 }
+
+// issue 39: an idle `tether ps` as root said "1 other processes of yours have an unreadable environment" for the machine's init (pid 1, whose environment was closed even to root): alarming, and about a process no session can have started.
+#[test]
+fn ps_does_not_report_the_namespaces_init_as_an_unreadable_process_of_the_user() {
+    if !tether_testkit::require_root("a pid namespace whose init runs as another uid") {
+        return;
+    }
+    let home = Home::new("regression-ps-init-unreadable");
+    let uid = uid_without_passwd_entry();
+    chown(home.path(), uid);
+    // Pid 1 of a fresh pid namespace, as `uid`: a Python that makes itself
+    // non-dumpable (its environment unreadable to `uid`, as the machine's
+    // init was to root), starts an ssh-agent-like process that does the
+    // same, then runs `tether ps` both ways as `uid`.
+    let script = format!(
+        "import ctypes, json, subprocess\n\
+         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE\n\
+         agent = subprocess.Popen(['/usr/bin/python3', '-c', {NON_DUMPABLE:?}], stdout=subprocess.PIPE)\n\
+         agent.stdout.readline()\n\
+         ps = lambda *a: subprocess.run([{tether:?}, 'ps', *a], capture_output=True, text=True).stdout\n\
+         text, listed = ps(), ps('--json')\n\
+         agent.kill(); agent.wait()\n\
+         print(json.dumps({{'agent': agent.pid, 'text': text, 'json': json.loads(listed)}}))\n",
+        tether = support::tether_path_for_anyone().to_str().unwrap(),
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "setpriv"])
+        .args([format!("--reuid={uid}"), format!("--regid={uid}")])
+        .args(["--clear-groups", "/usr/bin/python3", "-c", &script])
+        .env("TETHER_HOME", home.path())
+        .env(TAG_VAR, home.tag())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}: {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let unreadable: Vec<u64> = seen["json"]["unattributable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["pid"].as_u64().unwrap())
+        .collect();
+    // The data stays complete: both are listed by `--json`.
+    assert_eq!(unreadable, [1, seen["agent"].as_u64().unwrap()], "{seen}");
+    // The text counts the agent only, and says so in the singular.
+    let text = seen["text"].as_str().unwrap();
+    assert!(
+        text.contains("\n1 other process of this user has an environment tether cannot read")
+            && text.contains(", 1 unattributable\n"),
+        "{text}"
+    );
+}
