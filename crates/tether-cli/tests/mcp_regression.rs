@@ -38,7 +38,7 @@ impl Server {
 
     /// [`start`](Self::start) with `tether mcp`'s options `options`.
     fn start_with(tag: &str, wrapper: &[&str], new_session: bool, options: &[&str]) -> Server {
-        let mut cmd = match wrapper.split_first() {
+        let cmd = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = std::process::Command::new(program);
                 c.args(args)
@@ -48,6 +48,23 @@ impl Server {
             }
             None => support::tether(),
         };
+        Server::connect(cmd, tag, new_session, options)
+    }
+
+    /// Starts the `tether` at `program` as `tether mcp` (in this test's
+    /// tether home) and completes the handshake.
+    fn start_program(tag: &str, program: &std::path::Path) -> Server {
+        let mut cmd = std::process::Command::new(program);
+        cmd.env("TETHER_HOME", support::home());
+        Server::connect(cmd, tag, false, &[])
+    }
+
+    fn connect(
+        mut cmd: std::process::Command,
+        tag: &str,
+        new_session: bool,
+        options: &[&str],
+    ) -> Server {
         cmd.arg("mcp")
             .args(options)
             .env(TAG_VAR, tag)
@@ -369,4 +386,32 @@ fn a_missing_id_error_names_the_tools_as_the_client_calls_them() {
         );
         assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
     }
+}
+
+// A `tether mcp` whose file was replaced while it ran (an upgrade renamed a new build over it, or removed it) failed every later `run` with `failed_start: "tether keeper failed: No such file or directory"`: it is its own keeper, and started the keeper from the path it was found at. Found by the documentation review of issue 39.
+#[test]
+fn a_server_whose_file_was_replaced_still_starts_commands() {
+    use std::os::unix::fs::PermissionsExt;
+    let guard = TagGuard::new("mcp-regression-replaced");
+    let dir = tempfile::tempdir().expect("a directory for the copy");
+    // A copy with no `tether-keeper` beside it: the server is its own
+    // keeper, as an installed `tether` is.
+    let program = dir.path().join("tether");
+    std::fs::copy(support::tether_path(), &program).expect("copy tether");
+    let mut server = Server::start_program(guard.tag(), &program);
+    let first = server.call("run", json!({"command": "echo before"}));
+    assert_eq!(first["output"], "before\n", "{first}");
+    // What an upgrade leaves at the path: another program (here one that
+    // fails as any keeper would of a build that refuses this one).
+    std::fs::remove_file(&program).expect("remove the copy");
+    std::fs::write(&program, "#!/bin/sh\nexit 125\n").expect("write the stand-in");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))
+        .expect("make it executable");
+    let second = server.call("run", json!({"command": "echo after"}));
+    assert_eq!(second["output"], "after\n", "{second}");
+    assert_eq!(
+        server.close(Duration::from_secs(20)).and_then(|s| s.code()),
+        Some(0)
+    );
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }

@@ -139,3 +139,20 @@ pub(crate) fn random_bytes(buf: &mut [u8]) -> bool {
         .and_then(|mut f| f.read_exact(buf))
         .is_ok()
 }
+
+/// Where to start this very program again when `exe` — the path it was
+/// started from — no longer names the file it runs: an upgrade renamed a
+/// new build over it, or removed it (`cargo install`, `pip install -U`).
+/// Then `/proc/self/exe`, which the kernel resolves to the running file
+/// even when no name is left for it; `None` while `exe` is still that file
+/// (the usual case, one `stat` of each). A long-lived owner that is its
+/// own keeper — `tether mcp` — otherwise failed every later start with the
+/// other build's file, or with `ENOENT`.
+pub(crate) fn running_program(exe: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let running = std::fs::metadata("/proc/self/exe").ok()?;
+    match std::fs::metadata(exe) {
+        Ok(named) if (named.dev(), named.ino()) == (running.dev(), running.ino()) => None,
+        _ => Some("/proc/self/exe".into()),
+    }
+}

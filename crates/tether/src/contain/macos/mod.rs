@@ -142,3 +142,11 @@ pub(crate) fn random_bytes(buf: &mut [u8]) -> bool {
         .and_then(|mut f| f.read_exact(buf))
         .is_ok()
 }
+
+/// Where to start this very program again when `exe` no longer names the
+/// file it runs: macOS has no `/proc/self/exe` to reach a replaced file by,
+/// so `exe` as it is (an owner whose file was replaced starts the file now
+/// at that path; untested on macOS).
+pub(crate) fn running_program(_exe: &std::path::Path) -> Option<std::path::PathBuf> {
+    None
+}

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::contain::os;
 use crate::error::{Error, Result};
 
 /// Set by [`run_if_requested`](super::keeper_entry::run_if_requested):
@@ -43,6 +44,11 @@ pub(crate) fn refuse(keeper: &Path) -> bool {
 
 static FOUND: OnceLock<std::result::Result<PathBuf, Vec<PathBuf>>> = OnceLock::new();
 
+/// This program's path, when discovery found it to be its own keeper:
+/// named as it was then (`current_exe` names a replaced file
+/// "… (deleted)" from then on).
+static FOUND_SELF: OnceLock<PathBuf> = OnceLock::new();
+
 /// Finds the keeper program. Order: `$TETHER_KEEPER`; the program set
 /// with `set_keeper_program`; `tether-keeper` beside this program (a
 /// small program starts faster than a large one that is its own keeper;
@@ -78,9 +84,15 @@ pub(crate) fn keeper_path() -> Result<PathBuf> {
         }
         (found, _) => found,
     };
-    found
+    let path = found
         .clone()
-        .map_err(|searched| Error::KeeperNotFound { searched })
+        .map_err(|searched| Error::KeeperNotFound { searched })?;
+    // Found once and kept: if it is this program and its file has been
+    // replaced since, the running file itself (`os::running_program`).
+    if FOUND_SELF.get() == Some(&path) {
+        return Ok(os::running_program(&path).unwrap_or(path));
+    }
+    Ok(path)
 }
 
 fn discover(refused: Option<&Path>) -> std::result::Result<PathBuf, Vec<PathBuf>> {
@@ -96,6 +108,7 @@ fn discover(refused: Option<&Path>) -> std::result::Result<PathBuf, Vec<PathBuf>
     if SELF_IS_KEEPER.load(Ordering::Relaxed)
         && let Some(exe) = &exe
     {
+        let _ = FOUND_SELF.set(exe.clone());
         return Ok(exe.clone());
     }
     let mut candidates = Vec::new();
