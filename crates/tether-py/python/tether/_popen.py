@@ -158,7 +158,12 @@ class Popen:
     let what the main process leaves behind run on (still contained, killed
     by ``kill()``, the context manager's exit, or the owner's death).
     ``start_new_session`` is accepted and changes nothing: the command
-    always runs in a process group of its own.
+    always runs in a process group of its own. ``foreground=True``: when
+    stdin is a terminal whose foreground this process holds, the command's
+    group gets it while it runs (so it can read the terminal, and Ctrl-C
+    reaches it, not this process) and this process has it back once the
+    command's end is seen (``wait``, ``poll``, ``kill``) — as ``run``
+    does from the main thread.
 
     Limits, for the whole tree together (default: none): ``memory`` in
     bytes or as a size string (``"512M"``, ``"2G"``; past it the kernel's
@@ -201,6 +206,7 @@ class Popen:
         memory: Optional[Size] = None,
         pids: Optional[int] = None,
         cpu: Optional[float] = None,
+        foreground: bool = False,
         _timeout: Optional[float] = None,
     ) -> None:
         if not close_fds:
@@ -248,6 +254,7 @@ class Popen:
                 memory=memory,
                 pids=pids,
                 cpu=cpu,
+                foreground=foreground,
             )
         except BaseException:
             for fd in ours:
@@ -597,7 +604,11 @@ def run(
     ``TimeoutExpired`` is raised with the output so far. ``check=True``
     raises ``CalledProcessError`` for a non-zero exit. ``memory``/``pids``/
     ``cpu`` limit the whole tree (see ``Popen``); the result's ``limits``
-    and ``limit_hit`` say how they were enforced and which one hit."""
+    and ``limit_hit`` say how they were enforced and which one hit. Called
+    from the main thread, the command is the terminal's foreground job
+    while it runs (``Popen``'s ``foreground``): it can read the terminal,
+    and a Ctrl-C typed there reaches it (``returncode`` -2), not this
+    process."""
     if input is not None:
         if stdin is not None:
             raise ValueError("stdin and input arguments may not both be used.")
@@ -626,6 +637,11 @@ def run(
         memory=memory,
         pids=pids,
         cpu=cpu,
+        # As a shell runs a job without `&`: the command may read the
+        # terminal (subprocess's child shares our process group). Only from
+        # the main thread: a `run` in a worker thread must not take the
+        # terminal from a main thread that reads it.
+        foreground=threading.current_thread() is threading.main_thread(),
         _timeout=timeout,
     ) as process:
         out, err = process.communicate(input)
