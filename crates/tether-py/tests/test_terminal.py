@@ -102,10 +102,19 @@ except tether.TimeoutExpired:
     print("timed-out", flush=True)
 back("timeout")
 
-# 3. Ctrl-C typed at the terminal: it reaches the command's group.
-r = tether.run(["sh", "-c", "echo reading; read x"])
-print("ctrl-c rc:%d" % r.returncode, flush=True)
+# 3. Ctrl-C typed at the terminal: it reaches the command's group, which
+# dies of it; the owner then takes it as its own, as under subprocess.
+try:
+    tether.run(["sh", "-c", "echo reading; read x"])
+    print("ctrl-c not-interrupted", flush=True)
+except KeyboardInterrupt:
+    print("ctrl-c interrupted", flush=True)
 back("ctrl-c")
+
+# 3b. A command that handles Ctrl-C itself (as an editor does) and exits
+# normally: the owner is not interrupted.
+r = tether.run(["sh", "-c", "trap 'echo trapped; exit 7' INT; echo reading; read x"])
+print("trap rc:%d" % r.returncode, flush=True)
 
 # 4. Popen(foreground=True), killed while it waits for a line.
 p = tether.Popen(["sh", "-c", "echo reading; read x"], foreground=True)
@@ -150,8 +159,12 @@ def test_commands_read_the_terminal_and_the_owner_gets_it_back(tag: str) -> None
 
         term.expect("reading")
         term.type("\x03")  # Ctrl-C: SIGINT to the terminal's foreground group
-        assert term.expect("ctrl-c rc:").endswith("rc:-2")
+        assert term.expect("ctrl-c ").endswith("ctrl-c interrupted")
         assert term.expect("ctrl-c back:").endswith("back:True")
+
+        term.expect("reading")
+        term.type("\x03")
+        assert term.expect("trap rc:").endswith("rc:7")
 
         assert term.expect("kill back:").endswith("back:True")
 
