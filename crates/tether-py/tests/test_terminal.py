@@ -135,6 +135,12 @@ p = tether.Popen(READER, foreground=True)
 print("popen rc:%d" % p.wait(), flush=True)
 back("popen")
 
+# 6b. A prompt on /dev/tty while stdin is not the terminal (as sudo and
+# ssh ask for a password): the command still gets the terminal.
+r = tether.run(["sh", "-c", "echo prompt; read x </dev/tty; echo tty:$x"], stdin=tether.DEVNULL, capture_output=True)
+print("devtty rc:%d out:%s" % (r.returncode, r.stdout.decode().split()[-1]), flush=True)
+back("devtty")
+
 # 7. run from another thread: the terminal stays with the owner.
 t = threading.Thread(target=lambda: tether.run(["sh", "-c", "set -- $(cat /proc/$$/stat); echo thread pgrp:$5 fg:$8"]))
 t.start(); t.join()
@@ -182,6 +188,12 @@ def test_commands_read_the_terminal_and_the_owner_gets_it_back(tag: str) -> None
         assert got["got"] == "world" and got["fg"] == got["pgrp"] != owner_group, got
         assert term.expect("popen rc:").endswith("rc:0")
         assert term.expect("popen back:").endswith("back:True")
+
+        # Its output is captured: nothing says when it reads; the typed line
+        # waits in the terminal's queue until it does.
+        term.type("secret\n")
+        assert term.expect("devtty rc:").endswith("rc:0 out:tty:secret")
+        assert term.expect("devtty back:").endswith("back:True")
 
         thread = words(term.expect("thread pgrp:"))
         assert thread["fg"] == owner_group != thread["pgrp"], thread
