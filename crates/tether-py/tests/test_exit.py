@@ -6,7 +6,7 @@ Before the fix: at finalization CPython (< 3.14) ends a daemon thread that
 takes the GIL back with `pthread_exit`, whose forced unwind reached PyO3's
 `catch_unwind` around the blocking call: glibc aborted the process
 ("FATAL: exception not rethrown", SIGABRT) — 6 of 18 exits of the issue's
-reproducer, and 10 of 20 runs of this script here (0 of 120 since)."""
+reproducer, and 9-10 of 20 runs of this script here (0 of 140 since)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ import sys
 
 from conftest import tagged_env, wait_all_dead
 
-#: Daemon threads blocked in each kind of tether wait — `run`, `Popen.wait`,
-#: `Session.wait` — three of each; the main thread exits with status 3 once
-#: all nine commands run, at a moment that falls anywhere in the waits'
-#: wake-ups (they wake every 50-100 ms to look at Python's signals).
+#: Daemon threads blocked in each kind of tether wait — `run`, `run` with
+#: its output captured, `Popen.wait`, `Session.wait` — three of each; the
+#: main thread exits with status 3 once all twelve commands run, at a
+#: moment that falls anywhere in the waits' wake-ups (every 50-100 ms they
+#: take the GIL back to look at Python's signals).
 OWNER = r"""
 import os, random, sys, threading, time, tether
 
@@ -42,18 +43,21 @@ def sleeps():
 def in_run():
     tether.run(COMMAND)
 
+def in_communicate():
+    tether.run(COMMAND, capture_output=True)
+
 def in_popen_wait():
     tether.Popen(COMMAND).wait()
 
 def in_session_wait():
     tether.start(COMMAND).wait(timeout=60)
 
-for target in (in_run, in_popen_wait, in_session_wait) * 3:
+for target in (in_run, in_communicate, in_popen_wait, in_session_wait) * 3:
     threading.Thread(target=target, daemon=True).start()
 deadline = time.monotonic() + 30
-while sleeps() < 9 and time.monotonic() < deadline:
+while sleeps() < 12 and time.monotonic() < deadline:
     time.sleep(0.01)  # polling the process table: no event for "started"
-if sleeps() < 9:
+if sleeps() < 12:
     sys.exit("the commands never all started")
 # Anywhere in the waits' 50-100 ms wake-up cycle.
 time.sleep(random.random() * 0.2)
