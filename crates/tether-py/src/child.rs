@@ -148,7 +148,7 @@ fn stdio(fd: Option<i32>) -> PyResult<tether::Stdio> {
 
 /// Starts `argv` contained (see `tether.Popen` for every argument).
 #[pyfunction]
-#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None))]
+#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, foreground=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     py: Python<'_>,
@@ -165,6 +165,7 @@ pub(crate) fn spawn(
     memory: Option<Bound<'_, PyAny>>,
     pids: Option<Bound<'_, PyAny>>,
     cpu: Option<Bound<'_, PyAny>>,
+    foreground: bool,
 ) -> PyResult<Child> {
     let limits = crate::limits::from_py(py, memory.as_ref(), pids.as_ref(), cpu.as_ref())?;
     let mut argv = argv.into_iter();
@@ -192,11 +193,12 @@ pub(crate) fn spawn(
         .grace(seconds("grace", grace)?)
         .purpose(&purpose)
         .keep_descendants(keep_descendants)
+        .foreground(foreground)
         .limits(limits);
     if let Some(timeout) = timeout {
         command.timeout(seconds("timeout", timeout)?);
     }
-    let child = py.detach(|| command.spawn()).py_err(py)?;
+    let child = crate::gil::detach(py, || command.spawn()).py_err(py)?;
     drop(command);
     Ok(Child {
         limits: Py::new(py, LimitReport::new(py, child.limits())?)?,
@@ -235,7 +237,7 @@ impl Child {
 
     /// One bounded wait with the GIL released. `Ok(None)`: not yet.
     fn wait_slice(&self, py: Python<'_>, slice: Duration) -> PyResult<Option<Status>> {
-        let waited = py.detach(|| {
+        let waited = crate::gil::detach(py, || {
             let mut guard = self.child.lock().unwrap_or_else(|e| e.into_inner());
             match guard.as_mut() {
                 Some(child) => child.wait_timeout(slice).map(Some),
@@ -307,7 +309,7 @@ impl Child {
         self.check_owner(py)?;
         let grace = grace.map(|g| seconds("grace", g)).transpose()?;
         loop {
-            let killed = py.detach(|| {
+            let killed = crate::gil::detach(py, || {
                 let mut guard = self.child.lock().unwrap_or_else(|e| e.into_inner());
                 let Some(child) = guard.as_mut() else {
                     return Ok(None);
@@ -361,7 +363,7 @@ impl Child {
     /// Live processes of the tree other than the main one: `(pid, command)`.
     fn descendants(&self, py: Python<'_>) -> PyResult<Vec<(u32, String)>> {
         self.check_owner(py)?;
-        Ok(py.detach(|| {
+        Ok(crate::gil::detach(py, || {
             let guard = self.child.lock().unwrap_or_else(|e| e.into_inner());
             guard
                 .as_ref()
@@ -379,6 +381,6 @@ impl Child {
     /// grace) and exits. What a collected handle does too.
     fn close(&self, py: Python<'_>) {
         let child = self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
-        py.detach(|| drop(child));
+        crate::gil::detach(py, || drop(child));
     }
 }

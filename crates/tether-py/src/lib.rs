@@ -15,6 +15,7 @@
 mod child;
 mod engine;
 mod error;
+mod gil;
 mod limits;
 mod op;
 mod session;

@@ -116,7 +116,7 @@ impl Op {
             let slice = deadline.map_or(SLICE, |d| {
                 d.saturating_duration_since(Instant::now()).min(SLICE)
             });
-            let done = py.detach(|| {
+            let done = crate::gil::detach(py, || {
                 let stage = self.lock();
                 let (stage, _) = self
                     .shared
@@ -161,7 +161,7 @@ impl Op {
             }
         };
         let engine = Arc::clone(&self.engine);
-        py.detach(|| engine.stop_if_idle());
+        crate::gil::detach(py, || engine.stop_if_idle());
         match outcome {
             Ok(value) => value.into_py(py),
             Err(e) => Err(crate::error::to_py(py, e)),
@@ -188,7 +188,7 @@ impl Op {
             let engine = Arc::clone(&self.engine);
             // The abort lands on the runtime thread; `stop_if_idle` there
             // or at the next operation's end stops the runtime.
-            py.detach(|| drop(engine));
+            crate::gil::detach(py, || drop(engine));
         }
     }
 

@@ -349,9 +349,10 @@ pub(crate) fn read(
     stderr: bool,
 ) -> PyResult<Chunk> {
     let registry = Arc::clone(&engine().registry);
-    let read = py
-        .detach(|| registry.read_stream(id, stream(stderr), offset, max_bytes))
-        .py_err(py)?;
+    let read = crate::gil::detach(py, || {
+        registry.read_stream(id, stream(stderr), offset, max_bytes)
+    })
+    .py_err(py)?;
     Ok(Chunk::new(py, read))
 }
 
@@ -375,7 +376,7 @@ pub(crate) fn keys(py: Python<'_>, id: &str, names: Vec<String>) -> PyResult<Py<
     // Reading the cursor-key mode parses what the screen lags (up to its
     // `screen_lag` after a flood): without the GIL, as every look.
     let registry = Arc::clone(&engine().registry);
-    let bytes = py.detach(|| registry.keys(id, &names)).py_err(py)?;
+    let bytes = crate::gil::detach(py, || registry.keys(id, &names)).py_err(py)?;
     Ok(PyBytes::new(py, &bytes).unbind())
 }
 
@@ -426,14 +427,14 @@ pub(crate) fn kill(id: String, grace: f64) -> PyResult<Op> {
 #[pyfunction]
 pub(crate) fn info(py: Python<'_>, id: &str) -> PyResult<Info> {
     let registry = Arc::clone(&engine().registry);
-    Info::new(py, py.detach(|| registry.info(id)).py_err(py)?)
+    Info::new(py, crate::gil::detach(py, || registry.info(id)).py_err(py)?)
 }
 
 /// Every session, oldest first.
 #[pyfunction]
 pub(crate) fn sessions(py: Python<'_>) -> PyResult<Vec<Info>> {
     let registry = Arc::clone(&engine().registry);
-    py.detach(|| registry.list())
+    crate::gil::detach(py, || registry.list())
         .into_iter()
         .map(|info| Info::new(py, info))
         .collect()
@@ -444,7 +445,7 @@ pub(crate) fn sessions(py: Python<'_>) -> PyResult<Vec<Info>> {
 pub(crate) fn screen(py: Python<'_>, id: &str) -> PyResult<ScreenView> {
     let registry = Arc::clone(&engine().registry);
     Ok(ScreenView::from(
-        py.detach(|| registry.screen(id)).py_err(py)?,
+        crate::gil::detach(py, || registry.screen(id)).py_err(py)?,
     ))
 }
 
@@ -453,5 +454,5 @@ pub(crate) fn screen(py: Python<'_>, id: &str) -> PyResult<ScreenView> {
 pub(crate) fn resize(py: Python<'_>, id: &str, rows: u32, cols: u32) -> PyResult<()> {
     let size = PtySize::new(rows, cols).py_err(py)?;
     let registry = Arc::clone(&engine().registry);
-    py.detach(|| registry.resize(id, size)).py_err(py)
+    crate::gil::detach(py, || registry.resize(id, size)).py_err(py)
 }

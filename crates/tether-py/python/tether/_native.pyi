@@ -34,6 +34,7 @@ def spawn(
     memory: Optional[_Size] = None,
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
+    foreground: bool = False,
 ) -> Child: ...
 
 @final

@@ -102,6 +102,16 @@ class KillResult:
         )
 
 
+def _holds_terminal() -> bool:
+    """Whether stdin is a terminal whose foreground this process's group
+    holds (what a foreground command is handed)."""
+    tcgetpgrp = getattr(os, "tcgetpgrp", None)  # not on Windows
+    try:
+        return tcgetpgrp is not None and os.isatty(0) and tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        return False
+
+
 def _argv(args: Args, shell: bool, executable: Optional[StrOrBytesPath]) -> List[Any]:
     if isinstance(args, (str, bytes, os.PathLike)):
         argv: List[Any] = [args]
@@ -158,7 +168,12 @@ class Popen:
     let what the main process leaves behind run on (still contained, killed
     by ``kill()``, the context manager's exit, or the owner's death).
     ``start_new_session`` is accepted and changes nothing: the command
-    always runs in a process group of its own.
+    always runs in a process group of its own. ``foreground=True``: when
+    stdin is a terminal whose foreground this process holds, the command's
+    group gets it while it runs (so it can read the terminal, and Ctrl-C
+    reaches it, not this process) and this process has it back once the
+    command's end is seen (``wait``, ``poll``, ``kill``) — as ``run``
+    does from the main thread.
 
     Limits, for the whole tree together (default: none): ``memory`` in
     bytes or as a size string (``"512M"``, ``"2G"``; past it the kernel's
@@ -201,6 +216,7 @@ class Popen:
         memory: Optional[Size] = None,
         pids: Optional[int] = None,
         cpu: Optional[float] = None,
+        foreground: bool = False,
         _timeout: Optional[float] = None,
     ) -> None:
         if not close_fds:
@@ -248,6 +264,7 @@ class Popen:
                 memory=memory,
                 pids=pids,
                 cpu=cpu,
+                foreground=foreground,
             )
         except BaseException:
             for fd in ours:
@@ -597,7 +614,11 @@ def run(
     ``TimeoutExpired`` is raised with the output so far. ``check=True``
     raises ``CalledProcessError`` for a non-zero exit. ``memory``/``pids``/
     ``cpu`` limit the whole tree (see ``Popen``); the result's ``limits``
-    and ``limit_hit`` say how they were enforced and which one hit."""
+    and ``limit_hit`` say how they were enforced and which one hit. Called
+    from the main thread, the command is the terminal's foreground job
+    while it runs (``Popen``'s ``foreground``): it can read the terminal,
+    and a Ctrl-C typed there reaches it; if that ends it, this process gets
+    the ``SIGINT`` too (``KeyboardInterrupt``), as under ``subprocess``."""
     if input is not None:
         if stdin is not None:
             raise ValueError("stdin and input arguments may not both be used.")
@@ -608,6 +629,12 @@ def run(
         stdout = stderr = PIPE
     if timeout is not None and timeout < 0:
         raise ValueError(f"timeout must be >= 0, not {timeout}")
+    # As a shell runs a job without `&`: the command may read the terminal
+    # (subprocess's child shares our process group). Only from the main
+    # thread: a `run` in a worker thread must not take the terminal from a
+    # main thread that reads it.
+    foreground = threading.current_thread() is threading.main_thread()
+    held = foreground and _holds_terminal()
     with Popen(
         args,
         stdin=stdin,
@@ -626,10 +653,17 @@ def run(
         memory=memory,
         pids=pids,
         cpu=cpu,
+        foreground=foreground,
         _timeout=timeout,
     ) as process:
         out, err = process.communicate(input)
         status = process._status
+    if held and process.returncode == -signal.SIGINT:
+        # A Ctrl-C typed at the terminal reached only the command's group:
+        # this process takes it as its own, as bash does for a job killed
+        # by SIGINT — `KeyboardInterrupt` by default, as under subprocess,
+        # where both got it.
+        signal.raise_signal(signal.SIGINT)
     if status is not None and status.timed_out:
         raise TimeoutExpired(
             process.args, timeout or 0.0, out, err, descendants_killed=status.descendants_killed
