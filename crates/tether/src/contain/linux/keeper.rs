@@ -243,3 +243,55 @@ impl Waiter {
         Ok(wake)
     }
 }
+
+/// Closes every descriptor above stderr but `keep`: what the owner left
+/// inheritable (a pipe made with `os.pipe()` + `set_inheritable`, a
+/// descriptor its own parent passed it) must reach neither the command
+/// (which gets exactly the three it was given, as `subprocess` with
+/// `close_fds=True`) nor the keeper itself — a warm keeper lives as long as
+/// its owner, and one holding a pipe's write end kept that pipe's reader
+/// from EOF after the owner closed its own copy.
+///
+/// `close_range(2)` (Linux 5.9): two calls, no file system. Listing
+/// `/dev/fd` instead failed wherever udev (or a container runtime) did
+/// not make that link — a bare devtmpfs in an initramfs, a `FROM scratch`
+/// image, a chroot — and the keeper could not start (issue 35). Before
+/// 5.9 (or under a seccomp filter that refuses it): `/proc/self/fd`, and
+/// without `/proc` every number below the descriptor limit.
+pub(crate) fn close_inherited(keep: RawFd) -> io::Result<()> {
+    let close_range = |first: RawFd, last: libc::c_uint| {
+        // SAFETY: close_range(2) with integer arguments; nothing of this
+        // process owns the descriptors closed (inherited, unknown to it).
+        unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, last, 0) == 0 }
+    };
+    let below = keep <= 3 || close_range(3, (keep - 1) as libc::c_uint);
+    if below && close_range(keep + 1, libc::c_uint::MAX) {
+        return Ok(());
+    }
+    // Listed first, closed after: the listing's own descriptor is among
+    // them, and is closed (by the drop) before the loop. Single-threaded:
+    // no number is reused meanwhile.
+    let open: Vec<RawFd> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .collect(),
+        Err(_) => {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit fills the struct it is given.
+            if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The kernel's own ceiling (`fs.nr_open`) is 2^20 by default.
+            (0..limit.rlim_cur.min(1 << 20) as RawFd).collect()
+        }
+    };
+    for fd in open.into_iter().filter(|&fd| fd > 2 && fd != keep) {
+        // SAFETY: as above; EBADF (a number not open, the listing's own
+        // descriptor closed already) is harmless.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}

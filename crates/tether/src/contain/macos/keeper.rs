@@ -142,6 +142,26 @@ pub(crate) fn prepare() -> io::Result<()> {
     Ok(())
 }
 
+/// Closes every descriptor above stderr but `keep` (see the Linux
+/// keeper's for why). macOS has no `close_range`; its `/dev/fd` is part
+/// of every system (devfs + fdesc), unlike Linux's, which udev makes.
+pub(crate) fn close_inherited(keep: RawFd) -> io::Result<()> {
+    // Listed first, closed after: the listing's own descriptor is among
+    // them, and is closed (by the drop) before the loop. Single-threaded:
+    // no number is reused meanwhile.
+    let open: Vec<RawFd> = std::fs::read_dir("/dev/fd")?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2 && fd != keep)
+        .collect();
+    for fd in open {
+        // SAFETY: nothing of this process owns these descriptors (they were
+        // inherited, unknown to it); EBADF (the listing's own, closed
+        // already) is harmless.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
 /// The bounds of one session's tree: the session id of the spawn tag, and
 /// the command's process group id (its pid).
 #[derive(Clone, Copy)]

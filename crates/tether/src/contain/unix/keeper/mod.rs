@@ -199,20 +199,30 @@ struct Keeper {
 
 impl Keeper {
     /// Sets the keeper process up: subreaper, non-dumpable, lifeline off
-    /// fd 0, signals.
+    /// fd 0, signals. A step that fails is reported to the owner first
+    /// (an [`Event::Unusable`] naming the step and the error), so the
+    /// owner's error says why instead of "connection reset": a keeper that
+    /// needed `/dev/fd` exited 125 without a word on a devtmpfs without
+    /// it (issue 35).
     fn new() -> io::Result<Keeper> {
         // Move the socket off fd 0 (close-on-exec, so no command inherits
-        // the lifeline), and put /dev/null in its place.
-        let ctl = dup_high(0)?;
-        let null = std::fs::File::open("/dev/null")?;
-        nix::unistd::dup2_stdin(null.as_fd())?;
+        // the lifeline), and put /dev/null in its place. Failing that, the
+        // reason goes out on fd 0, which is the socket.
+        let ctl = unusable(0, "no descriptor above 9 for its socket", dup_high(0))?;
+        let fd = ctl.as_raw_fd();
+        let null = unusable(fd, "opening /dev/null", std::fs::File::open("/dev/null"))?;
+        unusable(
+            fd,
+            "putting /dev/null on stdin",
+            nix::unistd::dup2_stdin(null.as_fd()).map_err(io::Error::from),
+        )?;
         drop(null);
         // Before `prepare`, which opens what the keeper keeps (its own
         // `oom_score_adj`, while /proc/self is still its user's): closed
         // after it, that descriptor was gone and no session was raised to
         // the OOM killer's first choice (0, 0, 0 in the limits test).
-        close_inherited(ctl.as_raw_fd())?;
-        os::prepare()?;
+        unusable(fd, "closing inherited descriptors", os::close_inherited(fd))?;
+        unusable(fd, "setting itself up", os::prepare())?;
         // SIGPIPE: a dead owner must be an EPIPE, not the keeper's death.
         // SAFETY: setting a disposition to SIG_IGN installs no handler code.
         unsafe {
@@ -222,11 +232,12 @@ impl Keeper {
             )
         }?;
         note_dispositions();
+        let waiter = unusable(fd, "waiting for signals", Waiter::new())?;
         Ok(Keeper {
             ctl: Some(ctl),
             outbox: Vec::new(),
             frames: FrameBuffer::default(),
-            waiter: Waiter::new()?,
+            waiter,
             spent: false,
             debug: std::env::var_os(trace::DEBUG_VAR).is_some(),
         })
@@ -734,28 +745,22 @@ pub(crate) fn errno_of(e: &io::Error) -> Errno {
     Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-/// Closes every descriptor above stderr but `keep`: what the owner left
-/// inheritable (a pipe made with `os.pipe()` + `set_inheritable`, a
-/// descriptor its own parent passed it) must reach neither the command
-/// (which gets exactly the three it was given, as `subprocess` with
-/// `close_fds=True`) nor the keeper itself — a warm keeper lives as long as
-/// its owner, and one holding a pipe's write end kept that pipe's reader
-/// from EOF after the owner closed its own copy.
-fn close_inherited(keep: RawFd) -> io::Result<()> {
-    // Listed first, closed after: the listing's own descriptor is among
-    // them, and is closed (by the drop) before the loop. Single-threaded:
-    // no number is reused meanwhile.
-    let open: Vec<RawFd> = std::fs::read_dir("/dev/fd")?
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2 && fd != keep)
-        .collect();
-    for fd in open {
-        // SAFETY: nothing of this process owns these descriptors (they were
-        // inherited, unknown to it); EBADF (the listing's own, closed
-        // already) is harmless.
-        unsafe { libc::close(fd) };
+/// Passes `result` on; an error is first told to the owner on `sock` (an
+/// [`Event::Unusable`] saying what the keeper was doing), and on stderr
+/// (`/dev/null` unless `TETHER_KEEPER_DEBUG` is set).
+fn unusable<T>(sock: RawFd, doing: &str, result: io::Result<T>) -> io::Result<T> {
+    if let Err(e) = &result {
+        let reason = format!("the keeper could not start: {doing}: {e}");
+        eprintln!("tether-keeper: {reason}");
+        let event = Event::Unusable {
+            reason: reason.into_bytes(),
+        };
+        // SAFETY: `sock` is the keeper's socket (fd 0, or its copy), open
+        // for the whole call.
+        let sock = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock) };
+        let _ = send_frame(sock, &event.encode(), &[]);
     }
-    Ok(())
+    result
 }
 
 /// Duplicates `fd` to a close-on-exec descriptor numbered 10 or above.
