@@ -70,6 +70,22 @@ impl Member {
     pub(crate) fn signal(&self, sig: i32) -> bool {
         self.pidfd.send_signal(sig).is_ok()
     }
+
+    /// Whether this process will not act on any of `signals`: it ignores
+    /// every one (`SIG_IGN`; a handler or a block is not an ignore), or it
+    /// has exited. Its status is read by pid, and counts only if the pidfd
+    /// shows the process alive after the read: until it exits, the pid
+    /// cannot name another.
+    pub(crate) fn ignores_all(&self, signals: &[i32]) -> bool {
+        let ignored = super::procfs::ignored_signals(self.pid);
+        if self.pidfd.has_exited() {
+            return true;
+        }
+        let Some(ignored) = ignored else { return false };
+        signals
+            .iter()
+            .all(|&sig| (1..=64).contains(&sig) && ignored & (1 << (sig - 1)) != 0)
+    }
 }
 
 /// Every live process of the session, each pinned by a pidfd and verified

@@ -254,6 +254,13 @@ impl Member {
         // SAFETY: kill(2) with a pid just verified to name this process.
         same && unsafe { libc::kill(self.pid as libc::pid_t, sig) } == 0
     }
+
+    /// Whether this process will not act on any of `signals`. Not read on
+    /// macOS (its ignore mask is not looked up here): never, so a kill
+    /// there waits out the grace for a tree that ignores its signals.
+    pub(crate) fn ignores_all(&self, _signals: &[i32]) -> bool {
+        false
+    }
 }
 
 impl From<&Kinfo> for Member {

@@ -624,8 +624,27 @@ impl Keeper {
             }
             _ => Ladder::Gentle { rungs, deadline },
         };
-        if grace == 0 {
+        if grace == 0 || self.none_will_act(s, &listed) {
+            Self::hurry(s, now);
             self.advance_ladder(s, now);
+        }
+    }
+
+    /// Whether nothing alive in `listed` will act on the gentle signals
+    /// of the kill under way (see `Delivery::none_will_act`).
+    fn none_will_act(&self, s: &mut Session, listed: &[os::Member]) -> bool {
+        let Ladder::Gentle { rungs, .. } = &s.ladder else {
+            return false;
+        };
+        let rungs = rungs.clone();
+        delivery(s).none_will_act(&rungs, listed)
+    }
+
+    /// Ends the grace of the kill under way at `now`: the forced rung
+    /// comes at the next look at the ladder.
+    fn hurry(s: &mut Session, now: Instant) {
+        if let Ladder::Gentle { deadline, .. } = &mut s.ladder {
+            *deadline = now.min(*deadline);
         }
     }
 
@@ -639,12 +658,19 @@ impl Keeper {
                     };
                     s.swept_at = Some(now);
                     force(s);
-                } else if rungs.iter().any(|r| r.scope == Scope::Tree) && s.sweep_due(now) {
+                } else if s.sweep_due(now) {
                     // A fork racing the first sweep made a process that
                     // never saw the signals, or an orphan was reparented
-                    // to the keeper: sweep again, new ones only.
+                    // to the keeper: sweep again, new ones only. And if
+                    // what is left ignores the signals, the grace is over.
                     let listed = delivery(s).members();
-                    delivery(s).deliver(&rungs, &listed);
+                    if rungs.iter().any(|r| r.scope == Scope::Tree) {
+                        delivery(s).deliver(&rungs, &listed);
+                    }
+                    if self.none_will_act(s, &listed) {
+                        Self::hurry(s, now);
+                        self.advance_ladder(s, now);
+                    }
                 }
             }
             Ladder::Forced { give_up } => {
@@ -720,6 +746,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
     Delivery {
         main: s.main.pid(),
         child: s.child,
+        init: s.pidns.then_some(s.child),
         scope: TreeScope {
             session: &s.session,
             main_pgrp: s.group,
