@@ -11,6 +11,7 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use nix::unistd::getppid;
 
 use super::pidfd::Pidfd;
 use super::procfs::{children_of_process, read_stat};
@@ -192,28 +193,40 @@ pub(crate) struct Wake {
     /// For each descriptor passed to [`Waiter::wait`]: readable (or hung up).
     pub ready: Vec<bool>,
     /// Signals that arrived (SIGCHLD, SIGTERM, …).
-    pub signals: Vec<i32>,
+    pub signals: Vec<Arrival>,
+}
+
+/// A signal that reached the keeper.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Arrival {
+    pub signal: i32,
+    /// The process that sent it (`kill`, `sigqueue`, `tgkill`,
+    /// `pidfd_send_signal`: its `si_pid`); `None` when the kernel did.
+    pub from: Option<u32>,
 }
 
 /// The keeper's one blocking wait: its descriptors and its signals (read
 /// through a signalfd; they are blocked, so nothing runs asynchronously in
 /// the keeper).
+///
+/// Every signal that can be blocked is: the keeper's command can signal
+/// it (`kill -USR1 $PPID` — CPython's `test_communicate_eintr`, Xvfb
+/// telling its parent it is ready), and any signal left at its default
+/// disposition killed the keeper ("tether keeper died unexpectedly",
+/// exit 125, the output lost: issue 34 item 7). What a blocked signal
+/// would have done is the keeper's to decide (see `Keeper::on_signals`).
+/// The command starts with an empty mask (`exec_child`). A fault the
+/// keeper itself causes (`SIGSEGV`, …) still kills it: the kernel
+/// unblocks a synchronous fault signal.
 pub(crate) struct Waiter {
     sigfd: SignalFd,
 }
 
 impl Waiter {
     pub(crate) fn new() -> io::Result<Waiter> {
-        let mut mask = SigSet::empty();
-        for sig in [
-            Signal::SIGCHLD,
-            Signal::SIGTERM,
-            Signal::SIGINT,
-            Signal::SIGHUP,
-            Signal::SIGQUIT,
-        ] {
-            mask.add(sig);
-        }
+        // glibc leaves its own two real-time signals (32, 33) out of a
+        // mask it sets; the kernel, SIGKILL and SIGSTOP.
+        let mask = SigSet::all();
         mask.thread_block()?;
         let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
         Ok(Waiter { sigfd })
@@ -250,7 +263,17 @@ impl Waiter {
         }
         if pfds[0].revents != 0 {
             while let Ok(Some(info)) = self.sigfd.read_signal() {
-                wake.signals.push(info.ssi_signo as i32);
+                // SI_USER (kill, pidfd_send_signal), SI_QUEUE, SI_TKILL:
+                // a process sent it, and `ssi_pid` names it (in the
+                // keeper's PID namespace). Anything else is the kernel's.
+                let sent = matches!(
+                    info.ssi_code,
+                    libc::SI_USER | libc::SI_QUEUE | libc::SI_TKILL
+                );
+                wake.signals.push(Arrival {
+                    signal: info.ssi_signo as i32,
+                    from: sent.then_some(info.ssi_pid),
+                });
             }
         }
         for (slot, pfd) in wake.ready.iter_mut().zip(&pfds[1..]) {
@@ -310,4 +333,97 @@ pub(crate) fn close_inherited(keep: RawFd) -> io::Result<()> {
         unsafe { libc::close(fd) };
     }
     Ok(())
+}
+
+/// The keeper's owner — the process that started it — pinned by a pidfd:
+/// where a signal its command sends "its parent" goes (see
+/// `Keeper::on_signals`).
+pub(crate) struct Owner(Option<Pidfd>);
+
+impl Owner {
+    /// The keeper's parent, which is its owner (the owner spawns it), if
+    /// still alive: a pidfd opened for `getppid()` counts only if
+    /// `getppid()` is unchanged after it was opened — had the owner died
+    /// in between, the keeper would have been reparented, and the pid
+    /// might name another process by now.
+    pub(crate) fn parent() -> Owner {
+        let parent = getppid();
+        let pinned = Pidfd::open(parent.as_raw() as u32)
+            .ok()
+            .filter(|_| getppid() == parent && parent.as_raw() > 1);
+        Owner(pinned)
+    }
+
+    /// Sends `sig` to the owner through its pidfd, as `sigqueue(3)` would:
+    /// `si_code` `SI_QUEUE`, `si_pid` the keeper's, `si_value` `value`
+    /// (so the owner can tell a signal passed on from one sent to it).
+    /// `false` if the owner is gone.
+    pub(crate) fn signal(&self, sig: i32, value: usize) -> bool {
+        let Some(pidfd) = &self.0 else { return false };
+        let info = QueuedInfo {
+            signo: sig,
+            errno: 0,
+            code: libc::SI_QUEUE,
+            #[cfg(target_pointer_width = "64")]
+            _pad: 0,
+            pid: std::process::id() as i32,
+            // SAFETY: getuid cannot fail and touches no memory.
+            uid: unsafe { libc::getuid() },
+            value,
+            _rest: [0; QUEUED_REST],
+        };
+        pidfd.send_signal_info(sig, &info as *const QueuedInfo as *const libc::siginfo_t)
+    }
+}
+
+/// A `siginfo_t` as `sigqueue(3)` fills it (`_sifields._rt`), then zeros.
+#[repr(C)]
+struct QueuedInfo {
+    signo: i32,
+    errno: i32,
+    code: i32,
+    #[cfg(target_pointer_width = "64")]
+    _pad: i32,
+    pid: i32,
+    uid: u32,
+    value: usize,
+    _rest: [u8; QUEUED_REST],
+}
+
+/// The bytes of a `siginfo_t` (128) after the `SI_QUEUE` fields.
+const QUEUED_REST: usize =
+    128 - 4 * std::mem::size_of::<i32>() - 2 * 4 - std::mem::size_of::<usize>()
+        + if cfg!(target_pointer_width = "64") {
+            0
+        } else {
+            4
+        };
+
+const _: () = assert!(std::mem::size_of::<QueuedInfo>() == std::mem::size_of::<libc::siginfo_t>());
+
+/// Whether a signal sent by `from` came from the keeper's tree: `from` is
+/// a descendant of the keeper (every process of the session is: it is
+/// their subreaper, or their namespace init is its child), alive or a
+/// zombie — or already gone, reaped by its parent: a `kill` program the
+/// command ran is, by the time the keeper reads the signal, and an
+/// outsider that signals a keeper is rarer than that. The keeper itself
+/// is not its tree.
+pub(crate) fn sent_by_tree(from: u32) -> bool {
+    let me = std::process::id();
+    if from == me {
+        return false;
+    }
+    let mut pid = from;
+    // A chain deeper than this is not a tree of ours (pid_max is 2^22).
+    for _ in 0..4096 {
+        match read_stat(pid) {
+            Ok(stat) if stat.ppid == me => return true,
+            Ok(stat) if stat.ppid > 1 => pid = stat.ppid,
+            Ok(_) => return false,
+            // The sender is gone (reaped); an ancestor that vanished
+            // mid-walk leaves nothing to go on.
+            Err(_) => return pid == from,
+        }
+    }
+    false
 }

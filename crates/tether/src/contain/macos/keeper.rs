@@ -402,19 +402,69 @@ pub(crate) struct Wake {
     /// For each descriptor passed to [`Waiter::wait`]: readable (or hung up).
     pub ready: Vec<bool>,
     /// Signals that arrived (SIGCHLD, SIGTERM, …).
-    pub signals: Vec<i32>,
+    pub signals: Vec<Arrival>,
 }
 
-/// The signals the keeper handles. They are blocked, so none ever runs its
-/// default action or interrupts anything; `EVFILT_SIGNAL` sees them anyway
-/// (XNU notes a signal to kqueues before looking at masks and
-/// dispositions). SIGCHLD keeps its default disposition (see [`prepare`]).
-const SIGNALS: [Signal; 5] = [
+/// A signal that reached the keeper.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Arrival {
+    pub signal: i32,
+    /// Who sent it: never known on macOS (`EVFILT_SIGNAL` counts
+    /// signals, it does not say who sent them).
+    pub from: Option<u32>,
+}
+
+/// The keeper's owner. Not pinned on macOS: with no sender known
+/// (see [`Arrival`]), no signal is ever passed on to it.
+pub(crate) struct Owner;
+
+impl Owner {
+    pub(crate) fn parent() -> Owner {
+        Owner
+    }
+
+    pub(crate) fn signal(&self, _sig: i32, _value: usize) -> bool {
+        false
+    }
+}
+
+/// Whether a signal sent by `from` came from the keeper's tree: never
+/// asked on macOS (no sender is known).
+pub(crate) fn sent_by_tree(_from: u32) -> bool {
+    false
+}
+
+/// The signals the keeper handles: every one a process can send it but
+/// the faults the keeper itself would cause (its command can send it any
+/// of them; one left at its default killed it, see the Linux keeper's
+/// `Waiter`). They are blocked, so none ever runs its default action or
+/// interrupts anything; `EVFILT_SIGNAL` sees them anyway (XNU notes a
+/// signal to kqueues before looking at masks and dispositions). SIGCHLD
+/// keeps its default disposition (see [`prepare`]).
+const SIGNALS: [Signal; 23] = [
     Signal::SIGCHLD,
     Signal::SIGTERM,
     Signal::SIGINT,
     Signal::SIGHUP,
     Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGIO,
+    Signal::SIGXCPU,
+    Signal::SIGXFSZ,
+    Signal::SIGWINCH,
+    Signal::SIGURG,
+    Signal::SIGINFO,
+    Signal::SIGEMT,
+    Signal::SIGSYS,
+    Signal::SIGTRAP,
+    Signal::SIGABRT,
+    Signal::SIGTSTP,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
 ];
 
 /// The keeper's one blocking wait: its descriptors (`EVFILT_READ`), its
@@ -508,7 +558,10 @@ impl Waiter {
                     }
                 }
                 libc::EVFILT_SIGNAL if flags & libc::EV_ERROR == 0 => {
-                    wake.signals.push(ident as i32);
+                    wake.signals.push(Arrival {
+                        signal: ident as i32,
+                        from: None,
+                    });
                 }
                 libc::EVFILT_PROC => {
                     // It exited (NOTE_EXIT), or was gone before it could be

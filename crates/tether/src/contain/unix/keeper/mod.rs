@@ -26,7 +26,10 @@
 //! 4. It waits on the socket and its signals. It reaps everything, reports
 //!    the main process's exit, and kills the tree when asked, at the
 //!    timeout, on lifeline EOF, on `SIGTERM`, or (policy) when the main
-//!    process exits with descendants left. Killing is a ladder (see
+//!    process exits with descendants left. Every signal a process can
+//!    block is blocked and read from the wait: none kills the keeper, and
+//!    one its command sends "its parent" (`SIGUSR1`, …) is passed on to
+//!    the owner (see `Keeper::on_signals`). Killing is a ladder (see
 //!    `ladder.rs`): the gentle signals to every member at once, then, for
 //!    whatever is alive when the grace ends, `SIGKILL` rounds until the
 //!    tree is empty — and every process is signalled through a handle
@@ -48,10 +51,11 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 
 use super::channel::{recv_into, send_frame};
+use super::forward::{PASSED_ON, meant_for_parent};
 use super::protocol::{Event, FrameBuffer, Request, Rung, Scope, SpawnSpec, SpawnStage};
 use crate::contain::Termination;
 use crate::contain::os::keeper::{
-    self as os, Change, InitLink, OomPriority, SessionCgroups, TreeScope, Waiter,
+    self as os, Arrival, Change, InitLink, OomPriority, Owner, SessionCgroups, TreeScope, Waiter,
 };
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
@@ -195,6 +199,8 @@ struct Keeper {
     spent: bool,
     /// `TETHER_KEEPER_DEBUG` is set: report each kill's phases on stderr.
     debug: bool,
+    /// Where the signals the tree sends the keeper go.
+    owner: Owner,
 }
 
 impl Keeper {
@@ -233,6 +239,9 @@ impl Keeper {
         }?;
         note_dispositions();
         let waiter = unusable(fd, "waiting for signals", Waiter::new())?;
+        // Pinned while the owner, which just started the keeper, is
+        // certainly its parent.
+        let owner = Owner::parent();
         Ok(Keeper {
             ctl: Some(ctl),
             outbox: Vec::new(),
@@ -240,6 +249,7 @@ impl Keeper {
             waiter,
             spent: false,
             debug: std::env::var_os(trace::DEBUG_VAR).is_some(),
+            owner,
         })
     }
 
@@ -260,7 +270,7 @@ impl Keeper {
                 return Ok(None);
             };
             let wake = self.waiter.wait(&[ctl], None)?;
-            if wake.signals.contains(&libc::SIGTERM) {
+            if self.on_signals(&wake.signals) {
                 return Ok(None);
             }
             if wake.ready[0] {
@@ -272,6 +282,35 @@ impl Keeper {
                 }
             }
         }
+    }
+
+    /// Acts on the signals that reached the keeper; `true` if one asks it
+    /// to stop (kill the tree, as if the owner were gone): `SIGTERM`,
+    /// from anyone — from the tree, the command asked its parent to end,
+    /// and the session is what it can end.
+    ///
+    /// A signal from the session's tree that programs use to tell their
+    /// parent something (`kill -USR1 $PPID`; see `meant_for_parent`) is
+    /// passed on to the owner — the process that asked for the command,
+    /// its parent under `subprocess` or a shell — through the owner's
+    /// pidfd, never by pid, marked as passed on (`SI_QUEUE`, the keeper's
+    /// pid, `PASSED_ON`): the owner's own disposition decides. A Python
+    /// owner's handler runs; `tether run` and `tether mcp` drop what they
+    /// would die of (`absorb_parent_signals`). The rest, and anything an
+    /// outsider or the kernel sends, is ignored: SIGINT/SIGHUP/SIGQUIT
+    /// are the owner's to forward (a terminal sends them to the foreground
+    /// group).
+    fn on_signals(&self, arrivals: &[Arrival]) -> bool {
+        let mut stop = false;
+        for arrival in arrivals {
+            let signal = arrival.signal;
+            stop |= signal == libc::SIGTERM;
+            if meant_for_parent(signal) && arrival.from.is_some_and(os::sent_by_tree) {
+                // The owner may be gone: its lifeline EOF handles that.
+                self.owner.signal(signal, PASSED_ON);
+            }
+        }
+        stop
     }
 
     /// Queues an event; [`flush`](Self::flush) sends the queue in one
@@ -461,11 +500,7 @@ impl Keeper {
         let mut ready = wake.ready.iter().copied();
         let ctl_ready = ctl.is_some() && ready.next() == Some(true);
         let init_ready = init.is_some() && ready.next() == Some(true);
-        // Someone asked the keeper itself to stop: treat it like the owner
-        // going away. SIGINT/SIGHUP/SIGQUIT are the owner's to forward (a
-        // terminal sends them to the foreground group), so the keeper
-        // ignores them.
-        if wake.signals.contains(&libc::SIGTERM) {
+        if self.on_signals(&wake.signals) {
             self.begin_kill(s, &[], s.spec.grace_ms);
         }
         if ctl_ready {
