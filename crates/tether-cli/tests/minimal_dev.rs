@@ -60,6 +60,18 @@ fn a_command_runs_where_dev_has_no_fd_link() {
     assert!(fds.contains(&"0") && !fds.contains(&"7"), "{out}");
 }
 
+// A PTY needs devpts behind /dev/ptmx, which a bare /dev lacks: the error
+// says so instead of a bare "No such file or directory".
+#[test]
+fn a_pty_without_devpts_is_a_clear_error() {
+    if !require_root("a private /dev") {
+        return;
+    }
+    let (out, err, code) = in_bare_dev(r#""$TETHER" run --pty -- echo hi"#);
+    assert_eq!((out.as_str(), code), ("", Some(125)), "stderr: {err}");
+    assert!(err.contains("/dev/ptmx") && err.contains("devpts"), "{err}");
+}
+
 // issue 35 item 1: a keeper that could not start said nothing; the owner
 // reported "Broken pipe" or "Connection reset by peer". With a descriptor
 // limit of 10 the keeper cannot move its socket above fd 9 (where it
