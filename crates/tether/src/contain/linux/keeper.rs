@@ -224,8 +224,9 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     pub(crate) fn new() -> io::Result<Waiter> {
-        // glibc leaves its own two real-time signals (32, 33) out of a
-        // mask it sets; the kernel, SIGKILL and SIGSTOP.
+        // All of them (sigfillset): glibc's sigprocmask leaves out its
+        // own two real-time signals (32, 33), the kernel SIGKILL and
+        // SIGSTOP.
         let mask = SigSet::all();
         mask.thread_block()?;
         let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
@@ -390,14 +391,14 @@ struct QueuedInfo {
     _rest: [u8; QUEUED_REST],
 }
 
-/// The bytes of a `siginfo_t` (128) after the `SI_QUEUE` fields.
-const QUEUED_REST: usize =
-    128 - 4 * std::mem::size_of::<i32>() - 2 * 4 - std::mem::size_of::<usize>()
-        + if cfg!(target_pointer_width = "64") {
-            0
-        } else {
-            4
-        };
+/// The bytes of a `siginfo_t` (128) after the `SI_QUEUE` fields: 32 of
+/// them on 64-bit targets (`si_value` is pointer-aligned), 24 on 32-bit.
+const QUEUED_REST: usize = 128
+    - if cfg!(target_pointer_width = "64") {
+        32
+    } else {
+        24
+    };
 
 const _: () = assert!(std::mem::size_of::<QueuedInfo>() == std::mem::size_of::<libc::siginfo_t>());
 
