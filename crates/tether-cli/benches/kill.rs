@@ -8,7 +8,9 @@
 //!    and for one whose child is in a session of its own (`setsid`);
 //! 2. `tether mcp`'s `kill` of a PTY session (grace 2 s), send to answer,
 //!    when every member dies of `SIGHUP`, and when one ignores it
-//!    (`nohup`) but dies of `SIGTERM`.
+//!    (`nohup`) but dies of `SIGTERM`;
+//! 3. `tether mcp`'s `kill` of an interactive `bash` on pipes (grace 2 s),
+//!    which ignores `SIGTERM`: the forced end at once, not after the grace.
 //!
 //! With `TETHER_BASELINE=<another build's tether>` that build is measured
 //! too, interleaved round by round. The benchmark is in `kill/linux.rs`.

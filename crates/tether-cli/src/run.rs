@@ -194,6 +194,9 @@ fn exit_code_for_error(err: &Error) -> u8 {
 fn run(args: RunArgs) -> Result<i32, Error> {
     // Orphans of a SIGKILLed keeper come back to us, and we kill them.
     tether::become_subreaper()?;
+    // What the command sends "its parent" (`kill -USR1 $PPID`) its keeper
+    // passes on to us: dropped, where it would end this run.
+    tether::absorb_parent_signals()?;
     // Before any thread exists: only the forwarder may see these signals
     // (and with --pty, only the pass-through's thread SIGWINCH).
     let forwarder = SignalForwarder::install()?;

@@ -415,3 +415,29 @@ fn a_server_whose_file_was_replaced_still_starts_commands() {
     );
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+// issue 34 item 7: a command that signals its parent (`kill -USR1 $PPID`)
+// killed its keeper: the session was lost with its output. Its keeper now
+// passes the signal on to the server, which must drop it — by default a
+// SIGUSR1 would end the server with every session it holds. The command
+// finishes with its output; the server serves on, and still exits 0 on
+// EOF. (The 0.3 s sleep: time for the signals to do harm.)
+#[test]
+fn a_command_that_signals_its_parent_ends_neither_its_session_nor_the_server() {
+    let guard = TagGuard::new("mcp-regression-parent-signal");
+    let mut server = Server::start(guard.tag(), &[], false);
+    let script = "kill -USR1 $PPID; kill -USR2 $PPID; kill -ALRM $PPID; kill -34 $PPID; \
+                  sleep 0.3; echo child-finished";
+    let result = server.call("run", json!({"command": script, "yield_s": 30}));
+    assert_eq!(result["status"], "exited", "{result}");
+    assert_eq!(result["exit_code"], 0, "{result}");
+    assert_eq!(result["output"], "child-finished\n", "{result}");
+    let again = server.call(
+        "run",
+        json!({"command": "echo still-serving", "yield_s": 30}),
+    );
+    assert_eq!(again["output"], "still-serving\n", "{again}");
+    let exit = server.close(Duration::from_secs(15));
+    assert_eq!(exit.and_then(|s| s.code()), Some(0), "exit on EOF");
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

@@ -229,13 +229,67 @@ fn forwarded_signals_then_tree_kill_after_grace() {
             ) >= 4
         );
         owner.signal(sig);
-        // The tree ignores the signal; the kill follows the 500 ms grace.
+        // The tree ignores the signal: the forced end follows (at once,
+        // since nothing will act on the signal; at the latest when the
+        // 500 ms grace ends).
         let status = owner
             .wait_bounded(Duration::from_secs(20))
             .expect("tether run exits after the grace");
         assert_eq!(status.code(), Some(128 + libc::SIGKILL), "signal {sig}");
         assert!(wait_all_dead(guard.tag(), Duration::from_secs(5)).is_empty());
     }
+}
+
+// issue 34 item 7: a command that signals its parent signals its keeper,
+// which died of it ("tether keeper died unexpectedly", exit 125, the output
+// lost). The keeper passes it on to `tether run`, which drops what it would
+// die of: the command finishes with its output and status. (The 0.3 s
+// sleep is the issue's reproduction: time for the signal to do harm.)
+#[test]
+fn a_command_that_signals_its_parent_finishes() {
+    for sig in ["USR1", "USR2", "ALRM"] {
+        let script = format!("kill -{sig} $PPID; sleep 0.3; echo child-finished");
+        let (code, out, err) = run(&["--", "sh", "-c", &script]);
+        assert_eq!(
+            (code, out.as_str()),
+            (Some(0), "child-finished\n"),
+            "{sig}: {err}"
+        );
+        assert!(err.is_empty(), "{sig}: {err}");
+    }
+}
+
+// SIGTERM asks the parent to end: the keeper ends the session (not the
+// owner, which may host other sessions: an MCP server, an agent), and the
+// command dies of it (143), its keeper alive to say so (not 125).
+#[test]
+fn a_command_that_sends_its_parent_sigterm_ends_with_143() {
+    let (code, out, err) = run(&[
+        "--",
+        "sh",
+        "-c",
+        "kill -TERM $PPID; sleep 5; echo not-reached",
+    ]);
+    assert_eq!((code, out.as_str()), (Some(143), ""), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
+
+// What `tether run` drops from its keeper it does not drop from anyone
+// else: a SIGUSR1 sent to it still ends it (and the tree with it).
+#[test]
+fn sigusr1_from_outside_still_ends_tether_run() {
+    let guard = TagGuard::new("run-usr1");
+    let mut owner = Owner::start(guard.tag(), &[], "echo ready; exec sleep 1000");
+    owner.expect_ready();
+    owner.signal(libc::SIGUSR1);
+    let status = owner
+        .wait_bounded(Duration::from_secs(20))
+        .expect("tether run ends");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGUSR1)
+    );
+    assert!(wait_all_dead(guard.tag(), Duration::from_secs(10)).is_empty());
 }
 
 #[test]

@@ -166,7 +166,9 @@ const EXIT_START_FAILED: u8 = 125;
 /// about on stderr; sessions then carry only their spawn tags.
 ///
 /// Makes this process a child subreaper (orphans of a keeper that was
-/// killed come back to it and are killed), installs signal handlers and
+/// killed come back to it and are killed), drops the signals commands
+/// send their parent ([`tether::absorb_parent_signals`]), installs signal
+/// handlers and
 /// a stderr logger (`TETHER_LOG`, default `warn`): call it from a
 /// program that is the server, after [`tether::keeper::run_if_requested`].
 pub fn serve(options: Options) -> ExitCode {
@@ -186,6 +188,11 @@ fn serve_until_closed(options: Options) -> Result<ExitCode, ServeError> {
     let cwd = default_cwd(options.cwd)?;
     if let Err(e) = tether::become_subreaper() {
         tracing::warn!("cannot become a child subreaper ({e}); keepers still contain each tree");
+    }
+    // A command's `kill -USR1 $PPID` is passed on to the server by its
+    // keeper; it must not end the server and every session it holds.
+    if let Err(e) = tether::absorb_parent_signals() {
+        tracing::warn!("cannot absorb the signals commands send their parent: {e}");
     }
     let install = tether::Install::from_env();
     if options.reap_on_start {

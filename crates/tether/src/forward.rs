@@ -54,3 +54,28 @@ impl SignalForwarder {
         self.0.forward_to(handle.tree, handle.grace)
     }
 }
+
+/// Makes this process survive the signals its commands meant for their
+/// parent.
+///
+/// A command that signals its parent (`kill -USR1 $PPID`) reaches its
+/// keeper, which passes the signal on to the owner — the process that
+/// asked for the command, its parent under `subprocess` or a shell — so
+/// that the owner's own disposition applies: a handler runs. Where there
+/// is none and the signal's default would end the process (`SIGUSR1`,
+/// `SIGUSR2`, `SIGALRM`, the real-time signals, …), the owner would die of
+/// it, as a `subprocess` parent would. Call this (once, early) in a
+/// program that hosts commands and must not: it drops such a signal when
+/// a keeper passed it on, and lets every other sender's signal act as
+/// before. `tether run` and `tether mcp` call it. Signals with a handler
+/// already, or ignored, are left alone; a handler installed after this
+/// call replaces it.
+///
+/// Linux; a no-op elsewhere (the macOS keeper cannot tell who sent it a
+/// signal, so it passes none on).
+///
+/// # Errors
+/// The OS refused to read or change a signal's disposition.
+pub fn absorb_parent_signals() -> std::io::Result<()> {
+    Forwarder::absorb_parent_signals()
+}

@@ -316,7 +316,7 @@ pub use contain::sys;
 pub use containment::{Containment, ContainmentPolicy};
 pub use error::{Error, Result, Survivor, TagError, WithholdError};
 pub use exit::{ExitStatus, Output};
-pub use forward::SignalForwarder;
+pub use forward::{SignalForwarder, absorb_parent_signals};
 pub use identity::ProcessIdentity;
 pub use install::Install;
 pub use limits::{Enforcement, LimitHit, LimitReport, Limits, MIN_CPU, format_size, parse_size};

@@ -127,3 +127,72 @@ fn unkillable_survivor_is_reported_and_stays_killable() {
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
     std::fs::remove_dir(&cgroup).unwrap();
 }
+
+/// Kills `child` with `grace` on another thread; the kill's result, if it
+/// came within `bound`.
+fn kill_within(mut child: Child, grace: Duration, bound: Duration) -> Option<tether::Result<()>> {
+    let (done, killed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.kill_with_grace(grace));
+        drop(child);
+    });
+    killed.recv_timeout(bound).ok()
+}
+
+// issue 34 item 11: every process left ignores SIGTERM (an interactive
+// `bash` does), so the gentle rung cannot end anything: the kill went on
+// to SIGKILL only when the whole grace had passed (2.0 s per kill of an
+// interactive shell session in an agent's registry). The grace here is
+// 30 s and the kill must end within 10: nothing but the grace being cut
+// short can make it (the kill itself takes milliseconds), so the bound
+// is no timing measurement.
+#[test]
+fn a_kill_does_not_wait_the_grace_for_a_tree_that_ignores_its_signal() {
+    let guard = TagGuard::new("kill-deaf");
+    let child = spawn_tree(Tree::TrapIgnore, guard.tag());
+    let killed = kill_within(child, Duration::from_secs(30), Duration::from_secs(10))
+        .expect("the kill waited for a grace nobody needed");
+    killed.expect("kill");
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+// The other side of the same rule: a handler (or a block) is not an
+// ignore. The main process ignores SIGTERM; its child has a handler that
+// writes a mark and exits. The grace holds while the child lives (its
+// handler runs: the mark is written), and once only the TERM-ignoring
+// main process is left, the forced end comes at once (within the bound,
+// as above).
+#[test]
+fn a_tree_with_a_term_handler_still_gets_the_grace() {
+    let guard = TagGuard::new("kill-handler");
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("handled");
+    // The child is started before the main process ignores SIGTERM: a
+    // shell cannot trap a signal ignored when it started.
+    let script = format!(
+        "sh -c 'trap \"echo handled > {mark}; exit 0\" TERM; echo child-ready; \
+                while :; do sleep 0.05; done' & \
+         trap '' TERM; echo main-ready; wait; while :; do sleep 1; done",
+        mark = mark.display()
+    );
+    let mut child = Command::new("/bin/sh")
+        .args(["-c", &script])
+        .env(TAG_VAR, guard.tag())
+        .keep_descendants(true)
+        .stdin(Stdio::Null)
+        .stdout(Stdio::Piped)
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ready: Vec<String> = (0..2).map(|_| lines.next().unwrap().unwrap()).collect();
+    ready.sort();
+    assert_eq!(ready, ["child-ready", "main-ready"]);
+    let killed = kill_within(child, Duration::from_secs(30), Duration::from_secs(10))
+        .expect("the kill waited for the whole grace");
+    killed.expect("kill");
+    assert_eq!(
+        std::fs::read_to_string(&mark).expect("the handler never ran"),
+        "handled\n"
+    );
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

@@ -53,13 +53,17 @@ fn term_to_run(build: &Build, script: &str) -> Duration {
 /// Waits until `n` tagged processes have exec'd `sleep` (so a `nohup`
 /// child already ignores `SIGHUP`).
 fn wait_for_sleeps(tag: &str, n: usize) {
+    wait_for_program(tag, "sleep", n);
+}
+
+/// Waits until `n` tagged processes have exec'd `program`.
+fn wait_for_program(tag: &str, program: &str, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
+    let comm = format!("{program}\n");
     loop {
         let sleeps = tagged_pids(tag)
             .into_iter()
-            .filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c == "sleep\n")
-            })
+            .filter(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c == comm))
             .count();
         if sleeps >= n {
             return;
@@ -136,12 +140,20 @@ impl Server {
     /// Runs `script` on a PTY, waits until its tree is built (`sleeps`
     /// processes running `sleep`), then times `kill` (grace 2 s).
     fn kill_pty(&mut self, script: &str, sleeps: usize) -> Duration {
+        self.kill_session(script, true, "sleep", sleeps)
+    }
+
+    /// Runs `script` (on a PTY if `pty`, else with its stdin kept open),
+    /// waits until `n` of its processes run `program`, then times `kill`
+    /// (grace 2 s).
+    fn kill_session(&mut self, script: &str, pty: bool, program: &str, n: usize) -> Duration {
         let run = self.call(
             "run",
-            json!({"command": script, "pty": true, "until": "ready", "yield_s": 30}),
+            json!({"command": script, "pty": pty, "keep_stdin_open": !pty,
+                   "until": "ready", "yield_s": 30}),
         );
         let id = run["id"].as_str().expect("a session id").to_owned();
-        wait_for_sleeps(&self.tag, sleeps);
+        wait_for_program(&self.tag, program, n);
         let start = Instant::now();
         let killed = self.call("kill", json!({"id": id, "grace_s": 2}));
         let took = start.elapsed();
@@ -239,4 +251,26 @@ pub fn main() {
         "`tether mcp`: `kill` of a PTY session (grace 2 s), send to answer",
         &rows,
     );
+
+    // An interactive shell on pipes (an agent's terminal tool): it ignores
+    // SIGTERM, the session's only gentle signal (issue 34 item 11).
+    let mut rows: Vec<(String, Vec<Duration>)> = builds
+        .iter()
+        .map(|build| (format!("`bash -i`, {}", build.name), Vec::new()))
+        .collect();
+    for _ in 0..ROUNDS {
+        for (row, server) in servers.iter_mut().enumerate() {
+            rows[row]
+                .1
+                .push(server.kill_session(INTERACTIVE_SHELL, false, "bash", 1));
+        }
+    }
+    table(
+        "`tether mcp`: `kill` of an interactive shell that ignores SIGTERM (grace 2 s), send to answer",
+        &rows,
+    );
 }
+
+/// An interactive `bash` (it ignores `SIGTERM`), reading the session's
+/// stdin (kept open: at EOF it would exit by itself).
+const INTERACTIVE_SHELL: &str = "echo ready; exec bash -i";

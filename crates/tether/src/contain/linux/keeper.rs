@@ -11,6 +11,7 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use nix::unistd::getppid;
 
 use super::pidfd::Pidfd;
 use super::procfs::{children_of_process, read_stat};
@@ -69,6 +70,22 @@ impl Member {
     /// (the process exited).
     pub(crate) fn signal(&self, sig: i32) -> bool {
         self.pidfd.send_signal(sig).is_ok()
+    }
+
+    /// Whether this process will not act on any of `signals`: it ignores
+    /// every one (`SIG_IGN`; a handler or a block is not an ignore), or it
+    /// has exited. Its status is read by pid, and counts only if the pidfd
+    /// shows the process alive after the read: until it exits, the pid
+    /// cannot name another.
+    pub(crate) fn ignores_all(&self, signals: &[i32]) -> bool {
+        let ignored = super::procfs::ignored_signals(self.pid);
+        if self.pidfd.has_exited() {
+            return true;
+        }
+        let Some(ignored) = ignored else { return false };
+        signals
+            .iter()
+            .all(|&sig| (1..=64).contains(&sig) && ignored & (1 << (sig - 1)) != 0)
     }
 }
 
@@ -176,28 +193,41 @@ pub(crate) struct Wake {
     /// For each descriptor passed to [`Waiter::wait`]: readable (or hung up).
     pub ready: Vec<bool>,
     /// Signals that arrived (SIGCHLD, SIGTERM, …).
-    pub signals: Vec<i32>,
+    pub signals: Vec<Arrival>,
+}
+
+/// A signal that reached the keeper.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Arrival {
+    pub signal: i32,
+    /// The process that sent it (`kill`, `sigqueue`, `tgkill`,
+    /// `pidfd_send_signal`: its `si_pid`); `None` when the kernel did.
+    pub from: Option<u32>,
 }
 
 /// The keeper's one blocking wait: its descriptors and its signals (read
 /// through a signalfd; they are blocked, so nothing runs asynchronously in
 /// the keeper).
+///
+/// Every signal that can be blocked is: the keeper's command can signal
+/// it (`kill -USR1 $PPID` — CPython's `test_communicate_eintr`, Xvfb
+/// telling its parent it is ready), and any signal left at its default
+/// disposition killed the keeper ("tether keeper died unexpectedly",
+/// exit 125, the output lost: issue 34 item 7). What a blocked signal
+/// would have done is the keeper's to decide (see `Keeper::on_signals`).
+/// The command starts with an empty mask (`exec_child`). A fault the
+/// keeper itself causes (`SIGSEGV`, …) still kills it: the kernel
+/// unblocks a synchronous fault signal.
 pub(crate) struct Waiter {
     sigfd: SignalFd,
 }
 
 impl Waiter {
     pub(crate) fn new() -> io::Result<Waiter> {
-        let mut mask = SigSet::empty();
-        for sig in [
-            Signal::SIGCHLD,
-            Signal::SIGTERM,
-            Signal::SIGINT,
-            Signal::SIGHUP,
-            Signal::SIGQUIT,
-        ] {
-            mask.add(sig);
-        }
+        // All of them (sigfillset): glibc's sigprocmask leaves out its
+        // own two real-time signals (32, 33), the kernel SIGKILL and
+        // SIGSTOP.
+        let mask = SigSet::all();
         mask.thread_block()?;
         let sigfd = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
         Ok(Waiter { sigfd })
@@ -234,7 +264,17 @@ impl Waiter {
         }
         if pfds[0].revents != 0 {
             while let Ok(Some(info)) = self.sigfd.read_signal() {
-                wake.signals.push(info.ssi_signo as i32);
+                // SI_USER (kill, pidfd_send_signal), SI_QUEUE, SI_TKILL:
+                // a process sent it, and `ssi_pid` names it (in the
+                // keeper's PID namespace). Anything else is the kernel's.
+                let sent = matches!(
+                    info.ssi_code,
+                    libc::SI_USER | libc::SI_QUEUE | libc::SI_TKILL
+                );
+                wake.signals.push(Arrival {
+                    signal: info.ssi_signo as i32,
+                    from: sent.then_some(info.ssi_pid),
+                });
             }
         }
         for (slot, pfd) in wake.ready.iter_mut().zip(&pfds[1..]) {
@@ -242,4 +282,149 @@ impl Waiter {
         }
         Ok(wake)
     }
+}
+
+/// Closes every descriptor above stderr but `keep`: what the owner left
+/// inheritable (a pipe made with `os.pipe()` + `set_inheritable`, a
+/// descriptor its own parent passed it) must reach neither the command
+/// (which gets exactly the three it was given, as `subprocess` with
+/// `close_fds=True`) nor the keeper itself — a warm keeper lives as long as
+/// its owner, and one holding a pipe's write end kept that pipe's reader
+/// from EOF after the owner closed its own copy.
+///
+/// `close_range(2)` (Linux 5.9): two calls, no file system. Listing
+/// `/dev/fd` instead failed wherever udev (or a container runtime) did
+/// not make that link — a bare devtmpfs in an initramfs, a `FROM scratch`
+/// image, a chroot — and the keeper could not start (issue 35). Before
+/// 5.9 (or under a seccomp filter that refuses it): `/proc/self/fd`, and
+/// without `/proc` every number below the descriptor limit.
+pub(crate) fn close_inherited(keep: RawFd) -> io::Result<()> {
+    let close_range = |first: RawFd, last: libc::c_uint| {
+        // SAFETY: close_range(2) with integer arguments; nothing of this
+        // process owns the descriptors closed (inherited, unknown to it).
+        unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, last, 0) == 0 }
+    };
+    let below = keep <= 3 || close_range(3, (keep - 1) as libc::c_uint);
+    if below && close_range(keep + 1, libc::c_uint::MAX) {
+        return Ok(());
+    }
+    // Listed first, closed after: the listing's own descriptor is among
+    // them, and is closed (by the drop) before the loop. Single-threaded:
+    // no number is reused meanwhile.
+    let open: Vec<RawFd> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+            .collect(),
+        Err(_) => {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit fills the struct it is given.
+            if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The kernel's own ceiling (`fs.nr_open`) is 2^20 by default.
+            (0..limit.rlim_cur.min(1 << 20) as RawFd).collect()
+        }
+    };
+    for fd in open.into_iter().filter(|&fd| fd > 2 && fd != keep) {
+        // SAFETY: as above; EBADF (a number not open, the listing's own
+        // descriptor closed already) is harmless.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
+/// The keeper's owner — the process that started it — pinned by a pidfd:
+/// where a signal its command sends "its parent" goes (see
+/// `Keeper::on_signals`).
+pub(crate) struct Owner(Option<Pidfd>);
+
+impl Owner {
+    /// The keeper's parent, which is its owner (the owner spawns it), if
+    /// still alive: a pidfd opened for `getppid()` counts only if
+    /// `getppid()` is unchanged after it was opened — had the owner died
+    /// in between, the keeper would have been reparented, and the pid
+    /// might name another process by now.
+    pub(crate) fn parent() -> Owner {
+        let parent = getppid();
+        let pinned = Pidfd::open(parent.as_raw() as u32)
+            .ok()
+            .filter(|_| getppid() == parent && parent.as_raw() > 1);
+        Owner(pinned)
+    }
+
+    /// Sends `sig` to the owner through its pidfd, as `sigqueue(3)` would:
+    /// `si_code` `SI_QUEUE`, `si_pid` the keeper's, `si_value` `value`
+    /// (so the owner can tell a signal passed on from one sent to it).
+    /// `false` if the owner is gone.
+    pub(crate) fn signal(&self, sig: i32, value: usize) -> bool {
+        let Some(pidfd) = &self.0 else { return false };
+        let info = QueuedInfo {
+            signo: sig,
+            errno: 0,
+            code: libc::SI_QUEUE,
+            #[cfg(target_pointer_width = "64")]
+            _pad: 0,
+            pid: std::process::id() as i32,
+            // SAFETY: getuid cannot fail and touches no memory.
+            uid: unsafe { libc::getuid() },
+            value,
+            _rest: [0; QUEUED_REST],
+        };
+        pidfd.send_signal_info(sig, &info as *const QueuedInfo as *const libc::siginfo_t)
+    }
+}
+
+/// A `siginfo_t` as `sigqueue(3)` fills it (`_sifields._rt`), then zeros.
+#[repr(C)]
+struct QueuedInfo {
+    signo: i32,
+    errno: i32,
+    code: i32,
+    #[cfg(target_pointer_width = "64")]
+    _pad: i32,
+    pid: i32,
+    uid: u32,
+    value: usize,
+    _rest: [u8; QUEUED_REST],
+}
+
+/// The bytes of a `siginfo_t` (128) after the `SI_QUEUE` fields: 32 of
+/// them on 64-bit targets (`si_value` is pointer-aligned), 24 on 32-bit.
+const QUEUED_REST: usize = 128
+    - if cfg!(target_pointer_width = "64") {
+        32
+    } else {
+        24
+    };
+
+const _: () = assert!(std::mem::size_of::<QueuedInfo>() == std::mem::size_of::<libc::siginfo_t>());
+
+/// Whether a signal sent by `from` came from the keeper's tree: `from` is
+/// a descendant of the keeper (every process of the session is: it is
+/// their subreaper, or their namespace init is its child), alive or a
+/// zombie — or already gone, reaped by its parent: a `kill` program the
+/// command ran is, by the time the keeper reads the signal, and an
+/// outsider that signals a keeper is rarer than that. The keeper itself
+/// is not its tree.
+pub(crate) fn sent_by_tree(from: u32) -> bool {
+    let me = std::process::id();
+    if from == me {
+        return false;
+    }
+    let mut pid = from;
+    // A chain deeper than this is not a tree of ours (pid_max is 2^22).
+    for _ in 0..4096 {
+        match read_stat(pid) {
+            Ok(stat) if stat.ppid == me => return true,
+            Ok(stat) if stat.ppid > 1 => pid = stat.ppid,
+            Ok(_) => return false,
+            // The sender is gone (reaped); an ancestor that vanished
+            // mid-walk leaves nothing to go on.
+            Err(_) => return pid == from,
+        }
+    }
+    false
 }

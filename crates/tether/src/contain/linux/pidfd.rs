@@ -43,6 +43,24 @@ impl Pidfd {
         }
     }
 
+    /// Sends `sig` with `info` (a `siginfo_t` the caller filled: the
+    /// kernel takes a negative `si_code` as given). `false` once the
+    /// process has exited.
+    pub(crate) fn send_signal_info(&self, sig: i32, info: *const libc::siginfo_t) -> bool {
+        // SAFETY: pidfd_send_signal(fd, sig, info, 0); the caller's `info`
+        // points to a whole siginfo_t for the call.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                sig,
+                info,
+                0u32,
+            )
+        };
+        rc == 0
+    }
+
     /// Whether the process has exited (the pidfd polls readable). A zombie
     /// has exited.
     pub(crate) fn has_exited(&self) -> bool {

@@ -350,6 +350,15 @@ fn read_proc_file(mut file: &File, buf: &mut Vec<u8>) -> io::Result<usize> {
     }
 }
 
+/// The signals `pid` ignores (`SIG_IGN`): the `SigIgn:` mask of its
+/// status, bit `n - 1` for signal `n`. A handler (`SigCgt`) or a block
+/// (`SigBlk`) is not an ignore.
+pub(crate) fn ignored_signals(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+    u64::from_str_radix(mask.trim(), 16).ok()
+}
+
 /// The innermost pid of `pid` (last field of `NSpid:` in its status).
 pub(crate) fn ns_pid_of(pid: u32) -> Option<u32> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

@@ -142,6 +142,26 @@ pub(crate) fn prepare() -> io::Result<()> {
     Ok(())
 }
 
+/// Closes every descriptor above stderr but `keep` (see the Linux
+/// keeper's for why). macOS has no `close_range`; its `/dev/fd` is part
+/// of every system (devfs + fdesc), unlike Linux's, which udev makes.
+pub(crate) fn close_inherited(keep: RawFd) -> io::Result<()> {
+    // Listed first, closed after: the listing's own descriptor is among
+    // them, and is closed (by the drop) before the loop. Single-threaded:
+    // no number is reused meanwhile.
+    let open: Vec<RawFd> = std::fs::read_dir("/dev/fd")?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2 && fd != keep)
+        .collect();
+    for fd in open {
+        // SAFETY: nothing of this process owns these descriptors (they were
+        // inherited, unknown to it); EBADF (the listing's own, closed
+        // already) is harmless.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
 /// The bounds of one session's tree: the session id of the spawn tag, and
 /// the command's process group id (its pid).
 #[derive(Clone, Copy)]
@@ -233,6 +253,13 @@ impl Member {
             .is_ok_and(|now| now.is_some_and(|k| k.start_us == self.start_us && !k.has_exited()));
         // SAFETY: kill(2) with a pid just verified to name this process.
         same && unsafe { libc::kill(self.pid as libc::pid_t, sig) } == 0
+    }
+
+    /// Whether this process will not act on any of `signals`. Not read on
+    /// macOS (its ignore mask is not looked up here): never, so a kill
+    /// there waits out the grace for a tree that ignores its signals.
+    pub(crate) fn ignores_all(&self, _signals: &[i32]) -> bool {
+        false
     }
 }
 
@@ -375,19 +402,69 @@ pub(crate) struct Wake {
     /// For each descriptor passed to [`Waiter::wait`]: readable (or hung up).
     pub ready: Vec<bool>,
     /// Signals that arrived (SIGCHLD, SIGTERM, …).
-    pub signals: Vec<i32>,
+    pub signals: Vec<Arrival>,
 }
 
-/// The signals the keeper handles. They are blocked, so none ever runs its
-/// default action or interrupts anything; `EVFILT_SIGNAL` sees them anyway
-/// (XNU notes a signal to kqueues before looking at masks and
-/// dispositions). SIGCHLD keeps its default disposition (see [`prepare`]).
-const SIGNALS: [Signal; 5] = [
+/// A signal that reached the keeper.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Arrival {
+    pub signal: i32,
+    /// Who sent it: never known on macOS (`EVFILT_SIGNAL` counts
+    /// signals, it does not say who sent them).
+    pub from: Option<u32>,
+}
+
+/// The keeper's owner. Not pinned on macOS: with no sender known
+/// (see [`Arrival`]), no signal is ever passed on to it.
+pub(crate) struct Owner;
+
+impl Owner {
+    pub(crate) fn parent() -> Owner {
+        Owner
+    }
+
+    pub(crate) fn signal(&self, _sig: i32, _value: usize) -> bool {
+        false
+    }
+}
+
+/// Whether a signal sent by `from` came from the keeper's tree: never
+/// asked on macOS (no sender is known).
+pub(crate) fn sent_by_tree(_from: u32) -> bool {
+    false
+}
+
+/// The signals the keeper handles: every one a process can send it but
+/// the faults the keeper itself would cause (its command can send it any
+/// of them; one left at its default killed it, see the Linux keeper's
+/// `Waiter`). They are blocked, so none ever runs its default action or
+/// interrupts anything; `EVFILT_SIGNAL` sees them anyway (XNU notes a
+/// signal to kqueues before looking at masks and dispositions). SIGCHLD
+/// keeps its default disposition (see [`prepare`]).
+const SIGNALS: [Signal; 23] = [
     Signal::SIGCHLD,
     Signal::SIGTERM,
     Signal::SIGINT,
     Signal::SIGHUP,
     Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGIO,
+    Signal::SIGXCPU,
+    Signal::SIGXFSZ,
+    Signal::SIGWINCH,
+    Signal::SIGURG,
+    Signal::SIGINFO,
+    Signal::SIGEMT,
+    Signal::SIGSYS,
+    Signal::SIGTRAP,
+    Signal::SIGABRT,
+    Signal::SIGTSTP,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
 ];
 
 /// The keeper's one blocking wait: its descriptors (`EVFILT_READ`), its
@@ -481,7 +558,10 @@ impl Waiter {
                     }
                 }
                 libc::EVFILT_SIGNAL if flags & libc::EV_ERROR == 0 => {
-                    wake.signals.push(ident as i32);
+                    wake.signals.push(Arrival {
+                        signal: ident as i32,
+                        from: None,
+                    });
                 }
                 libc::EVFILT_PROC => {
                     // It exited (NOTE_EXIT), or was gone before it could be

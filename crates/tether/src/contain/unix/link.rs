@@ -322,6 +322,20 @@ impl KeeperLink {
         }
     }
 
+    /// What a keeper that could not start said before it exited (an
+    /// `Unusable` event still queued on the socket), if it said anything.
+    /// For a failed first request: the keeper's exit may have failed the
+    /// send (`EPIPE`) before its words were read.
+    pub(crate) fn last_word(&mut self) -> Option<Vec<u8>> {
+        loop {
+            match self.recv(Some(Duration::ZERO)) {
+                Ok(Some(Event::Unusable { reason })) => return Some(reason),
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+
     /// A copy of the socket, for an event loop that waits for it to
     /// become readable and then calls [`recv`](Self::recv) with a zero
     /// timeout (the registry does this instead of a thread per session).

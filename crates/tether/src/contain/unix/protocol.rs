@@ -217,6 +217,9 @@ pub(crate) enum Event {
     },
     /// A kill gave up: these survived SIGKILL for the verification window.
     KillFailed { survivors: Vec<(u32, Vec<u8>)> },
+    /// The keeper could not set itself up, and exits: why (one line,
+    /// UTF-8). Its only words, sent before it reads anything.
+    Unusable { reason: Vec<u8> },
 }
 
 // ---------------------------------------------------------------------------
@@ -742,6 +745,10 @@ impl Event {
                     w.bytes(cmd);
                 }
             }
+            Event::Unusable { reason } => {
+                w.u8(8);
+                w.bytes(reason);
+            }
         }
         w.frame()
     }
@@ -787,6 +794,7 @@ impl Event {
                 }
                 Event::KillFailed { survivors }
             }
+            8 => Event::Unusable { reason: r.bytes()? },
             _ => return Err(bad("event kind")),
         };
         r.end()?;
@@ -925,6 +933,9 @@ mod tests {
             Event::MainContinued,
             Event::KillFailed {
                 survivors: vec![(5, b"sleep 1".to_vec())],
+            },
+            Event::Unusable {
+                reason: b"the keeper could not start: x".to_vec(),
             },
         ];
         for event in events {

@@ -48,7 +48,14 @@ impl Pty {
         // SAFETY: open(2) of a constant NUL-terminated path.
         let fd = unsafe { libc::open(c"/dev/ptmx".as_ptr(), flags) };
         if fd < 0 {
-            return Err(io::Error::last_os_error());
+            // A minimal /dev (a bare devtmpfs, a chroot) may have no ptmx,
+            // or no devpts mounted behind it: say which file, not just
+            // "No such file or directory".
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("opening /dev/ptmx for a PTY (is devpts mounted on /dev/pts?): {e}"),
+            ));
         }
         // SAFETY: `fd` was just opened for us.
         let master = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -62,7 +69,11 @@ impl Pty {
         // SAFETY: open(2) of a NUL-terminated path we own.
         let fd = unsafe { libc::open(name.as_ptr(), flags) };
         if fd < 0 {
-            return Err(io::Error::last_os_error());
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("opening the PTY's {}: {e}", name.to_string_lossy()),
+            ));
         }
         // SAFETY: `fd` was just opened for us.
         let slave = unsafe { OwnedFd::from_raw_fd(fd) };

@@ -78,9 +78,19 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
     let ladder = spec.ladder.clone();
     let take_terminal = spec.take_terminal;
     let request = Request::Spawn(Box::new(spec));
+    // A keeper that could not set itself up says why before it exits
+    // (`Event::Unusable`): that reason is the error, not the reset
+    // connection or broken pipe its exit leaves.
     let ask = |link: &mut KeeperLink| {
-        link.send(&request, &fds)?;
-        link.recv(None)
+        let reply = match link.send(&request, &fds) {
+            Ok(()) => link.recv(None),
+            Err(e) => Err(e),
+        };
+        match reply {
+            Ok(Some(Event::Unusable { reason })) => Err(unusable(reason)),
+            Err(e) => Err(link.last_word().map_or(e, unusable)),
+            reply => reply,
+        }
     };
     let mut reply = ask(&mut link);
     if reply.is_err() && link.refused_other_build() {
@@ -97,7 +107,7 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         if reply.is_err() && link.refused_other_build() {
             return Err(other_build(&keeper));
         }
-    } else if warm && reply.is_err() {
+    } else if warm && reply.as_ref().is_err_and(|e| !said_unusable(e)) {
         // The warm keeper died while idle (killed, OOM): not the
         // command's fault. Once more with a fresh keeper — unless it died
         // after it started the command (it reports the start only after
@@ -177,6 +187,30 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         }
     }
 }
+
+/// The error of a keeper that could not start, in its own words.
+fn unusable(reason: Vec<u8>) -> std::io::Error {
+    std::io::Error::other(Unusable(String::from_utf8_lossy(&reason).into_owned()))
+}
+
+/// Whether `e` is a keeper's own account of why it could not start: then
+/// a fresh keeper would fail the same way (a warm one that did is not
+/// replaced, or the owner's error would be the replacement's).
+fn said_unusable(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<Unusable>())
+}
+
+/// Why a keeper could not start, as it said.
+#[derive(Debug)]
+struct Unusable(String);
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unusable {}
 
 /// The error of a keeper program that refused as of another build.
 fn other_build(keeper: &Path) -> Error {

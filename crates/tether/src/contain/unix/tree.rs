@@ -152,7 +152,9 @@ impl Tree {
                         .collect(),
                 },
                 // Only answers to a spawn: not expected here.
-                Event::Started { .. } | Event::SpawnFailed { .. } => continue,
+                Event::Started { .. } | Event::SpawnFailed { .. } | Event::Unusable { .. } => {
+                    continue;
+                }
             };
             return Ok(Some(event));
         }

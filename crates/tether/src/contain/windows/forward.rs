@@ -41,6 +41,11 @@ static TARGET: Mutex<Target> = Mutex::new(Target {
 pub(crate) struct Forwarder;
 
 impl Forwarder {
+    /// Nothing to do: no keeper passes signals on (Unix keepers only).
+    pub(crate) fn absorb_parent_signals() -> io::Result<()> {
+        Ok(())
+    }
+
     /// Installs the console control handler.
     pub(crate) fn install() -> io::Result<Forwarder> {
         // SAFETY: `handler` is a valid `extern "system"` routine for the

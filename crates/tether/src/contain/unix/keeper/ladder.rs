@@ -11,6 +11,10 @@
 //! PTY's ladder went out one grace apart and the gentle signal reached only
 //! the command's group first: a `nohup` member cost a whole grace (2 s),
 //! and so did a `setsid` child of a `tether run` that was sent `SIGTERM`.
+//!
+//! Nor does the grace wait for signals nobody will act on: once every
+//! member still alive ignores the gentle signals that reached it
+//! ([`Delivery::none_will_act`]), the forced rung comes at once.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -61,6 +65,9 @@ pub(super) struct Delivery<'a> {
     pub main: Option<u32>,
     /// The keeper's own child (the command, or the namespace init).
     pub child: u32,
+    /// The namespace init, with a PID namespace: tether's, not the
+    /// command's (it ends when the namespace's processes do).
+    pub init: Option<u32>,
     pub scope: TreeScope<'a>,
     /// Which signals each descendant got during this kill (the main
     /// process excluded), so that no process gets one twice.
@@ -226,6 +233,31 @@ impl Delivery<'_> {
 }
 
 impl Delivery<'_> {
+    /// Whether no process alive in `listed` (the namespace init aside)
+    /// will act on the gentle signals of `rungs`: each ignores every one
+    /// that reaches it (`SIG_IGN`, read from its status through its
+    /// pidfd; a handler or a block is not an ignore). Then waiting out the
+    /// grace changes nothing: an interactive `bash` ignores `SIGTERM`, and
+    /// every kill of a session running one waited the whole grace (2.0 s
+    /// in a port of an agent's registry). A process that sets `SIG_IGN`
+    /// after its signal arrived is killed early — it had said it would
+    /// not act on it — and one that drops the ignore only gets the grace
+    /// back at the next look.
+    pub(super) fn none_will_act(&self, rungs: &[Rung], listed: &[Member]) -> bool {
+        listed
+            .iter()
+            .filter(|member| Some(member.pid) != self.init)
+            .all(|member| {
+                let in_group = self.main.is_some() && Some(member.pgrp) == self.main;
+                let reached: Vec<i32> = rungs
+                    .iter()
+                    .filter(|r| r.scope == Scope::Tree || in_group)
+                    .map(|r| r.signal)
+                    .collect();
+                member.ignores_all(&reached)
+            })
+    }
+
     /// `SIGKILL` through the session's own cgroup v2, if it has one: every
     /// process in it in one write, forks racing the kill included (3,000
     /// processes: see the fork-storm bench). `true` when that is all this

@@ -26,7 +26,10 @@
 //! 4. It waits on the socket and its signals. It reaps everything, reports
 //!    the main process's exit, and kills the tree when asked, at the
 //!    timeout, on lifeline EOF, on `SIGTERM`, or (policy) when the main
-//!    process exits with descendants left. Killing is a ladder (see
+//!    process exits with descendants left. Every signal a process can
+//!    block is blocked and read from the wait: none kills the keeper, and
+//!    one its command sends "its parent" (`SIGUSR1`, …) is passed on to
+//!    the owner (see `Keeper::on_signals`). Killing is a ladder (see
 //!    `ladder.rs`): the gentle signals to every member at once, then, for
 //!    whatever is alive when the grace ends, `SIGKILL` rounds until the
 //!    tree is empty — and every process is signalled through a handle
@@ -48,10 +51,11 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 
 use super::channel::{recv_into, send_frame};
+use super::forward::{PASSED_ON, meant_for_parent};
 use super::protocol::{Event, FrameBuffer, Request, Rung, Scope, SpawnSpec, SpawnStage};
 use crate::contain::Termination;
 use crate::contain::os::keeper::{
-    self as os, Change, InitLink, OomPriority, SessionCgroups, TreeScope, Waiter,
+    self as os, Arrival, Change, InitLink, OomPriority, Owner, SessionCgroups, TreeScope, Waiter,
 };
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
@@ -195,24 +199,36 @@ struct Keeper {
     spent: bool,
     /// `TETHER_KEEPER_DEBUG` is set: report each kill's phases on stderr.
     debug: bool,
+    /// Where the signals the tree sends the keeper go.
+    owner: Owner,
 }
 
 impl Keeper {
     /// Sets the keeper process up: subreaper, non-dumpable, lifeline off
-    /// fd 0, signals.
+    /// fd 0, signals. A step that fails is reported to the owner first
+    /// (an [`Event::Unusable`] naming the step and the error), so the
+    /// owner's error says why instead of "connection reset": a keeper that
+    /// needed `/dev/fd` exited 125 without a word on a devtmpfs without
+    /// it (issue 35).
     fn new() -> io::Result<Keeper> {
         // Move the socket off fd 0 (close-on-exec, so no command inherits
-        // the lifeline), and put /dev/null in its place.
-        let ctl = dup_high(0)?;
-        let null = std::fs::File::open("/dev/null")?;
-        nix::unistd::dup2_stdin(null.as_fd())?;
+        // the lifeline), and put /dev/null in its place. Failing that, the
+        // reason goes out on fd 0, which is the socket.
+        let ctl = unusable(0, "no descriptor above 9 for its socket", dup_high(0))?;
+        let fd = ctl.as_raw_fd();
+        let null = unusable(fd, "opening /dev/null", std::fs::File::open("/dev/null"))?;
+        unusable(
+            fd,
+            "putting /dev/null on stdin",
+            nix::unistd::dup2_stdin(null.as_fd()).map_err(io::Error::from),
+        )?;
         drop(null);
         // Before `prepare`, which opens what the keeper keeps (its own
         // `oom_score_adj`, while /proc/self is still its user's): closed
         // after it, that descriptor was gone and no session was raised to
         // the OOM killer's first choice (0, 0, 0 in the limits test).
-        close_inherited(ctl.as_raw_fd())?;
-        os::prepare()?;
+        unusable(fd, "closing inherited descriptors", os::close_inherited(fd))?;
+        unusable(fd, "setting itself up", os::prepare())?;
         // SIGPIPE: a dead owner must be an EPIPE, not the keeper's death.
         // SAFETY: setting a disposition to SIG_IGN installs no handler code.
         unsafe {
@@ -222,13 +238,18 @@ impl Keeper {
             )
         }?;
         note_dispositions();
+        let waiter = unusable(fd, "waiting for signals", Waiter::new())?;
+        // Pinned while the owner, which just started the keeper, is
+        // certainly its parent.
+        let owner = Owner::parent();
         Ok(Keeper {
             ctl: Some(ctl),
             outbox: Vec::new(),
             frames: FrameBuffer::default(),
-            waiter: Waiter::new()?,
+            waiter,
             spent: false,
             debug: std::env::var_os(trace::DEBUG_VAR).is_some(),
+            owner,
         })
     }
 
@@ -249,7 +270,7 @@ impl Keeper {
                 return Ok(None);
             };
             let wake = self.waiter.wait(&[ctl], None)?;
-            if wake.signals.contains(&libc::SIGTERM) {
+            if self.on_signals(&wake.signals) {
                 return Ok(None);
             }
             if wake.ready[0] {
@@ -261,6 +282,35 @@ impl Keeper {
                 }
             }
         }
+    }
+
+    /// Acts on the signals that reached the keeper; `true` if one asks it
+    /// to stop (kill the tree, as if the owner were gone): `SIGTERM`,
+    /// from anyone — from the tree, the command asked its parent to end,
+    /// and the session is what it can end.
+    ///
+    /// A signal from the session's tree that programs use to tell their
+    /// parent something (`kill -USR1 $PPID`; see `meant_for_parent`) is
+    /// passed on to the owner — the process that asked for the command,
+    /// its parent under `subprocess` or a shell — through the owner's
+    /// pidfd, never by pid, marked as passed on (`SI_QUEUE`, the keeper's
+    /// pid, `PASSED_ON`): the owner's own disposition decides. A Python
+    /// owner's handler runs; `tether run` and `tether mcp` drop what they
+    /// would die of (`absorb_parent_signals`). The rest, and anything an
+    /// outsider or the kernel sends, is ignored: SIGINT/SIGHUP/SIGQUIT
+    /// are the owner's to forward (a terminal sends them to the foreground
+    /// group).
+    fn on_signals(&self, arrivals: &[Arrival]) -> bool {
+        let mut stop = false;
+        for arrival in arrivals {
+            let signal = arrival.signal;
+            stop |= signal == libc::SIGTERM;
+            if meant_for_parent(signal) && arrival.from.is_some_and(os::sent_by_tree) {
+                // The owner may be gone: its lifeline EOF handles that.
+                self.owner.signal(signal, PASSED_ON);
+            }
+        }
+        stop
     }
 
     /// Queues an event; [`flush`](Self::flush) sends the queue in one
@@ -450,11 +500,7 @@ impl Keeper {
         let mut ready = wake.ready.iter().copied();
         let ctl_ready = ctl.is_some() && ready.next() == Some(true);
         let init_ready = init.is_some() && ready.next() == Some(true);
-        // Someone asked the keeper itself to stop: treat it like the owner
-        // going away. SIGINT/SIGHUP/SIGQUIT are the owner's to forward (a
-        // terminal sends them to the foreground group), so the keeper
-        // ignores them.
-        if wake.signals.contains(&libc::SIGTERM) {
+        if self.on_signals(&wake.signals) {
             self.begin_kill(s, &[], s.spec.grace_ms);
         }
         if ctl_ready {
@@ -613,8 +659,27 @@ impl Keeper {
             }
             _ => Ladder::Gentle { rungs, deadline },
         };
-        if grace == 0 {
+        if grace == 0 || self.none_will_act(s, &listed) {
+            Self::hurry(s, now);
             self.advance_ladder(s, now);
+        }
+    }
+
+    /// Whether nothing alive in `listed` will act on the gentle signals
+    /// of the kill under way (see `Delivery::none_will_act`).
+    fn none_will_act(&self, s: &mut Session, listed: &[os::Member]) -> bool {
+        let Ladder::Gentle { rungs, .. } = &s.ladder else {
+            return false;
+        };
+        let rungs = rungs.clone();
+        delivery(s).none_will_act(&rungs, listed)
+    }
+
+    /// Ends the grace of the kill under way at `now`: the forced rung
+    /// comes at the next look at the ladder.
+    fn hurry(s: &mut Session, now: Instant) {
+        if let Ladder::Gentle { deadline, .. } = &mut s.ladder {
+            *deadline = now.min(*deadline);
         }
     }
 
@@ -628,12 +693,19 @@ impl Keeper {
                     };
                     s.swept_at = Some(now);
                     force(s);
-                } else if rungs.iter().any(|r| r.scope == Scope::Tree) && s.sweep_due(now) {
+                } else if s.sweep_due(now) {
                     // A fork racing the first sweep made a process that
                     // never saw the signals, or an orphan was reparented
-                    // to the keeper: sweep again, new ones only.
+                    // to the keeper: sweep again, new ones only. And if
+                    // what is left ignores the signals, the grace is over.
                     let listed = delivery(s).members();
-                    delivery(s).deliver(&rungs, &listed);
+                    if rungs.iter().any(|r| r.scope == Scope::Tree) {
+                        delivery(s).deliver(&rungs, &listed);
+                    }
+                    if self.none_will_act(s, &listed) {
+                        Self::hurry(s, now);
+                        self.advance_ladder(s, now);
+                    }
                 }
             }
             Ladder::Forced { give_up } => {
@@ -709,6 +781,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
     Delivery {
         main: s.main.pid(),
         child: s.child,
+        init: s.pidns.then_some(s.child),
         scope: TreeScope {
             session: &s.session,
             main_pgrp: s.group,
@@ -734,28 +807,22 @@ pub(crate) fn errno_of(e: &io::Error) -> Errno {
     Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-/// Closes every descriptor above stderr but `keep`: what the owner left
-/// inheritable (a pipe made with `os.pipe()` + `set_inheritable`, a
-/// descriptor its own parent passed it) must reach neither the command
-/// (which gets exactly the three it was given, as `subprocess` with
-/// `close_fds=True`) nor the keeper itself — a warm keeper lives as long as
-/// its owner, and one holding a pipe's write end kept that pipe's reader
-/// from EOF after the owner closed its own copy.
-fn close_inherited(keep: RawFd) -> io::Result<()> {
-    // Listed first, closed after: the listing's own descriptor is among
-    // them, and is closed (by the drop) before the loop. Single-threaded:
-    // no number is reused meanwhile.
-    let open: Vec<RawFd> = std::fs::read_dir("/dev/fd")?
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2 && fd != keep)
-        .collect();
-    for fd in open {
-        // SAFETY: nothing of this process owns these descriptors (they were
-        // inherited, unknown to it); EBADF (the listing's own, closed
-        // already) is harmless.
-        unsafe { libc::close(fd) };
+/// Passes `result` on; an error is first told to the owner on `sock` (an
+/// [`Event::Unusable`] saying what the keeper was doing), and on stderr
+/// (`/dev/null` unless `TETHER_KEEPER_DEBUG` is set).
+fn unusable<T>(sock: RawFd, doing: &str, result: io::Result<T>) -> io::Result<T> {
+    if let Err(e) = &result {
+        let reason = format!("the keeper could not start: {doing}: {e}");
+        eprintln!("tether-keeper: {reason}");
+        let event = Event::Unusable {
+            reason: reason.into_bytes(),
+        };
+        // SAFETY: `sock` is the keeper's socket (fd 0, or its copy), open
+        // for the whole call.
+        let sock = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock) };
+        let _ = send_frame(sock, &event.encode(), &[]);
     }
-    Ok(())
+    result
 }
 
 /// Duplicates `fd` to a close-on-exec descriptor numbered 10 or above.
