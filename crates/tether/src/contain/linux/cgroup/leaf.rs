@@ -297,9 +297,10 @@ impl SessionCgroups {
         LimitHit::worst(memory, pids)
     }
 
-    /// Removes every leaf (the tree is empty). A leaf the kernel still
-    /// counts a dying process in is tried again for a moment; one that
-    /// stays busy is left for `tether reap`.
+    /// Removes every leaf (the tree is empty), each with the cgroups the
+    /// command made below it, deepest first (`subtree.rs`). A leaf the
+    /// kernel still counts a dying process in is tried again for a moment;
+    /// one that stays busy is left for `tether reap`.
     pub(crate) fn remove(mut self) {
         // The keeper's tree is empty, but a process someone moved into the
         // session's cgroup is no descendant of the keeper: it is the
@@ -311,7 +312,7 @@ impl SessionCgroups {
         for leaf in self.v2.take().into_iter().chain(self.v1.drain(..)) {
             let Leaf { dir, procs, .. } = leaf;
             drop(procs);
-            remove_dir(&dir);
+            let _ = super::subtree::remove_path(&dir);
         }
     }
 }
@@ -352,21 +353,6 @@ impl SessionCgroups {
             };
             // SAFETY: one valid pollfd for the call's duration.
             unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
-        }
-    }
-}
-
-/// `rmdir` of an emptied cgroup. Should the kernel still count a task
-/// being torn down (`EBUSY`), up to 50 tries 1 ms apart — a bound, not a
-/// wait: here 200 of 200 v2, v1 `pids` and v1 `memory` leaves each went at
-/// the first try once their process was reaped.
-fn remove_dir(dir: &Path) {
-    for _ in 0..50 {
-        match std::fs::remove_dir(dir) {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            _ => return,
         }
     }
 }
