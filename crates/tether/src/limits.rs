@@ -352,7 +352,6 @@ pub fn parse_size(text: &str) -> Result<u64> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let number: f64 = number.parse().map_err(|_| bad("not a number"))?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
@@ -361,11 +360,28 @@ pub fn parse_size(text: &str) -> Result<u64> {
         "t" | "tb" | "tib" => 40,
         _ => return Err(bad("unknown unit")),
     };
-    let bytes = number * (1u64 << shift) as f64;
-    if !bytes.is_finite() || bytes < 1.0 || bytes > (1u64 << 63) as f64 {
-        return Err(bad("out of range"));
+    // Integer arithmetic throughout: through a float, 9223372036854775807
+    // became …808 (f64 has 53 bits of mantissa).
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return Err(bad("not a number"));
     }
-    Ok(bytes.round() as u64)
+    let digits = |s: &str| -> Option<u128> {
+        s.bytes().try_fold(0u128, |n, d| {
+            n.checked_mul(10)?.checked_add(u128::from(d - b'0'))
+        })
+    };
+    let whole = digits(whole).ok_or_else(|| bad("out of range"))?;
+    // Beyond 18 digits a fraction of a TiB is below one byte.
+    let fraction = &fraction[..fraction.len().min(18)];
+    let scale = 10u128.pow(fraction.len() as u32);
+    let part = digits(fraction).ok_or_else(|| bad("not a number"))?;
+    let bytes = whole
+        .checked_mul(1 << shift)
+        .and_then(|b| b.checked_add(((part << shift) + scale / 2) / scale))
+        .filter(|b| (1..=(1u128 << 63)).contains(b))
+        .ok_or_else(|| bad("out of range"))?;
+    Ok(bytes as u64)
 }
 
 /// `256 MiB`, `1.5 GiB`, `4096 B`.

@@ -70,6 +70,9 @@ pub(super) struct Delivery<'a> {
     /// The session's cgroups: with a v2 one, `SIGKILL` to the tree is
     /// `cgroup.kill`.
     pub cgroups: &'a mut SessionCgroups,
+    /// The processes the kill is counted against: the forced rung's walk
+    /// after `cgroup.kill` adds what it finds (it left the cgroup).
+    pub doomed: &'a mut HashSet<u32>,
 }
 
 impl Delivery<'_> {
@@ -191,7 +194,15 @@ impl Delivery<'_> {
         if signal == libc::SIGKILL && self.cgroup_killed() {
             return;
         }
+        // After `cgroup.kill`, what the walk finds had left the cgroup:
+        // killed here, and counted (the kill's listing was the cgroup's).
+        let count = self.cgroups.kills() > 0;
+        let (main, child) = (self.main, self.child);
+        let doomed = &mut *self.doomed;
         walk(&self.scope, |member| {
+            if count && Some(member.pid) != main && member.pid != child {
+                doomed.insert(member.pid);
+            }
             if Some(member.pgrp) != group {
                 member.signal(signal);
             }

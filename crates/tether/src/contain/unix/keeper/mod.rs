@@ -680,19 +680,20 @@ fn force(s: &mut Session) {
 
 /// Adds the tree's members alive now, other than the main process and the
 /// namespace init, to the processes a kill is counted against: `listed`
-/// (walked before the kill's first signal), or, for a session with a
-/// cgroup v2 of its own, that cgroup's `cgroup.procs` (one read; a process
-/// someone moved out of the session's cgroup is still killed, by the
-/// walk, but not counted).
+/// (walked before the kill's first signal) and, for a session with a
+/// cgroup v2 of its own, that cgroup's `cgroup.procs` (one read) — both:
+/// a process that moved itself out of the session's cgroup is killed by
+/// the walk and counted from it (before, 201 killed were reported as 0),
+/// one someone moved in is killed by `cgroup.kill` and counted from the
+/// cgroup. Where the kill needed no walk (`cgroup.kill` alone), whatever
+/// the walk after it still finds is counted there (`Delivery::force`).
 fn note_doomed(s: &mut Session, listed: &[os::Member]) {
     let (main, child) = (s.main.pid(), s.child);
-    let alive: Vec<u32> = match s.cgroups.members() {
-        Some(pids) => pids,
-        None => listed.iter().map(|m| m.pid).collect(),
-    };
+    let in_cgroup = s.cgroups.members().unwrap_or_default();
     s.doomed.extend(
-        alive
+        in_cgroup
             .into_iter()
+            .chain(listed.iter().map(|m| m.pid))
             .filter(|&pid| Some(pid) != main && pid != child),
     );
 }
@@ -716,6 +717,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
         signalled: &mut s.signalled,
         group_signalled: &mut s.group_signalled,
         cgroups: &mut s.cgroups,
+        doomed: &mut s.doomed,
     }
 }
 
