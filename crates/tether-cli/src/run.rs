@@ -93,6 +93,13 @@ pub struct RunArgs {
     /// The tree is throttled to it, never killed for it.
     #[arg(long, value_name = "CORES", value_parser = parse_cores)]
     cpu: Option<f64>,
+    /// Refuse to run unless every limit given is enforced (exit 125 with the reason, before the
+    /// program starts).
+    ///
+    /// Without it a limit this machine cannot enforce is reported as `none` (with --json, in
+    /// `limits`; otherwise in a one-line warning on stderr) and the program runs without it.
+    #[arg(long)]
+    require_limits: bool,
     /// The program and its arguments (with --shell: the command string).
     #[arg(
         required = true,
@@ -253,6 +260,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         memory: args.memory,
         pids: args.pids,
         cpu: args.cpu,
+        require: args.require_limits,
     });
     if args.json {
         command
@@ -286,6 +294,13 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     };
     let recording = recording.started(session_start(&child, &args));
     forwarder.forward_to(&child)?;
+    if !args.json
+        && let Some(line) = unenforced(child.limits())
+    {
+        // Not silent: a limit asked for and not enforced is said, once,
+        // before the program's own output.
+        eprintln!("tether: {line}");
+    }
 
     if let Some(passthrough) = &passthrough {
         let pty = child.pty.take().expect("a PTY child has a master");
@@ -339,6 +354,27 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     };
     println!("{}", serde_json::to_string(&result).expect("serializable"));
     Ok(exit_code(&status))
+}
+
+/// `limits not enforced: memory 64 MiB (reason), pids 8 (reason)` for the
+/// limits of `report` that ended up `none`; `None` when there is none.
+fn unenforced(report: &tether::LimitReport) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some((bytes, tether::Enforcement::None(why))) = &report.memory {
+        parts.push(format!("memory {} ({why})", tether::format_size(*bytes)));
+    }
+    if let Some((n, tether::Enforcement::None(why))) = &report.pids {
+        parts.push(format!("pids {n} ({why})"));
+    }
+    if let Some((millis, tether::Enforcement::None(why))) = &report.cpu_millis {
+        parts.push(format!("cpu {} ({why})", *millis as f64 / 1000.0));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "limits not enforced (--require-limits refuses to run without them): {}",
+            parts.join("; ")
+        )
+    })
 }
 
 /// This run's session, as the ledger records it.

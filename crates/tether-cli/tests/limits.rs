@@ -245,3 +245,175 @@ fn mcp_run_takes_limits_and_the_servers_defaults_and_reports_them() {
     assert_eq!(server.wait().unwrap().code(), Some(0));
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+/// This process's cgroup directory in the v1 hierarchy of `controller`
+/// (from /proc/self/cgroup and /proc/self/mountinfo).
+fn own_v1_cgroup(controller: &str) -> std::path::PathBuf {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let path = cgroup
+        .lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            ctrls.split(',').any(|c| c == controller).then_some(path)
+        })
+        .expect("a v1 hierarchy with the controller");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let point = mountinfo
+        .lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let tail: Vec<&str> = right.split(' ').collect();
+            let fields: Vec<&str> = left.split(' ').collect();
+            (tail[0] == "cgroup" && tail[2].split(',').any(|o| o == controller) && fields[3] == "/")
+                .then(|| fields[4].to_owned())
+        })
+        .expect("its mount");
+    Path::new(&point).join(path.trim_start_matches('/'))
+}
+
+/// A cgroup made for one test below this process's own, removed (depth
+/// first, after its processes are gone) when dropped.
+struct TestCgroup(std::path::PathBuf);
+
+impl TestCgroup {
+    fn new(controller: &str, name: &str) -> TestCgroup {
+        let dir = own_v1_cgroup(controller).join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        TestCgroup(dir)
+    }
+
+    /// `sh -c 'echo $$ > cgroup.procs; exec tether ARGS…'`: tether started
+    /// inside this cgroup.
+    fn tether(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg("echo $$ > \"$0/cgroup.procs\" && exec \"$@\"")
+            .arg(&self.0)
+            .arg(support::tether_path())
+            .args(args);
+        cmd
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let mut dirs = vec![self.0.clone()];
+        let mut i = 0;
+        while i < dirs.len() {
+            for entry in std::fs::read_dir(&dirs[i]).into_iter().flatten().flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(entry.path());
+                }
+            }
+            i += 1;
+        }
+        for dir in dirs.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[test]
+fn plain_run_says_on_stderr_which_limits_are_not_enforced_and_why() {
+    if !require_root("switching to an unprivileged user") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(state.path(), Some(65534), Some(65534)).unwrap();
+    let out = tether_as(65534)
+        .args(["run", "--memory", "64M", "--pids", "8", "--", "/bin/true"])
+        .env("TETHER_HOME", state.path())
+        .env("HOME", state.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("limits not enforced")
+            && stderr.contains("memory 64 MiB (")
+            && stderr.contains("pids 8 (")
+            && stderr.contains("delegat"),
+        "{stderr}"
+    );
+    // Enforced limits say nothing (as root here).
+    let out = tether()
+        .args(["run", "--pids", "8", "--", "/bin/true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn require_limits_refuses_to_run_unlimited_before_the_program_starts() {
+    if !require_root("switching to an unprivileged user") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(state.path(), Some(65534), Some(65534)).unwrap();
+    let marker = state.path().join("started");
+    let script = format!("touch {}", marker.display());
+    let out = tether_as(65534)
+        .args(["run", "--require-limits", "--memory", "64M", "--"])
+        .args(["/bin/sh", "-c", &script])
+        .env("TETHER_HOME", state.path())
+        .env("HOME", state.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("memory limit not applied") && stderr.contains("delegat"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the program never started");
+    // As root the limits are enforced: it runs.
+    let out = tether()
+        .args(["run", "--require-limits", "--memory", "64M", "--pids", "8"])
+        .args(["--", "/bin/true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+#[test]
+fn a_limit_value_the_kernel_refuses_is_an_error_before_the_program_starts() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let script = format!("touch {}", marker.display());
+    // Above the kernel's most processes: pids.max says EINVAL.
+    let out = tether()
+        .args(["run", "--pids", "4194305", "--", "/bin/sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("4194304"), "{stderr}");
+    assert!(!marker.exists(), "the program never started");
+    // A v1 CPU quota above the owner's own: the kernel refuses the write
+    // (EINVAL), found only when the keeper writes it.
+    let parent = TestCgroup::new("cpu", "tether-test-cpu-quota");
+    std::fs::write(parent.0.join("cpu.cfs_quota_us"), "50000").unwrap();
+    let out = parent
+        .tether(&["run", "--cpu", "2", "--", "/bin/sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("cpu limit not applied") && stderr.contains("refused"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the program never started");
+}

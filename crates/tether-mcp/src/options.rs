@@ -85,6 +85,10 @@ pub struct Options {
     /// CPU limit (cores) of every session unless its `run` sets one.
     #[arg(long, value_name = "CORES", value_parser = cores)]
     pub cpu: Option<f64>,
+    /// Refuse every `run` whose limits (its own or these defaults) are not all enforced here:
+    /// the tool call fails with the reason, the command does not start.
+    #[arg(long)]
+    pub require_limits: bool,
 }
 
 /// Default `--grep-time-s`: 10 s per call — a few calls cover 250 MB of
@@ -130,6 +134,7 @@ impl Options {
             memory: self.memory,
             pids: self.pids,
             cpu: self.cpu,
+            require: self.require_limits,
         }
     }
 }

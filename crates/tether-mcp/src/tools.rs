@@ -329,6 +329,15 @@ pub const RUN: &[Param] = &[
         doc: "CPU limit in cores (0.5: half a core); the tree is throttled to it. Default: the \
               server's --cpu, else none.",
     },
+    Param {
+        name: "require_limits",
+        kind: Kind::Bool { default: false },
+        required: false,
+        doc: "Refuse to run unless every limit (memory, pids, cpu: this call's or the server's \
+              defaults) is enforced here: the call fails with the reason and the command does \
+              not start. Default: the server's --require-limits; otherwise a limit that cannot \
+              be enforced is reported in the result's limits as enforced: none, with the reason.",
+    },
 ];
 
 const STREAM: Param = Param {

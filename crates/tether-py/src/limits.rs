@@ -22,6 +22,7 @@ pub(crate) fn from_py(
         memory: memory.map(memory_bytes).transpose()?,
         pids: pids.map(|p| count("pids", p)).transpose()?,
         cpu: cpu.map(cores).transpose()?,
+        require: false,
     };
     limits.validate().py_err(py)?;
     Ok(limits)

@@ -88,7 +88,17 @@ pub struct Limits {
     /// Most CPU time per wall-clock time, in cores (`1.5`: one and a half
     /// cores' worth); the session is throttled, never killed, for it.
     pub cpu: Option<f64>,
+    /// Refuse to start the session unless every limit set here is
+    /// enforced (default `false`: a limit that cannot be is reported as
+    /// `none`, with the reason, and the command runs without it). With it,
+    /// the spawn fails with [`Error::LimitNotApplied`] before the command
+    /// starts.
+    pub require: bool,
 }
+
+/// Largest process-count limit: Linux's `PID_MAX_LIMIT` (2^22); its
+/// `pids.max` refuses anything above it (`EINVAL`).
+pub const MAX_PIDS: u64 = 1 << 22;
 
 /// Smallest CPU limit: 0.01 cores (cgroups take no quota below 1 ms per
 /// 100 ms period).
@@ -118,6 +128,12 @@ impl Limits {
         self
     }
 
+    /// Demands enforcement: see [`require`](Limits::require).
+    pub fn require(mut self, require: bool) -> Limits {
+        self.require = require;
+        self
+    }
+
     /// Whether no limit is set.
     pub fn is_empty(&self) -> bool {
         self.memory.is_none() && self.pids.is_none() && self.cpu.is_none()
@@ -130,6 +146,7 @@ impl Limits {
             memory: self.memory.or(defaults.memory),
             pids: self.pids.or(defaults.pids),
             cpu: self.cpu.or(defaults.cpu),
+            require: self.require || defaults.require,
         }
     }
 
@@ -137,7 +154,7 @@ impl Limits {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a memory limit of 0 bytes, a process
-    /// limit of 0, or a CPU limit that is not a finite number of at least
+    /// limit of 0 or above [`MAX_PIDS`], or a CPU limit that is not a finite number of at least
     /// [`MIN_CPU`] cores.
     pub fn validate(&self) -> Result<()> {
         let bad = |reason: String| Error::InvalidInput {
@@ -149,6 +166,13 @@ impl Limits {
         }
         if self.pids == Some(0) {
             return Err(bad("a process limit must be at least 1".into()));
+        }
+        if let Some(pids) = self.pids
+            && pids > MAX_PIDS
+        {
+            return Err(bad(format!(
+                "a process limit must be at most {MAX_PIDS} (the kernel's most processes), got {pids}"
+            )));
         }
         if let Some(cpu) = self.cpu
             && !(cpu.is_finite() && (MIN_CPU..=1e6).contains(&cpu))

@@ -35,6 +35,7 @@ pub(crate) fn limit_spec(limits: &Limits) -> LimitSpec {
         pids: limits.pids.map(|p| (p, none(PIDS))),
         cpu_millis: limits.cpu.map(|c| (cpu_millis(c), none(CPU))),
         v2_base: None,
+        require: limits.require,
     }
 }
 
@@ -65,6 +66,17 @@ impl SessionCgroups {
             cgroups: Vec::new(),
         };
         (SessionCgroups, report)
+    }
+
+    /// Never: a session that requires its limits is refused by its owner
+    /// already (every route here is `Unavailable`).
+    pub(crate) fn refused(
+        &self,
+    ) -> Option<(
+        crate::contain::unix::protocol::SpawnStage,
+        nix::errno::Errno,
+    )> {
+        None
     }
 
     /// Nothing to enter.

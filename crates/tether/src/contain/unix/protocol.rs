@@ -56,6 +56,13 @@ pub(crate) enum SpawnStage {
     Stdio,
     /// Entering the session's cgroups.
     Cgroup,
+    /// Applying the memory limit (the kernel refused the value, or it was
+    /// required and could not be enforced).
+    MemoryLimit,
+    /// Applying the process-count limit (as for `MemoryLimit`).
+    PidsLimit,
+    /// Applying the CPU limit (as for `MemoryLimit`).
+    CpuLimit,
 }
 
 impl SpawnStage {
@@ -69,6 +76,9 @@ impl SpawnStage {
             SpawnStage::PidNamespace => "pid namespace",
             SpawnStage::Stdio => "stdio",
             SpawnStage::Cgroup => "cgroup",
+            SpawnStage::MemoryLimit => "memory limit",
+            SpawnStage::PidsLimit => "pids limit",
+            SpawnStage::CpuLimit => "cpu limit",
         }
     }
 
@@ -81,6 +91,9 @@ impl SpawnStage {
             SpawnStage::PidNamespace => 4,
             SpawnStage::Stdio => 5,
             SpawnStage::Cgroup => 6,
+            SpawnStage::MemoryLimit => 7,
+            SpawnStage::PidsLimit => 8,
+            SpawnStage::CpuLimit => 9,
         }
     }
 
@@ -93,6 +106,9 @@ impl SpawnStage {
             4 => SpawnStage::PidNamespace,
             5 => SpawnStage::Stdio,
             6 => SpawnStage::Cgroup,
+            7 => SpawnStage::MemoryLimit,
+            8 => SpawnStage::PidsLimit,
+            9 => SpawnStage::CpuLimit,
             _ => return Err(bad("spawn stage")),
         })
     }
@@ -122,6 +138,8 @@ pub(crate) struct LimitSpec {
     /// own (for `cgroup.kill`, and the `Cgroup2` routes); `None`: no v2
     /// leaf.
     pub v2_base: Option<Vec<u8>>,
+    /// Fail the start rather than run with a limit that is not enforced.
+    pub require: bool,
 }
 
 impl LimitSpec {
@@ -317,6 +335,7 @@ impl Writer {
         self.limit(&spec.pids);
         self.limit(&spec.cpu_millis);
         self.opt_bytes(spec.v2_base.as_deref());
+        self.u8(u8::from(spec.require));
     }
     fn enforced(&mut self, limit: &Option<(u64, Enforcement)>) {
         let Some((value, how)) = limit else {
@@ -473,6 +492,7 @@ impl Reader<'_> {
             pids: self.limit()?,
             cpu_millis: self.limit()?,
             v2_base: self.opt_bytes()?,
+            require: self.u8()? != 0,
         })
     }
     fn enforced(&mut self) -> io::Result<Option<(u64, Enforcement)>> {
@@ -876,6 +896,7 @@ mod tests {
                 pids: Some((64, Route::Cgroup1(b"/sys/fs/cgroup/pids".to_vec()))),
                 cpu_millis: Some((1500, Route::Unavailable(b"no cpu controller".to_vec()))),
                 v2_base: Some(b"/sys/fs/cgroup/unified".to_vec()),
+                require: true,
             },
         })));
         round_trip_request(Request::Signal {

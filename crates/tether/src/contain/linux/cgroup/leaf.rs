@@ -14,7 +14,9 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use crate::contain::unix::protocol::{LimitSpec, Route};
+use nix::errno::Errno;
+
+use crate::contain::unix::protocol::{LimitSpec, Route, SpawnStage};
 use crate::limits::{Enforcement, LimitHit, LimitReport};
 
 /// The period of CPU quotas: 100 ms, the kernel's default (a quota is
@@ -64,9 +66,11 @@ impl Leaf {
         })
     }
 
-    fn write(&self, file: &str, value: &str) -> Result<(), String> {
-        std::fs::write(self.dir.join(file), value)
-            .map_err(|e| format!("writing {value} to {}: {e}", self.dir.join(file).display()))
+    fn write(&self, file: &str, value: &str) -> Result<(), Refusal> {
+        std::fs::write(self.dir.join(file), value).map_err(|e| Refusal {
+            why: format!("writing {value} to {}: {e}", self.dir.join(file).display()),
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        })
     }
 
     /// `key N` from a flat-keyed file such as `memory.events`.
@@ -81,6 +85,13 @@ impl Leaf {
             (k == key).then(|| v.trim().parse().ok())?
         })
     }
+}
+
+/// Why a limit could not be written, and the kernel's error.
+#[derive(Debug)]
+struct Refusal {
+    why: String,
+    errno: i32,
 }
 
 /// Where a limit ended up.
@@ -102,6 +113,11 @@ pub(crate) struct SessionCgroups {
     kill: Option<File>,
     /// Writes to `cgroup.kill` so far.
     kills: u32,
+    /// Why the command must not start: a limit whose value the kernel
+    /// refused (`EINVAL`/`ERANGE`), or, when enforcement is required, a
+    /// limit that is not enforced — the stage naming the limit, and the
+    /// error.
+    refused: Option<(SpawnStage, Errno)>,
 }
 
 impl SessionCgroups {
@@ -132,14 +148,21 @@ impl SessionCgroups {
                 }
             }
         }
+        let mut refused = None;
         let mut apply = |value: u64, route: &Route, kind: Kind| -> (Enforcement, Option<Holder>) {
             let holder = match route {
                 Route::Unavailable(reason) => {
+                    if spec.require {
+                        refused.get_or_insert((kind.stage(), Errno::ENOTSUP));
+                    }
                     return (none(String::from_utf8_lossy(reason).into_owned()), None);
                 }
                 Route::Cgroup2 => match &cgroups.v2 {
                     Some(_) => Holder::V2,
                     None => {
+                        if spec.require {
+                            refused.get_or_insert((kind.stage(), Errno::ENOTSUP));
+                        }
                         let why = v2_error
                             .clone()
                             .unwrap_or_else(|| "no cgroup v2 leaf for the session".into());
@@ -160,6 +183,9 @@ impl SessionCgroups {
                                 Holder::V1(cgroups.v1.len() - 1)
                             }
                             Err(e) => {
+                                if spec.require {
+                                    refused.get_or_insert((kind.stage(), errno_of(&e)));
+                                }
                                 return (
                                     none(format!("making {}: {e}", base.join(&name).display())),
                                     None,
@@ -169,6 +195,9 @@ impl SessionCgroups {
                     }
                 }
                 Route::Cgroup1(_) => {
+                    if spec.require {
+                        refused.get_or_insert((kind.stage(), Errno::ENOTSUP));
+                    }
                     return (
                         none("the session has no id to name its cgroup by".into()),
                         None,
@@ -184,7 +213,14 @@ impl SessionCgroups {
                     },
                     Some(holder),
                 ),
-                Err(why) => (none(why), None),
+                Err(Refusal { why, errno }) => {
+                    // A value the kernel refuses is the caller's error,
+                    // never a silent `none` (`pids.max` 4194305 stayed `max`).
+                    if spec.require || matches!(errno, libc::EINVAL | libc::ERANGE) {
+                        refused.get_or_insert((kind.stage(), Errno::from_raw(errno)));
+                    }
+                    (none(why), None)
+                }
             }
         };
         let (mut memory, mut pids) = (None, None);
@@ -204,9 +240,16 @@ impl SessionCgroups {
         }
         cgroups.memory = memory;
         cgroups.pids = pids;
+        cgroups.refused = refused;
         report.cgroup = cgroups.v2.as_ref().map(|l| l.dir.clone());
         report.cgroups = cgroups.dirs();
         (cgroups, report)
+    }
+
+    /// Why the command must not start (see `refused`), if it must not:
+    /// the caller removes the cgroups and reports the start as failed.
+    pub(crate) fn refused(&self) -> Option<(SpawnStage, Errno)> {
+        self.refused
     }
 
     fn leaf(&self, holder: Holder) -> &Leaf {
@@ -366,7 +409,16 @@ enum Kind {
 }
 
 impl Kind {
-    fn apply(self, leaf: &Leaf, value: u64) -> Result<(), String> {
+    /// The spawn stage that names this limit in a refusal.
+    fn stage(self) -> SpawnStage {
+        match self {
+            Kind::Memory => SpawnStage::MemoryLimit,
+            Kind::Pids => SpawnStage::PidsLimit,
+            Kind::Cpu => SpawnStage::CpuLimit,
+        }
+    }
+
+    fn apply(self, leaf: &Leaf, value: u64) -> Result<(), Refusal> {
         match (self, leaf.version) {
             (Kind::Memory, Version::V2) => {
                 leaf.write("memory.max", &value.to_string())?;
@@ -394,6 +446,10 @@ impl Kind {
             }
         }
     }
+}
+
+fn errno_of(e: &io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 fn none(reason: String) -> Enforcement {

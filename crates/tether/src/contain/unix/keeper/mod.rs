@@ -290,6 +290,12 @@ impl Keeper {
     ) -> Result<(Session, Event), (SpawnStage, Errno)> {
         let session = session_of(&spec);
         let (cgroups, limits) = SessionCgroups::create(&spec.limits, &session);
+        // A limit the kernel refused, or one required and not enforced:
+        // the command does not start.
+        if let Some(refused) = cgroups.refused() {
+            cgroups.remove();
+            return Err(refused);
+        }
         let mut exec = match Exec::prepare(&spec) {
             Ok(exec) => exec,
             Err(e) => {
