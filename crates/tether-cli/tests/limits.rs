@@ -417,3 +417,40 @@ fn a_limit_value_the_kernel_refuses_is_an_error_before_the_program_starts() {
     );
     assert!(!marker.exists(), "the program never started");
 }
+
+#[test]
+fn an_oom_kill_by_the_owners_limit_is_not_reported_as_the_sessions_limit() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("cli-limits-ancestor-oom");
+    // The owner's cgroup holds 200 MiB; the session asks for 1 GiB and
+    // allocates 500 MiB: the owner's limit is what the OOM killer acts for.
+    let parent = TestCgroup::new("memory", "tether-test-ancestor-oom");
+    std::fs::write(parent.0.join("memory.limit_in_bytes"), "200M").unwrap();
+    let _ = std::fs::write(parent.0.join("memory.memsw.limit_in_bytes"), "200M");
+    let run = |memory: &str| {
+        let out = parent
+            .tether(&["run", "--json", "--memory", memory, "--"])
+            .args(["python3", "-c", "x = bytearray(500 << 20)"])
+            .env(TAG_VAR, guard.tag())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let json = run("1G");
+    assert_eq!(json["signal"], 9, "the OOM killer ended it: {json}");
+    assert!(
+        json["limit_hit"].is_null(),
+        "not the session's limit: {json}"
+    );
+    assert_eq!(json["oom_kills"], 0, "{json}");
+    // The same allocation under a session limit below the owner's is the
+    // session's limit.
+    let json = run("100M");
+    assert_eq!(json["limit_hit"], "memory", "{json}");
+    assert_eq!(json["oom_kills"], 1, "{json}");
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

@@ -73,6 +73,15 @@ impl Leaf {
         })
     }
 
+    /// The number a single-value file such as `memory.failcnt` holds.
+    fn number(&self, file: &str) -> Option<u64> {
+        std::fs::read_to_string(self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// `key N` from a flat-keyed file such as `memory.events`.
     fn counter(&self, file: &str, key: &str) -> Option<u64> {
         let mut text = String::new();
@@ -322,14 +331,48 @@ impl SessionCgroups {
     /// The limit the session has run into so far: the OOM kills its memory
     /// limit caused (memory first: it killed processes), else the forks its
     /// process limit refused.
+    ///
+    /// An OOM kill is the session's limit only if the session's own limit
+    /// was reached: the kill counters (`oom_kill`) count every OOM kill of
+    /// the leaf's processes, also those an ancestor's limit (the owner's
+    /// cgroup at 200 MiB, the session's at 1 GiB) or the whole machine ran
+    /// out for — reported as the session's limit before. cgroup v2: the
+    /// leaf's `memory.events` `oom` counts the times its own limit (or one
+    /// below it) was reached with the OOM killer next, never an ancestor's.
+    /// cgroup v1 has no such counter: there the leaf's own limit was
+    /// reached if its peak (`memory.max_usage_in_bytes`, and the `memsw`
+    /// one) came within [`ONE_CHARGE`] of its limit — a charge that fails
+    /// at an ancestor's counter leaves the leaf below its own — or if its
+    /// `failcnt` counted a charge that failed at its own counter (6.18
+    /// here counts none for `memsw`, and none for `memory` while a `memsw`
+    /// limit fails first: 0 and 0 for a 500 MiB allocation under 100 MiB,
+    /// whose peak read exactly 100 MiB). A leaf that once reached its limit
+    /// and reclaimed, then lost a process to an ancestor's OOM, still reads
+    /// as its own: v1 keeps no finer record.
     pub(crate) fn hit(&self) -> Option<LimitHit> {
         let memory = self.memory.and_then(|h| {
             let leaf = self.leaf(h);
-            let kills = match leaf.version {
-                Version::V2 => leaf.counter("memory.events", "oom_kill"),
-                Version::V1 => leaf.counter("memory.oom_control", "oom_kill"),
-            }?;
-            (kills > 0).then(|| LimitHit::Memory {
+            let (kills, own) = match leaf.version {
+                Version::V2 => (
+                    leaf.counter("memory.events", "oom_kill")?,
+                    leaf.counter("memory.events", "oom").unwrap_or(0) > 0,
+                ),
+                Version::V1 => (leaf.counter("memory.oom_control", "oom_kill")?, {
+                    let reached =
+                        |peak: &str, limit: &str| match (leaf.number(peak), leaf.number(limit)) {
+                            (Some(peak), Some(limit)) => peak.saturating_add(ONE_CHARGE) >= limit,
+                            _ => false,
+                        };
+                    reached("memory.max_usage_in_bytes", "memory.limit_in_bytes")
+                        || reached(
+                            "memory.memsw.max_usage_in_bytes",
+                            "memory.memsw.limit_in_bytes",
+                        )
+                        || leaf.number("memory.failcnt").unwrap_or(0) > 0
+                        || leaf.number("memory.memsw.failcnt").unwrap_or(0) > 0
+                }),
+            };
+            (kills > 0 && own).then(|| LimitHit::Memory {
                 victims: kills.min(u32::MAX as u64) as u32,
             })
         });
@@ -359,6 +402,11 @@ impl SessionCgroups {
         }
     }
 }
+
+/// The largest single memory charge that can fail: a transparent huge
+/// page (2 MiB on x86-64). A cgroup whose limit an allocation failed at
+/// peaked within this of it.
+const ONE_CHARGE: u64 = 2 << 20;
 
 /// How long [`SessionCgroups::remove`] waits for a killed process that is
 /// in the session's cgroup but not in its tree to be gone (as long as a
