@@ -34,6 +34,7 @@ def spawn(
     memory: Optional[_Size] = None,
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
+    require_limits: bool = False,
 ) -> Child: ...
 
 @final
@@ -216,6 +217,7 @@ def start(
     memory: Optional[_Size] = None,
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
+    require_limits: bool = False,
 ) -> Op: ...
 def read(id: str, offset: int = 0, max_bytes: int = 65536, stderr: bool = False) -> Chunk: ...
 def write(id: str, data: bytes) -> Op: ...

@@ -168,6 +168,8 @@ class Popen:
     mechanism the machine offers and never pretended: ``limits`` says per
     limit how (``cgroup2``, ``cgroup1``, ``job``, ``rlimit``, or ``none``
     with the reason), ``limit_hit`` which one the command ran into.
+    ``require_limits=True`` refuses to start the command unless every limit
+    given is enforced (``TetherError`` with the reason).
     ``TypeError``/``ValueError`` for a limit of the wrong type or value."""
 
     args: Args
@@ -201,6 +203,7 @@ class Popen:
         memory: Optional[Size] = None,
         pids: Optional[int] = None,
         cpu: Optional[float] = None,
+        require_limits: bool = False,
         _timeout: Optional[float] = None,
     ) -> None:
         if not close_fds:
@@ -248,6 +251,7 @@ class Popen:
                 memory=memory,
                 pids=pids,
                 cpu=cpu,
+                require_limits=require_limits,
             )
         except BaseException:
             for fd in ours:
@@ -590,6 +594,7 @@ def run(
     memory: Optional[Size] = None,
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
+    require_limits: bool = False,
 ) -> CompletedProcess:
     """Runs ``args`` contained and returns a ``CompletedProcess``, as
     ``subprocess.run`` does. With ``timeout``, the keeper kills the whole
@@ -597,7 +602,8 @@ def run(
     ``TimeoutExpired`` is raised with the output so far. ``check=True``
     raises ``CalledProcessError`` for a non-zero exit. ``memory``/``pids``/
     ``cpu`` limit the whole tree (see ``Popen``); the result's ``limits``
-    and ``limit_hit`` say how they were enforced and which one hit."""
+    and ``limit_hit`` say how they were enforced and which one hit;
+    ``require_limits=True`` refuses to run without them (see ``Popen``)."""
     if input is not None:
         if stdin is not None:
             raise ValueError("stdin and input arguments may not both be used.")
@@ -626,6 +632,7 @@ def run(
         memory=memory,
         pids=pids,
         cpu=cpu,
+        require_limits=require_limits,
         _timeout=timeout,
     ) as process:
         out, err = process.communicate(input)
