@@ -170,6 +170,9 @@ struct JsonResult {
     limit_hit: Option<&'static str>,
     /// Processes the OOM killer killed for the memory limit (0 if none).
     oom_kills: u32,
+    /// Processes the OOM killer killed for memory that ran out outside the
+    /// session's own limit (its owner's cgroup limit, the machine's).
+    oom_killed_outside: u32,
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
@@ -351,6 +354,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
             Some(tether::LimitHit::Memory { victims }) => victims,
             _ => 0,
         },
+        oom_killed_outside: status.oom_killed_outside(),
     };
     println!("{}", serde_json::to_string(&result).expect("serializable"));
     Ok(exit_code(&status))

@@ -447,10 +447,59 @@ fn an_oom_kill_by_the_owners_limit_is_not_reported_as_the_sessions_limit() {
         "not the session's limit: {json}"
     );
     assert_eq!(json["oom_kills"], 0, "{json}");
+    assert_eq!(json["oom_killed_outside"], 1, "reported as such: {json}");
     // The same allocation under a session limit below the owner's is the
     // session's limit.
     let json = run("100M");
     assert_eq!(json["limit_hit"], "memory", "{json}");
     assert_eq!(json["oom_kills"], 1, "{json}");
+    assert_eq!(json["oom_killed_outside"], 0, "{json}");
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+#[test]
+fn mcp_require_limits_refuses_a_run_whose_limits_would_be_none() {
+    if !require_root("switching to an unprivileged user") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(state.path(), Some(65534), Some(65534)).unwrap();
+    let marker = state.path().join("started");
+    let mut server = tether_as(65534)
+        .args(["mcp", "--require-limits"])
+        .env("TETHER_HOME", state.path())
+        .env("HOME", state.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tether mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut answer = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read answer");
+        serde_json::from_str::<Value>(&line).expect("JSON answer")
+    };
+    let touch = format!("touch {}", marker.display());
+    for request in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run", "arguments": {"command": touch, "memory": "64M"}}})
+        .to_string(),
+    ] {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    assert_eq!(answer()["result"]["serverInfo"]["name"], "tether");
+    let refused = answer();
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let text = refused.to_string();
+    assert!(
+        text.contains("memory limit not applied") && text.contains("delegat"),
+        "{refused}"
+    );
+    assert!(!marker.exists(), "the command never started");
+    // Without the server default, the same call runs and says `none`.
+    drop(stdin);
+    assert_eq!(server.wait().unwrap().code(), Some(0));
 }

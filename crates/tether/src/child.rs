@@ -77,6 +77,8 @@ struct Progress {
     settled: Option<u32>,
     /// A limit the session ran into, as last reported.
     limit_hit: Option<LimitHit>,
+    /// OOM kills from outside the session's limit, the most reported.
+    oom_outside: u32,
 }
 
 impl Child {
@@ -355,6 +357,7 @@ impl Child {
         Some(ExitStatus {
             descendants_killed: self.progress.settled.unwrap_or(0),
             limit_hit: self.progress.limit_hit,
+            oom_outside: self.progress.oom_outside,
             ..main
         })
     }
@@ -375,17 +378,25 @@ impl Child {
                 termination,
                 timed_out,
                 limit_hit,
+                oom_outside,
             } => {
                 self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
+                self.progress.oom_outside = self.progress.oom_outside.max(*oom_outside);
                 self.progress.main = Some(ExitStatus {
                     termination: *termination,
                     timed_out: *timed_out,
                     descendants_killed: 0,
                     limit_hit: *limit_hit,
+                    oom_outside: *oom_outside,
                 })
             }
-            TreeEvent::Settled { killed, limit_hit } => {
+            TreeEvent::Settled {
+                killed,
+                limit_hit,
+                oom_outside,
+            } => {
                 self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
+                self.progress.oom_outside = self.progress.oom_outside.max(*oom_outside);
                 self.progress.settled = Some(*killed);
             }
             TreeEvent::KillFailed { .. } => {}

@@ -32,6 +32,7 @@ pub struct ExitStatus {
     pub(crate) timed_out: bool,
     pub(crate) descendants_killed: u32,
     pub(crate) limit_hit: Option<LimitHit>,
+    pub(crate) oom_outside: u32,
 }
 
 impl ExitStatus {
@@ -87,6 +88,15 @@ impl ExitStatus {
     pub fn limit_hit(&self) -> Option<LimitHit> {
         self.limit_hit
     }
+
+    /// How many processes of the session the kernel's OOM killer ended for
+    /// memory the session's own limit did not run out of — its owner's
+    /// cgroup limit (an ancestor's) or the whole machine's (Linux, for a
+    /// session with a memory limit; 0 elsewhere). Such a kill is not
+    /// [`limit_hit`](Self::limit_hit): the session stayed within its limit.
+    pub fn oom_killed_outside(&self) -> u32 {
+        self.oom_outside
+    }
 }
 
 impl std::fmt::Display for ExitStatus {
@@ -100,6 +110,13 @@ impl std::fmt::Display for ExitStatus {
         }
         if let Some(hit) = self.limit_hit {
             write!(f, " ({hit})")?;
+        }
+        if self.oom_outside > 0 {
+            write!(
+                f,
+                " ({} process(es) OOM-killed by a memory limit outside the session)",
+                self.oom_outside
+            )?;
         }
         Ok(())
     }

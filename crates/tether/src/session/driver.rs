@@ -288,6 +288,7 @@ impl Driver {
                     termination,
                     timed_out,
                     limit_hit,
+                    oom_outside,
                 }) => {
                     let earlier = self.session.shared().limit_hit;
                     self.main = Main::Exited(ExitStatus {
@@ -295,6 +296,7 @@ impl Driver {
                         timed_out,
                         descendants_killed: 0,
                         limit_hit: LimitHit::worst(earlier, limit_hit),
+                        oom_outside,
                     });
                     self.note_limit_hit(limit_hit);
                     if timed_out && self.killing.is_none() {
@@ -304,7 +306,9 @@ impl Driver {
                     self.held_master = None;
                     self.drain_after_exit();
                 }
-                Ok(TreeEvent::Settled { killed, limit_hit }) => {
+                Ok(TreeEvent::Settled {
+                    killed, limit_hit, ..
+                }) => {
                     self.note_limit_hit(limit_hit);
                     self.tree = TreeState::Empty { killed };
                     self.keeper = None;

@@ -104,6 +104,11 @@ impl SessionCgroups {
         None
     }
 
+    /// No cgroup to count OOM kills in.
+    pub(crate) fn oom_outside(&self) -> u32 {
+        0
+    }
+
     /// Nothing is enforced, so nothing is hit.
     pub(crate) fn hit(&self) -> Option<LimitHit> {
         None

@@ -221,6 +221,9 @@ pub(crate) enum Event {
         termination: Termination,
         timed_out: bool,
         limit_hit: Option<LimitHit>,
+        /// Processes OOM-killed for memory the session's own limit did not
+        /// run out of (an ancestor's limit, the machine).
+        oom_outside: u32,
     },
     /// The main process was stopped by `signal` (job control: `SIGTSTP`
     /// from Ctrl-Z, `SIGTTIN` reading a terminal it does not own, …).
@@ -232,6 +235,8 @@ pub(crate) enum Event {
     TreeEmpty {
         killed: u32,
         limit_hit: Option<LimitHit>,
+        /// As in `MainExited`, over the session's whole life.
+        oom_outside: u32,
     },
     /// A kill gave up: these survived SIGKILL for the verification window.
     KillFailed { survivors: Vec<(u32, Vec<u8>)> },
@@ -729,6 +734,7 @@ impl Event {
                 termination,
                 timed_out,
                 limit_hit,
+                oom_outside,
             } => {
                 w.u8(3);
                 match termination {
@@ -743,11 +749,17 @@ impl Event {
                 }
                 w.bool(*timed_out);
                 w.hit(*limit_hit);
+                w.u32(*oom_outside);
             }
-            Event::TreeEmpty { killed, limit_hit } => {
+            Event::TreeEmpty {
+                killed,
+                limit_hit,
+                oom_outside,
+            } => {
                 w.u8(4);
                 w.u32(*killed);
                 w.hit(*limit_hit);
+                w.u32(*oom_outside);
             }
             Event::MainStopped { signal } => {
                 w.u8(6);
@@ -791,11 +803,13 @@ impl Event {
                     termination,
                     timed_out: r.bool()?,
                     limit_hit: r.hit()?,
+                    oom_outside: r.u32()?,
                 }
             }
             4 => Event::TreeEmpty {
                 killed: r.u32()?,
                 limit_hit: r.hit()?,
+                oom_outside: r.u32()?,
             },
             6 => Event::MainStopped { signal: r.i32()? },
             7 => Event::MainContinued,
@@ -937,10 +951,12 @@ mod tests {
                 termination: Termination::Signal(9),
                 timed_out: true,
                 limit_hit: Some(LimitHit::Memory { victims: 2 }),
+                oom_outside: 1,
             },
             Event::TreeEmpty {
                 killed: 103,
                 limit_hit: Some(LimitHit::Pids { refused: 7 }),
+                oom_outside: 3,
             },
             Event::MainStopped { signal: 20 },
             Event::MainContinued,

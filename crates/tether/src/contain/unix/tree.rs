@@ -112,6 +112,7 @@ impl Tree {
                     termination,
                     timed_out,
                     limit_hit,
+                    oom_outside,
                 } => {
                     // The terminal goes back the moment the command is done.
                     self.terminal = None;
@@ -119,6 +120,7 @@ impl Tree {
                         termination,
                         timed_out,
                         limit_hit,
+                        oom_outside,
                     }
                 }
                 Event::MainStopped { signal } => {
@@ -131,7 +133,11 @@ impl Tree {
                     continue;
                 }
                 Event::MainContinued => continue,
-                Event::TreeEmpty { killed, limit_hit } => {
+                Event::TreeEmpty {
+                    killed,
+                    limit_hit,
+                    oom_outside,
+                } => {
                     self.settled = true;
                     // The keeper waits for another command: back to the
                     // warm pool if it wants one (a PID namespace is spent),
@@ -140,7 +146,11 @@ impl Tree {
                     if !(reusable && super::pool::recycle(&mut self.link)) {
                         self.link.finish();
                     }
-                    TreeEvent::Settled { killed, limit_hit }
+                    TreeEvent::Settled {
+                        killed,
+                        limit_hit,
+                        oom_outside,
+                    }
                 }
                 Event::KillFailed { survivors } => TreeEvent::KillFailed {
                     survivors: survivors

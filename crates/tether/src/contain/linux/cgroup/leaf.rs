@@ -350,37 +350,53 @@ impl SessionCgroups {
     /// and reclaimed, then lost a process to an ancestor's OOM, still reads
     /// as its own: v1 keeps no finer record.
     pub(crate) fn hit(&self) -> Option<LimitHit> {
-        let memory = self.memory.and_then(|h| {
-            let leaf = self.leaf(h);
-            let (kills, own) = match leaf.version {
-                Version::V2 => (
-                    leaf.counter("memory.events", "oom_kill")?,
-                    leaf.counter("memory.events", "oom").unwrap_or(0) > 0,
-                ),
-                Version::V1 => (leaf.counter("memory.oom_control", "oom_kill")?, {
-                    let reached =
-                        |peak: &str, limit: &str| match (leaf.number(peak), leaf.number(limit)) {
-                            (Some(peak), Some(limit)) => peak.saturating_add(ONE_CHARGE) >= limit,
-                            _ => false,
-                        };
-                    reached("memory.max_usage_in_bytes", "memory.limit_in_bytes")
-                        || reached(
-                            "memory.memsw.max_usage_in_bytes",
-                            "memory.memsw.limit_in_bytes",
-                        )
-                        || leaf.number("memory.failcnt").unwrap_or(0) > 0
-                        || leaf.number("memory.memsw.failcnt").unwrap_or(0) > 0
-                }),
-            };
-            (kills > 0 && own).then(|| LimitHit::Memory {
+        let memory = self
+            .oom_kills()
+            .and_then(|(kills, own)| (kills > 0 && own).then_some(kills))
+            .map(|kills| LimitHit::Memory {
                 victims: kills.min(u32::MAX as u64) as u32,
-            })
-        });
+            });
         let pids = self.pids.and_then(|h| {
             let refused = self.leaf(h).counter("pids.events", "max")?;
             (refused > 0).then_some(LimitHit::Pids { refused })
         });
         LimitHit::worst(memory, pids)
+    }
+
+    /// Processes of the session OOM-killed so far for memory its own limit
+    /// did not run out of: its owner's cgroup limit (an ancestor's) or the
+    /// machine's (see [`hit`](Self::hit)). 0 without a memory leaf.
+    pub(crate) fn oom_outside(&self) -> u32 {
+        match self.oom_kills() {
+            Some((kills, false)) => kills.min(u32::MAX as u64) as u32,
+            _ => 0,
+        }
+    }
+
+    /// The OOM kills of the memory leaf's processes so far, and whether
+    /// its own limit was reached (see [`hit`](Self::hit)).
+    fn oom_kills(&self) -> Option<(u64, bool)> {
+        let leaf = self.leaf(self.memory?);
+        Some(match leaf.version {
+            Version::V2 => (
+                leaf.counter("memory.events", "oom_kill")?,
+                leaf.counter("memory.events", "oom").unwrap_or(0) > 0,
+            ),
+            Version::V1 => (leaf.counter("memory.oom_control", "oom_kill")?, {
+                let reached =
+                    |peak: &str, limit: &str| match (leaf.number(peak), leaf.number(limit)) {
+                        (Some(peak), Some(limit)) => peak.saturating_add(ONE_CHARGE) >= limit,
+                        _ => false,
+                    };
+                reached("memory.max_usage_in_bytes", "memory.limit_in_bytes")
+                    || reached(
+                        "memory.memsw.max_usage_in_bytes",
+                        "memory.memsw.limit_in_bytes",
+                    )
+                    || leaf.number("memory.failcnt").unwrap_or(0) > 0
+                    || leaf.number("memory.memsw.failcnt").unwrap_or(0) > 0
+            }),
+        })
     }
 
     /// Removes every leaf (the tree is empty), each with the cgroups the

@@ -421,9 +421,14 @@ impl Keeper {
                     s.trace.report(killed);
                 }
                 let limit_hit = s.cgroups.hit();
+                let oom_outside = s.cgroups.oom_outside();
                 // Gone before the owner hears the tree is empty.
                 std::mem::take(&mut s.cgroups).remove();
-                self.send(&Event::TreeEmpty { killed, limit_hit });
+                self.send(&Event::TreeEmpty {
+                    killed,
+                    limit_hit,
+                    oom_outside,
+                });
                 self.flush();
                 return;
             }
@@ -541,6 +546,7 @@ impl Keeper {
             termination,
             timed_out: s.timed_out,
             limit_hit: s.cgroups.hit(),
+            oom_outside: s.cgroups.oom_outside(),
         });
         // What the main process left gets the session's gentle signals now
         // — also during a kill whose first signal reached only the main
