@@ -173,6 +173,16 @@ struct JsonResult {
     /// Processes the OOM killer killed for memory that ran out outside the
     /// session's own limit (its owner's cgroup limit, the machine's).
     oom_killed_outside: u32,
+    /// Processes found outside the session's cgroups (out of its limits):
+    /// `[{"pid": 123, "cgroup": "memory:/user.slice"}]`.
+    limits_escaped: Vec<EscapeRecord>,
+}
+
+/// One process found outside the session's cgroups.
+#[derive(Serialize)]
+struct EscapeRecord {
+    pid: u32,
+    cgroup: String,
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
@@ -322,6 +332,9 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     }
     if !args.json {
         let status = child.wait()?;
+        if let Some(line) = escaped(child.limits_escaped()) {
+            eprintln!("tether: {line}");
+        }
         recording.end(child.session_id(), &status);
         return Ok(exit_code(&status));
     }
@@ -355,6 +368,14 @@ fn run(args: RunArgs) -> Result<i32, Error> {
             _ => 0,
         },
         oom_killed_outside: status.oom_killed_outside(),
+        limits_escaped: output
+            .limits_escaped
+            .iter()
+            .map(|e| EscapeRecord {
+                pid: e.pid,
+                cgroup: e.cgroup.clone(),
+            })
+            .collect(),
     };
     println!("{}", serde_json::to_string(&result).expect("serializable"));
     Ok(exit_code(&status))
@@ -379,6 +400,28 @@ fn unenforced(report: &tether::LimitReport) -> Option<String> {
             parts.join("; ")
         )
     })
+}
+
+/// `2 process(es) left the session's limits (moved out of its cgroups):
+/// 123 to memory:/user.slice, …`; `None` when none did.
+fn escaped(escapes: &[tether::LimitEscape]) -> Option<String> {
+    const SHOWN: usize = 5;
+    if escapes.is_empty() {
+        return None;
+    }
+    let mut list: Vec<String> = escapes
+        .iter()
+        .take(SHOWN)
+        .map(|e| format!("{} to {}", e.pid, e.cgroup))
+        .collect();
+    if escapes.len() > SHOWN {
+        list.push(format!("and {} more", escapes.len() - SHOWN));
+    }
+    Some(format!(
+        "{} process(es) left the session's limits (moved out of its cgroups; killed with it): {}",
+        escapes.len(),
+        list.join(", ")
+    ))
 }
 
 /// This run's session, as the ledger records it.

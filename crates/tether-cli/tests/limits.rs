@@ -503,3 +503,63 @@ fn mcp_require_limits_refuses_a_run_whose_limits_would_be_none() {
     drop(stdin);
     assert_eq!(server.wait().unwrap().code(), Some(0));
 }
+
+/// A command that writes itself into its owner's cgroups (the parents of
+/// its `tether-*` leaves, found from /proc/self/cgroup and mountinfo) —
+/// out of its limits — then starts 5 sleepers there and exits.
+const ESCAPE: &str = r#"
+import os, subprocess
+mounts = [l.split(' - ') for l in open('/proc/self/mountinfo').read().splitlines()]
+for line in open('/proc/self/cgroup').read().splitlines():
+    hid, ctrls, path = line.split(':', 2)
+    if 'tether-' not in path:
+        continue
+    for left, right in mounts:
+        f, t = left.split(), right.split()
+        v2 = t[0] == 'cgroup2' and not ctrls
+        v1 = t[0] == 'cgroup' and ctrls and set(ctrls.split(',')) <= set(t[2].split(','))
+        if (v2 or v1) and f[3] == '/':
+            parent = os.path.dirname(f[4] + path)
+            open(parent + '/cgroup.procs', 'w').write(str(os.getpid()))
+            break
+for i in range(5):
+    subprocess.Popen(['sleep', '1000'])
+"#;
+
+#[test]
+fn a_command_that_leaves_its_limits_is_reported_in_every_output_mode() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("cli-limits-escape");
+    let out = tether()
+        .args(["run", "--memory", "256M", "--pids", "64", "--"])
+        .args(["python3", "-c", ESCAPE])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("process(es) left the session's limits") && stderr.contains(" to memory:"),
+        "{stderr}"
+    );
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+    let out = tether()
+        .args(["run", "--json", "--memory", "256M", "--pids", "64", "--"])
+        .args(["python3", "-c", ESCAPE])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["descendants_killed"], 5, "{json}");
+    let escaped = json["limits_escaped"].as_array().expect("a list");
+    assert_eq!(escaped.len(), 5, "{json}");
+    for e in escaped {
+        assert!(e["pid"].as_u64().is_some(), "{json}");
+        assert!(!e["cgroup"].as_str().unwrap().contains("tether-"), "{json}");
+    }
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

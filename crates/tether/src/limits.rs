@@ -296,6 +296,21 @@ impl LimitReport {
     }
 }
 
+/// A process of the session found outside the session's cgroups: it moved
+/// itself (or was moved) out of its limits — one write of its pid to
+/// another cgroup's `cgroup.procs` does it, for root or a user with a
+/// delegated cgroup. Found when the keeper walks the tree (at a kill, and
+/// for what the command left behind); it still dies with the session.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LimitEscape {
+    /// Its pid.
+    pub pid: u32,
+    /// Where it was, per hierarchy it left: `hierarchy:path` as
+    /// `/proc/<pid>/cgroup` says, space-separated, the limits' hierarchies
+    /// first (`memory:/user.slice pids:/ cgroup2:/`).
+    pub cgroup: String,
+}
+
 /// A limit the session ran into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LimitHit {

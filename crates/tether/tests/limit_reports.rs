@@ -73,3 +73,55 @@ fn a_memory_limit_of_2_pow_63_minus_1_is_reported_to_the_byte() {
     assert_eq!(child.limits().memory.as_ref().unwrap().0, exact);
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn processes_that_move_out_of_the_sessions_cgroups_are_reported_and_killed() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("limits-escape");
+    // Reads the owner's cgroups (its leaves' parents) on stdin, writes
+    // itself into each — out of its memory and pids limits — then forks
+    // 10 sleepers there.
+    let mut child = Command::new("/bin/sh")
+        .args([
+            "-c",
+            "while read d; do echo $$ > \"$d/cgroup.procs\" || exit 9; done; \
+             for i in $(seq 10); do sleep 1000 & done; echo ready; wait",
+        ])
+        .env(TAG_VAR, guard.tag())
+        .limits(Limits::new().memory(256 << 20).pids(64))
+        .stdin(Stdio::Piped)
+        .stdout(Stdio::Piped)
+        .spawn()
+        .unwrap();
+    let leaves = child.limits().cgroups.clone();
+    assert!(leaves.len() >= 2, "{leaves:?}");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        for leaf in &leaves {
+            writeln!(stdin, "{}", leaf.parent().unwrap().display()).unwrap();
+        }
+    }
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    assert_eq!(wait_for_count(guard.tag(), 11, Duration::from_secs(30)), 11);
+    child.kill_with_grace(Duration::ZERO).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.descendants_killed(), 10, "{status:?}");
+    let escaped = child.limits_escaped();
+    assert!(
+        escaped.len() >= 10,
+        "every sleeper is reported: {escaped:?}"
+    );
+    assert_eq!(status.limits_escaped() as usize, escaped.len());
+    for e in escaped {
+        assert!(!e.cgroup.contains("tether-"), "{e:?}");
+        assert!(e.cgroup.contains(':'), "hierarchy:path, {e:?}");
+    }
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

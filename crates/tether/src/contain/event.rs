@@ -1,7 +1,7 @@
 //! What a contained tree reports to its owner.
 
 use crate::error::Survivor;
-use crate::limits::LimitHit;
+use crate::limits::{LimitEscape, LimitHit};
 
 /// How the main process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +34,9 @@ pub(crate) enum TreeEvent {
         limit_hit: Option<LimitHit>,
         /// As in `MainExited`, over its whole life.
         oom_outside: u32,
+        /// Processes found outside the session's cgroups (out of its
+        /// limits), and where.
+        escaped: Vec<LimitEscape>,
     },
     /// A kill gave up on these survivors; the tree stays killable.
     KillFailed { survivors: Vec<Survivor> },

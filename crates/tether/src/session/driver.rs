@@ -297,6 +297,7 @@ impl Driver {
                         descendants_killed: 0,
                         limit_hit: LimitHit::worst(earlier, limit_hit),
                         oom_outside,
+                        limits_escaped: 0,
                     });
                     self.note_limit_hit(limit_hit);
                     if timed_out && self.killing.is_none() {

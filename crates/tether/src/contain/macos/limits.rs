@@ -104,6 +104,14 @@ impl SessionCgroups {
         None
     }
 
+    /// No cgroups to leave.
+    pub(crate) fn note_escapes(&mut self, _pids: &[u32]) {}
+
+    /// No cgroups to leave.
+    pub(crate) fn escaped(&self) -> Vec<(u32, Vec<u8>)> {
+        Vec::new()
+    }
+
     /// No cgroup to count OOM kills in.
     pub(crate) fn oom_outside(&self) -> u32 {
         0

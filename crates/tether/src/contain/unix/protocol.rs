@@ -237,6 +237,9 @@ pub(crate) enum Event {
         limit_hit: Option<LimitHit>,
         /// As in `MainExited`, over the session's whole life.
         oom_outside: u32,
+        /// Processes found outside the session's cgroups, and where each
+        /// was (`hierarchy:path`).
+        escaped: Vec<(u32, Vec<u8>)>,
     },
     /// A kill gave up: these survived SIGKILL for the verification window.
     KillFailed { survivors: Vec<(u32, Vec<u8>)> },
@@ -755,11 +758,17 @@ impl Event {
                 killed,
                 limit_hit,
                 oom_outside,
+                escaped,
             } => {
                 w.u8(4);
                 w.u32(*killed);
                 w.hit(*limit_hit);
                 w.u32(*oom_outside);
+                w.u32(escaped.len() as u32);
+                for (pid, cgroup) in escaped {
+                    w.u32(*pid);
+                    w.bytes(cgroup);
+                }
             }
             Event::MainStopped { signal } => {
                 w.u8(6);
@@ -806,11 +815,20 @@ impl Event {
                     oom_outside: r.u32()?,
                 }
             }
-            4 => Event::TreeEmpty {
-                killed: r.u32()?,
-                limit_hit: r.hit()?,
-                oom_outside: r.u32()?,
-            },
+            4 => {
+                let (killed, limit_hit, oom_outside) = (r.u32()?, r.hit()?, r.u32()?);
+                let n = r.count(8)?;
+                let mut escaped = Vec::with_capacity(n);
+                for _ in 0..n {
+                    escaped.push((r.u32()?, r.bytes()?));
+                }
+                Event::TreeEmpty {
+                    killed,
+                    limit_hit,
+                    oom_outside,
+                    escaped,
+                }
+            }
             6 => Event::MainStopped { signal: r.i32()? },
             7 => Event::MainContinued,
             5 => {
@@ -957,6 +975,7 @@ mod tests {
                 killed: 103,
                 limit_hit: Some(LimitHit::Pids { refused: 7 }),
                 oom_outside: 3,
+                escaped: vec![(42, b"memory:/user.slice".to_vec())],
             },
             Event::MainStopped { signal: 20 },
             Event::MainContinued,

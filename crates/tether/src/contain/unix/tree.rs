@@ -137,6 +137,7 @@ impl Tree {
                     killed,
                     limit_hit,
                     oom_outside,
+                    escaped,
                 } => {
                     self.settled = true;
                     // The keeper waits for another command: back to the
@@ -150,6 +151,13 @@ impl Tree {
                         killed,
                         limit_hit,
                         oom_outside,
+                        escaped: escaped
+                            .into_iter()
+                            .map(|(pid, cgroup)| crate::limits::LimitEscape {
+                                pid,
+                                cgroup: String::from_utf8_lossy(&cgroup).into_owned(),
+                            })
+                            .collect(),
                     }
                 }
                 Event::KillFailed { survivors } => TreeEvent::KillFailed {

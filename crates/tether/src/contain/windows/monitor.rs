@@ -433,6 +433,7 @@ impl Watch {
                 killed,
                 limit_hit: self.limit_hit,
                 oom_outside: 0,
+                escaped: Vec::new(),
             });
         }
     }

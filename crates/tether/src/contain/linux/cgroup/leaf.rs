@@ -39,6 +39,9 @@ enum Version {
 struct Leaf {
     dir: PathBuf,
     version: Version,
+    /// v1: the controller it was made for, which names its hierarchy's
+    /// line in `/proc/<pid>/cgroup`.
+    controller: Option<&'static str>,
     /// `cgroup.procs`, open for writing: the command writes `0` to it
     /// before exec.
     procs: OwnedFd,
@@ -46,7 +49,12 @@ struct Leaf {
 
 impl Leaf {
     /// Makes `base/name`. An existing directory is an error, never adopted.
-    fn make(base: &Path, name: &str, version: Version) -> io::Result<Leaf> {
+    fn make(
+        base: &Path,
+        name: &str,
+        version: Version,
+        controller: Option<&'static str>,
+    ) -> io::Result<Leaf> {
         let dir = base.join(name);
         std::fs::create_dir(&dir)?;
         let procs = match std::fs::OpenOptions::new()
@@ -62,6 +70,7 @@ impl Leaf {
         Ok(Leaf {
             dir,
             version,
+            controller,
             procs,
         })
     }
@@ -127,6 +136,8 @@ pub(crate) struct SessionCgroups {
     /// limit that is not enforced — the stage naming the limit, and the
     /// error.
     refused: Option<(SpawnStage, Errno)>,
+    /// Processes found outside the session's cgroups, and where each was.
+    escaped: Vec<(u32, String)>,
 }
 
 impl SessionCgroups {
@@ -149,7 +160,7 @@ impl SessionCgroups {
             if !valid_name {
                 v2_error = Some("the session has no id to name its cgroup by".to_owned());
             } else {
-                match Leaf::make(&path(base), &name, Version::V2) {
+                match Leaf::make(&path(base), &name, Version::V2, None) {
                     Ok(leaf) => cgroups.v2 = Some(leaf),
                     Err(e) => {
                         v2_error = Some(format!("making {}: {e}", path(base).join(&name).display()))
@@ -186,21 +197,23 @@ impl SessionCgroups {
                         .position(|l| l.dir.parent() == Some(&base))
                     {
                         Some(i) => Holder::V1(i),
-                        None => match Leaf::make(&base, &name, Version::V1) {
-                            Ok(leaf) => {
-                                cgroups.v1.push(leaf);
-                                Holder::V1(cgroups.v1.len() - 1)
-                            }
-                            Err(e) => {
-                                if spec.require {
-                                    refused.get_or_insert((kind.stage(), errno_of(&e)));
+                        None => {
+                            match Leaf::make(&base, &name, Version::V1, Some(kind.controller())) {
+                                Ok(leaf) => {
+                                    cgroups.v1.push(leaf);
+                                    Holder::V1(cgroups.v1.len() - 1)
                                 }
-                                return (
-                                    none(format!("making {}: {e}", base.join(&name).display())),
-                                    None,
-                                );
+                                Err(e) => {
+                                    if spec.require {
+                                        refused.get_or_insert((kind.stage(), errno_of(&e)));
+                                    }
+                                    return (
+                                        none(format!("making {}: {e}", base.join(&name).display())),
+                                        None,
+                                    );
+                                }
                             }
-                        },
+                        }
                     }
                 }
                 Route::Cgroup1(_) => {
@@ -399,6 +412,46 @@ impl SessionCgroups {
         })
     }
 
+    /// Notes which of `pids` (members of the session's tree, listed by a
+    /// walk) are outside the session's cgroups: moved out of their limits.
+    /// One read of each leaf's subtree's `cgroup.procs` says who is in;
+    /// only a pid in none of them costs a read of its `/proc/<pid>/cgroup`
+    /// (which also rules out a zombie: `cgroup.procs` lists none, its
+    /// `/proc` file still names its cgroup).
+    pub(crate) fn note_escapes(&mut self, pids: &[u32]) {
+        let leaves: Vec<&Leaf> = self.v2.iter().chain(&self.v1).collect();
+        if leaves.is_empty() || pids.is_empty() {
+            return;
+        }
+        let inside: Vec<std::collections::HashSet<u32>> = leaves
+            .iter()
+            .map(|l| super::subtree::members(&l.dir))
+            .collect();
+        let mut found = Vec::new();
+        for &pid in pids {
+            if !inside.iter().any(|set| !set.contains(&pid))
+                || self.escaped.iter().any(|(p, _)| *p == pid)
+            {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+                continue;
+            };
+            if let Some(place) = outside(&leaves, &text) {
+                found.push((pid, place));
+            }
+        }
+        self.escaped.extend(found);
+    }
+
+    /// The processes [`note_escapes`](Self::note_escapes) found, and where.
+    pub(crate) fn escaped(&self) -> Vec<(u32, Vec<u8>)> {
+        self.escaped
+            .iter()
+            .map(|(pid, place)| (*pid, place.clone().into_bytes()))
+            .collect()
+    }
+
     /// Removes every leaf (the tree is empty), each with the cgroups the
     /// command made below it, deepest first (`subtree.rs`). A leaf the
     /// kernel still counts a dying process in is tried again for a moment;
@@ -473,6 +526,15 @@ enum Kind {
 }
 
 impl Kind {
+    /// The cgroup controller of this limit.
+    fn controller(self) -> &'static str {
+        match self {
+            Kind::Memory => "memory",
+            Kind::Pids => "pids",
+            Kind::Cpu => "cpu",
+        }
+    }
+
     /// The spawn stage that names this limit in a refusal.
     fn stage(self) -> SpawnStage {
         match self {
@@ -510,6 +572,40 @@ impl Kind {
             }
         }
     }
+}
+
+/// Where the process whose `/proc/<pid>/cgroup` is `text` is instead of
+/// in (or below) each of `leaves` it left: `hierarchy:path`, one per
+/// hierarchy, the v1 ones (the limits) first; `None` if it left none.
+fn outside(leaves: &[&Leaf], text: &str) -> Option<String> {
+    let mut places = Vec::new();
+    let v1_first = leaves
+        .iter()
+        .filter(|l| l.controller.is_some())
+        .chain(leaves.iter().filter(|l| l.controller.is_none()));
+    for leaf in v1_first {
+        let name = leaf.dir.file_name()?.to_str()?;
+        let line = text.lines().find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let ours = match leaf.controller {
+                None => id == "0" && controllers.is_empty(),
+                Some(c) => controllers.split(',').any(|x| x == c),
+            };
+            ours.then_some((controllers, path))
+        });
+        if let Some((controllers, path)) = line
+            && !path.split('/').any(|component| component == name)
+        {
+            let hierarchy = if controllers.is_empty() {
+                "cgroup2"
+            } else {
+                controllers
+            };
+            places.push(format!("{hierarchy}:{path}"));
+        }
+    }
+    (!places.is_empty()).then(|| places.join(" "))
 }
 
 fn errno_of(e: &io::Error) -> Errno {

@@ -163,6 +163,31 @@ fn kill_members(dir: &OwnedFd, deadline: Instant) -> io::Result<u32> {
     }
 }
 
+/// Every process in the cgroup `dir` and the cgroups below it (at most
+/// [`MAX_DEPTH`] levels), read through descriptors opened without
+/// following a symlink; empty if `dir` cannot be opened.
+pub(crate) fn members(dir: &Path) -> std::collections::HashSet<u32> {
+    fn collect(dir: &OwnedFd, depth: usize, into: &mut std::collections::HashSet<u32>) {
+        into.extend(procs(dir).unwrap_or_default());
+        if depth + 1 >= MAX_DEPTH {
+            return;
+        }
+        for child in children(dir).unwrap_or_default() {
+            if let Ok(fd) = open_at(Some(dir), &child, false) {
+                collect(&fd, depth + 1, into);
+            }
+        }
+    }
+    let mut set = std::collections::HashSet::new();
+    if let Ok(fd) = open_dir_nofollow(dir) {
+        // open_dir_nofollow opens O_PATH: reopen readable for the listing.
+        if let Ok(dir) = open_at(Some(&fd), OsStr::new("."), false) {
+            collect(&dir, 0, &mut set);
+        }
+    }
+    set
+}
+
 /// Kills what is in the cgroup `name` below `parent` and in every cgroup
 /// below it, removes them deepest first, then `name` itself. `Ok(n)`: gone,
 /// `n` processes killed on the way; `NotFound`: already gone.

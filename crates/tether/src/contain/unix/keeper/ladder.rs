@@ -199,14 +199,21 @@ impl Delivery<'_> {
         let count = self.cgroups.kills() > 0;
         let (main, child) = (self.main, self.child);
         let doomed = &mut *self.doomed;
+        let mut walked = Vec::new();
         walk(&self.scope, |member| {
             if count && Some(member.pid) != main && member.pid != child {
                 doomed.insert(member.pid);
             }
+            walked.push(member.pid);
             if Some(member.pgrp) != group {
                 member.signal(signal);
             }
         });
+        // What the walk still finds after `cgroup.kill` had left the
+        // cgroup: noted as having left the session's limits.
+        if count {
+            self.cgroups.note_escapes(&walked);
+        }
     }
 
     /// Sends one signal to the main process's group now, outside any kill

@@ -422,12 +422,14 @@ impl Keeper {
                 }
                 let limit_hit = s.cgroups.hit();
                 let oom_outside = s.cgroups.oom_outside();
+                let escaped = s.cgroups.escaped();
                 // Gone before the owner hears the tree is empty.
                 std::mem::take(&mut s.cgroups).remove();
                 self.send(&Event::TreeEmpty {
                     killed,
                     limit_hit,
                     oom_outside,
+                    escaped,
                 });
                 self.flush();
                 return;
@@ -702,6 +704,9 @@ fn force(s: &mut Session) {
 fn note_doomed(s: &mut Session, listed: &[os::Member]) {
     let (main, child) = (s.main.pid(), s.child);
     let in_cgroup = s.cgroups.members().unwrap_or_default();
+    // Who of them left the session's cgroups (its limits): reported.
+    let walked: Vec<u32> = listed.iter().map(|m| m.pid).collect();
+    s.cgroups.note_escapes(&walked);
     s.doomed.extend(
         in_cgroup
             .into_iter()
