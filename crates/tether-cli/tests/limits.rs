@@ -563,3 +563,55 @@ fn a_command_that_leaves_its_limits_is_reported_in_every_output_mode() {
     }
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+#[test]
+fn mcp_results_name_the_processes_that_left_the_sessions_limits() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("cli-limits-mcp-escape");
+    let mut server = tether()
+        .args(["mcp", "--memory", "256M", "--pids", "64"])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tether mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut answer = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read answer");
+        serde_json::from_str::<Value>(&line).expect("JSON answer")
+    };
+    for request in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run", "arguments": {"argv": ["python3", "-c", ESCAPE]}}})
+        .to_string(),
+    ] {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    assert_eq!(answer()["result"]["serverInfo"]["name"], "tether");
+    let result = answer();
+    let id = result["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // It exited and left its 5 sleepers (MCP keeps them until a kill):
+    // found outside the session's cgroups when the kill walks the tree.
+    let kill = serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "kill", "arguments": {"id": id}}});
+    writeln!(stdin, "{kill}").unwrap();
+    let result = answer();
+    let body = &result["result"]["structuredContent"];
+    assert_eq!(body["descendants_killed"], 5, "{result}");
+    let escaped = body["limits_escaped"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{result}"));
+    assert_eq!(escaped.len(), 5, "{result}");
+    drop(stdin);
+    assert_eq!(server.wait().unwrap().code(), Some(0));
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

@@ -308,8 +308,14 @@ impl Driver {
                     self.drain_after_exit();
                 }
                 Ok(TreeEvent::Settled {
-                    killed, limit_hit, ..
+                    killed,
+                    limit_hit,
+                    escaped,
+                    ..
                 }) => {
+                    if !escaped.is_empty() {
+                        self.session.shared().limits_escaped = escaped;
+                    }
                     self.note_limit_hit(limit_hit);
                     self.tree = TreeState::Empty { killed };
                     self.keeper = None;
