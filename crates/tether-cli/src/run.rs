@@ -93,10 +93,9 @@ pub struct RunArgs {
     /// The tree is throttled to it, never killed for it.
     #[arg(long, value_name = "CORES", value_parser = parse_cores)]
     cpu: Option<f64>,
-    /// Refuse to run unless every limit given is enforced (exit 125 with the reason, before the
-    /// program starts).
+    /// Exit 125 unless every limit given is enforced.
     ///
-    /// Without it a limit this machine cannot enforce is reported as `none` (with --json, in
+    /// The reason is printed and the program never starts. Without it a limit this machine cannot enforce is reported as `none` (with --json, in
     /// `limits`; otherwise in a one-line warning on stderr) and the program runs without it.
     #[arg(long)]
     require_limits: bool,
