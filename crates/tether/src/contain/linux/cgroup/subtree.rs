@@ -138,13 +138,18 @@ fn children(dir: &OwnedFd) -> io::Result<Vec<OsString>> {
 fn kill_members(dir: &OwnedFd, deadline: Instant) -> io::Result<u32> {
     let me = std::process::id();
     let mut killed = 0;
+    let mut unsignalled: Vec<u32> = Vec::new();
     loop {
         let listed: Vec<u32> = procs(dir)?.into_iter().filter(|&p| p != me).collect();
-        if listed.is_empty() {
+        // Empty, or the same processes none of which could be signalled
+        // last time (not ours to signal): the rmdir that follows says what
+        // is left.
+        if listed.is_empty() || listed == unsignalled {
             return Ok(killed);
         }
         let pinned: Vec<(u32, Pidfd)> = listed
-            .into_iter()
+            .iter()
+            .copied()
             .filter_map(|pid| Some((pid, Pidfd::open(pid).ok()?)))
             .collect();
         let still: Vec<u32> = procs(dir)?;
@@ -159,6 +164,11 @@ fn kill_members(dir: &OwnedFd, deadline: Instant) -> io::Result<u32> {
         if left.is_zero() {
             return Ok(killed);
         }
+        unsignalled = if doomed.is_empty() {
+            listed
+        } else {
+            Vec::new()
+        };
         wait_all_exited(&doomed, left);
     }
 }
