@@ -279,6 +279,18 @@ impl LimitReport {
         self.memory.is_none() && self.pids.is_none() && self.cpu_millis.is_none()
     }
 
+    /// The first limit asked for and not enforced — `memory`, `pids` or
+    /// `cpu` — and why; `None` when every one is.
+    pub fn unenforced(&self) -> Option<(&'static str, &str)> {
+        [
+            ("memory", self.memory.as_ref().map(|(_, how)| how)),
+            ("pids", self.pids.as_ref().map(|(_, how)| how)),
+            ("cpu", self.cpu_millis.as_ref().map(|(_, how)| how)),
+        ]
+        .into_iter()
+        .find_map(|(name, how)| Some((name, how?.reason()?)))
+    }
+
     /// One line for people: `memory 256 MiB (cgroup1), pids 64 (none:
     /// …)`; empty when no limit was asked for.
     pub fn summary(&self) -> String {
