@@ -94,6 +94,12 @@ pub struct RunArgs {
     /// The tree is throttled to it, never killed for it.
     #[arg(long, value_name = "CORES", value_parser = parse_cores)]
     cpu: Option<f64>,
+    /// Exit 125 unless every limit given is enforced.
+    ///
+    /// The reason is printed and the program never starts. Without it a limit this machine cannot enforce is reported as `none` (with --json, in
+    /// `limits`; otherwise in a one-line warning on stderr) and the program runs without it.
+    #[arg(long)]
+    require_limits: bool,
     /// The program and its arguments (with --shell: the command string).
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -159,6 +165,19 @@ struct JsonResult {
     limit_hit: Option<&'static str>,
     /// Processes the OOM killer killed for the memory limit (0 if none).
     oom_kills: u32,
+    /// Processes the OOM killer killed for memory that ran out outside the
+    /// session's own limit (its owner's cgroup limit, the machine's).
+    oom_killed_outside: u32,
+    /// Processes found outside the session's cgroups (out of its limits):
+    /// `[{"pid": 123, "cgroup": "memory:/user.slice"}]`.
+    limits_escaped: Vec<EscapeRecord>,
+}
+
+/// One process found outside the session's cgroups.
+#[derive(Serialize)]
+struct EscapeRecord {
+    pid: u32,
+    cgroup: String,
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
@@ -252,6 +271,7 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         memory: args.memory,
         pids: args.pids,
         cpu: args.cpu,
+        require: args.require_limits,
     });
     if args.json {
         command
@@ -285,6 +305,13 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     };
     let recording = recording.started(session_start(&child, &args));
     forwarder.forward_to(&child)?;
+    if !args.json
+        && let Some(line) = unenforced(child.limits())
+    {
+        // Not silent: a limit asked for and not enforced is said, once,
+        // before the program's own output.
+        eprintln!("tether: {line}");
+    }
 
     if let Some(passthrough) = &passthrough {
         let pty = child.pty.take().expect("a PTY child has a master");
@@ -303,6 +330,9 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     }
     if !args.json {
         let status = child.wait()?;
+        if let Some(line) = escaped(child.limits_escaped()) {
+            eprintln!("tether: {line}");
+        }
         recording.end(child.session_id(), &status);
         return Ok(exit_code(&status));
     }
@@ -335,9 +365,61 @@ fn run(args: RunArgs) -> Result<i32, Error> {
             Some(tether::LimitHit::Memory { victims }) => victims,
             _ => 0,
         },
+        oom_killed_outside: status.oom_killed_outside(),
+        limits_escaped: output
+            .limits_escaped
+            .iter()
+            .map(|e| EscapeRecord {
+                pid: e.pid,
+                cgroup: e.cgroup.clone(),
+            })
+            .collect(),
     };
     println!("{}", serde_json::to_string(&result).expect("serializable"));
     Ok(exit_code(&status))
+}
+
+/// `limits not enforced: memory 64 MiB (reason), pids 8 (reason)` for the
+/// limits of `report` that ended up `none`; `None` when there is none.
+fn unenforced(report: &tether::LimitReport) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some((bytes, tether::Enforcement::None(why))) = &report.memory {
+        parts.push(format!("memory {} ({why})", tether::format_size(*bytes)));
+    }
+    if let Some((n, tether::Enforcement::None(why))) = &report.pids {
+        parts.push(format!("pids {n} ({why})"));
+    }
+    if let Some((millis, tether::Enforcement::None(why))) = &report.cpu_millis {
+        parts.push(format!("cpu {} ({why})", *millis as f64 / 1000.0));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "limits not enforced (--require-limits refuses to run without them): {}",
+            parts.join("; ")
+        )
+    })
+}
+
+/// `2 process(es) left the session's limits (moved out of its cgroups):
+/// 123 to memory:/user.slice, …`; `None` when none did.
+fn escaped(escapes: &[tether::LimitEscape]) -> Option<String> {
+    const SHOWN: usize = 5;
+    if escapes.is_empty() {
+        return None;
+    }
+    let mut list: Vec<String> = escapes
+        .iter()
+        .take(SHOWN)
+        .map(|e| format!("{} to {}", e.pid, e.cgroup))
+        .collect();
+    if escapes.len() > SHOWN {
+        list.push(format!("and {} more", escapes.len() - SHOWN));
+    }
+    Some(format!(
+        "{} process(es) left the session's limits (moved out of its cgroups; killed with it): {}",
+        escapes.len(),
+        list.join(", ")
+    ))
 }
 
 /// This run's session, as the ledger records it.

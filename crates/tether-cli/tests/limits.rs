@@ -245,3 +245,373 @@ fn mcp_run_takes_limits_and_the_servers_defaults_and_reports_them() {
     assert_eq!(server.wait().unwrap().code(), Some(0));
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+/// This process's cgroup directory in the v1 hierarchy of `controller`
+/// (from /proc/self/cgroup and /proc/self/mountinfo).
+fn own_v1_cgroup(controller: &str) -> std::path::PathBuf {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let path = cgroup
+        .lines()
+        .find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            ctrls.split(',').any(|c| c == controller).then_some(path)
+        })
+        .expect("a v1 hierarchy with the controller");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let point = mountinfo
+        .lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let tail: Vec<&str> = right.split(' ').collect();
+            let fields: Vec<&str> = left.split(' ').collect();
+            (tail[0] == "cgroup" && tail[2].split(',').any(|o| o == controller) && fields[3] == "/")
+                .then(|| fields[4].to_owned())
+        })
+        .expect("its mount");
+    Path::new(&point).join(path.trim_start_matches('/'))
+}
+
+/// A cgroup made for one test below this process's own, removed (depth
+/// first, after its processes are gone) when dropped.
+struct TestCgroup(std::path::PathBuf);
+
+impl TestCgroup {
+    fn new(controller: &str, name: &str) -> TestCgroup {
+        let dir = own_v1_cgroup(controller).join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        TestCgroup(dir)
+    }
+
+    /// `sh -c 'echo $$ > cgroup.procs; exec tether ARGS…'`: tether started
+    /// inside this cgroup.
+    fn tether(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg("echo $$ > \"$0/cgroup.procs\" && exec \"$@\"")
+            .arg(&self.0)
+            .arg(support::tether_path())
+            .args(args);
+        cmd
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let mut dirs = vec![self.0.clone()];
+        let mut i = 0;
+        while i < dirs.len() {
+            for entry in std::fs::read_dir(&dirs[i]).into_iter().flatten().flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(entry.path());
+                }
+            }
+            i += 1;
+        }
+        for dir in dirs.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[test]
+fn plain_run_says_on_stderr_which_limits_are_not_enforced_and_why() {
+    if !require_root("switching to an unprivileged user") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(state.path(), Some(65534), Some(65534)).unwrap();
+    let out = tether_as(65534)
+        .args(["run", "--memory", "64M", "--pids", "8", "--", "/bin/true"])
+        .env("TETHER_HOME", state.path())
+        .env("HOME", state.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("limits not enforced")
+            && stderr.contains("memory 64 MiB (")
+            && stderr.contains("pids 8 (")
+            && stderr.contains("delegat"),
+        "{stderr}"
+    );
+    // Enforced limits say nothing (as root here).
+    let out = tether()
+        .args(["run", "--pids", "8", "--", "/bin/true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn require_limits_refuses_to_run_unlimited_before_the_program_starts() {
+    if !require_root("switching to an unprivileged user") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(state.path(), Some(65534), Some(65534)).unwrap();
+    let marker = state.path().join("started");
+    let script = format!("touch {}", marker.display());
+    let out = tether_as(65534)
+        .args(["run", "--require-limits", "--memory", "64M", "--"])
+        .args(["/bin/sh", "-c", &script])
+        .env("TETHER_HOME", state.path())
+        .env("HOME", state.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("memory limit not applied") && stderr.contains("delegat"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the program never started");
+    // As root the limits are enforced: it runs.
+    let out = tether()
+        .args(["run", "--require-limits", "--memory", "64M", "--pids", "8"])
+        .args(["--", "/bin/true"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+#[test]
+fn a_limit_value_the_kernel_refuses_is_an_error_before_the_program_starts() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let script = format!("touch {}", marker.display());
+    // Above the kernel's most processes: pids.max says EINVAL.
+    let out = tether()
+        .args(["run", "--pids", "4194305", "--", "/bin/sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("4194304"), "{stderr}");
+    assert!(!marker.exists(), "the program never started");
+    // A v1 CPU quota above the owner's own: the kernel refuses the write
+    // (EINVAL), found only when the keeper writes it.
+    let parent = TestCgroup::new("cpu", "tether-test-cpu-quota");
+    std::fs::write(parent.0.join("cpu.cfs_quota_us"), "50000").unwrap();
+    let out = parent
+        .tether(&["run", "--cpu", "2", "--", "/bin/sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("cpu limit not applied") && stderr.contains("refused"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the program never started");
+}
+
+#[test]
+fn an_oom_kill_by_the_owners_limit_is_not_reported_as_the_sessions_limit() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("cli-limits-ancestor-oom");
+    // The owner's cgroup holds 200 MiB; the session asks for 1 GiB and
+    // allocates 500 MiB: the owner's limit is what the OOM killer acts for.
+    let parent = TestCgroup::new("memory", "tether-test-ancestor-oom");
+    std::fs::write(parent.0.join("memory.limit_in_bytes"), "200M").unwrap();
+    let _ = std::fs::write(parent.0.join("memory.memsw.limit_in_bytes"), "200M");
+    let run = |memory: &str| {
+        let out = parent
+            .tether(&["run", "--json", "--memory", memory, "--"])
+            .args(["python3", "-c", "x = bytearray(500 << 20)"])
+            .env(TAG_VAR, guard.tag())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let json = run("1G");
+    assert_eq!(json["signal"], 9, "the OOM killer ended it: {json}");
+    assert!(
+        json["limit_hit"].is_null(),
+        "not the session's limit: {json}"
+    );
+    assert_eq!(json["oom_kills"], 0, "{json}");
+    assert_eq!(json["oom_killed_outside"], 1, "reported as such: {json}");
+    // The same allocation under a session limit below the owner's is the
+    // session's limit.
+    let json = run("100M");
+    assert_eq!(json["limit_hit"], "memory", "{json}");
+    assert_eq!(json["oom_kills"], 1, "{json}");
+    assert_eq!(json["oom_killed_outside"], 0, "{json}");
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+#[test]
+fn mcp_require_limits_refuses_a_run_whose_limits_would_be_none() {
+    if !require_root("switching to an unprivileged user") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(state.path(), Some(65534), Some(65534)).unwrap();
+    let marker = state.path().join("started");
+    let mut server = tether_as(65534)
+        .args(["mcp", "--require-limits"])
+        .env("TETHER_HOME", state.path())
+        .env("HOME", state.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tether mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut answer = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read answer");
+        serde_json::from_str::<Value>(&line).expect("JSON answer")
+    };
+    let touch = format!("touch {}", marker.display());
+    for request in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run", "arguments": {"command": touch, "memory": "64M"}}})
+        .to_string(),
+    ] {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    assert_eq!(answer()["result"]["serverInfo"]["name"], "tether");
+    let refused = answer();
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let text = refused.to_string();
+    assert!(
+        text.contains("memory limit not applied") && text.contains("delegat"),
+        "{refused}"
+    );
+    assert!(!marker.exists(), "the command never started");
+    // Without the server default, the same call runs and says `none`.
+    drop(stdin);
+    assert_eq!(server.wait().unwrap().code(), Some(0));
+}
+
+/// A command that writes itself into its owner's cgroups (the parents of
+/// its `tether-*` leaves, found from /proc/self/cgroup and mountinfo) —
+/// out of its limits — then starts 5 sleepers there and exits.
+const ESCAPE: &str = r#"
+import os, subprocess
+mounts = [l.split(' - ') for l in open('/proc/self/mountinfo').read().splitlines()]
+for line in open('/proc/self/cgroup').read().splitlines():
+    hid, ctrls, path = line.split(':', 2)
+    if 'tether-' not in path:
+        continue
+    for left, right in mounts:
+        f, t = left.split(), right.split()
+        v2 = t[0] == 'cgroup2' and not ctrls
+        v1 = t[0] == 'cgroup' and ctrls and set(ctrls.split(',')) <= set(t[2].split(','))
+        if (v2 or v1) and f[3] == '/':
+            parent = os.path.dirname(f[4] + path)
+            open(parent + '/cgroup.procs', 'w').write(str(os.getpid()))
+            break
+for i in range(5):
+    subprocess.Popen(['sleep', '1000'])
+"#;
+
+#[test]
+fn a_command_that_leaves_its_limits_is_reported_in_every_output_mode() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("cli-limits-escape");
+    let out = tether()
+        .args(["run", "--memory", "256M", "--pids", "64", "--"])
+        .args(["python3", "-c", ESCAPE])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("process(es) left the session's limits") && stderr.contains(" to memory:"),
+        "{stderr}"
+    );
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+    let out = tether()
+        .args(["run", "--json", "--memory", "256M", "--pids", "64", "--"])
+        .args(["python3", "-c", ESCAPE])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["descendants_killed"], 5, "{json}");
+    let escaped = json["limits_escaped"].as_array().expect("a list");
+    assert_eq!(escaped.len(), 5, "{json}");
+    for e in escaped {
+        assert!(e["pid"].as_u64().is_some(), "{json}");
+        assert!(!e["cgroup"].as_str().unwrap().contains("tether-"), "{json}");
+    }
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
+
+#[test]
+fn mcp_results_name_the_processes_that_left_the_sessions_limits() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("cli-limits-mcp-escape");
+    let mut server = tether()
+        .args(["mcp", "--memory", "256M", "--pids", "64"])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start tether mcp");
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut answer = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read answer");
+        serde_json::from_str::<Value>(&line).expect("JSON answer")
+    };
+    for request in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run", "arguments": {"argv": ["python3", "-c", ESCAPE]}}})
+        .to_string(),
+    ] {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    assert_eq!(answer()["result"]["serverInfo"]["name"], "tether");
+    let result = answer();
+    let id = result["result"]["structuredContent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // It exited and left its 5 sleepers (MCP keeps them until a kill):
+    // found outside the session's cgroups when the kill walks the tree.
+    let kill = serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "kill", "arguments": {"id": id}}});
+    writeln!(stdin, "{kill}").unwrap();
+    let result = answer();
+    let body = &result["result"]["structuredContent"];
+    assert_eq!(body["descendants_killed"], 5, "{result}");
+    let escaped = body["limits_escaped"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{result}"));
+    assert_eq!(escaped.len(), 5, "{result}");
+    drop(stdin);
+    assert_eq!(server.wait().unwrap().code(), Some(0));
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}

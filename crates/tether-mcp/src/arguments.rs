@@ -287,6 +287,7 @@ pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
             memory: args.size("memory"),
             pids: args.integer("pids"),
             cpu: args.number("cpu"),
+            require: args.boolean("require_limits"),
         },
     })
 }

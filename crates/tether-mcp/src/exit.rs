@@ -86,6 +86,14 @@ pub fn ending(info: &SessionInfo) -> Ending {
 
 /// The sentence for a limit the session ran into.
 fn limit_note(info: &SessionInfo) -> Option<String> {
+    let outside = info.exit.map_or(0, |e| e.oom_killed_outside());
+    if info.limit_hit.is_none() && outside > 0 {
+        return Some(format!(
+            "the kernel's OOM killer ended {outside} of its processes for memory that ran out \
+             outside the session (its owner's cgroup limit or the machine's), not for the \
+             session's own limit (limit_hit: null)"
+        ));
+    }
     match info.limit_hit? {
         tether::LimitHit::Memory { victims } => {
             let limit = info

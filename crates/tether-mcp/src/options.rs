@@ -85,9 +85,17 @@ pub struct Options {
     /// Process-count limit of every session unless its `run` sets one.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub pids: Option<u64>,
-    /// CPU limit (cores) of every session unless its `run` sets one.
+    /// Default CPU limit (cores) of each `run`.
+    ///
+    /// The CPU limit of every session unless its `run` sets one.
     #[arg(long, value_name = "CORES", value_parser = cores)]
     pub cpu: Option<f64>,
+    /// Refuse runs whose limits are not all enforced.
+    ///
+    /// The limits of a `run` are its own or these defaults; the tool call fails with the reason
+    /// and the command does not start.
+    #[arg(long)]
+    pub require_limits: bool,
 }
 
 /// Default `--grep-time-s`: 10 s per call — a few calls cover 250 MB of
@@ -133,6 +141,7 @@ impl Options {
             memory: self.memory,
             pids: self.pids,
             cpu: self.cpu,
+            require: self.require_limits,
         }
     }
 }

@@ -197,6 +197,19 @@ pub struct SessionReport {
     /// limits; null while none was).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_hit: Option<Option<&'static str>>,
+    /// Processes found outside the session's cgroups (out of its limits),
+    /// and where each was; absent when none was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits_escaped: Vec<Escaped>,
+}
+
+/// A process found outside its session's cgroups.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Escaped {
+    /// Its pid.
+    pub pid: u32,
+    /// Where it was, per hierarchy (`memory:/user.slice cgroup2:/`).
+    pub cgroup: String,
 }
 
 /// The result of `screen`: what a PTY session's terminal displays.

@@ -866,6 +866,14 @@ impl Terminal {
         report.stdin_open = info.stdin_open;
         report.limits = LimitsRecord::of(&info.limits);
         report.limit_hit = limit_hit(info);
+        report.limits_escaped = info
+            .limits_escaped
+            .iter()
+            .map(|e| crate::reply::Escaped {
+                pid: e.pid,
+                cgroup: e.cgroup.clone(),
+            })
+            .collect();
         // A full-screen program's stream is cursor moves and redraws: the
         // screen is what can be read.
         if info.pty.is_some()

@@ -329,6 +329,15 @@ pub const RUN: &[Param] = &[
         doc: "CPU limit in cores (0.5: half a core); the tree is throttled to it. Default: the \
               server's --cpu, else none.",
     },
+    Param {
+        name: "require_limits",
+        kind: Kind::Bool { default: false },
+        required: false,
+        doc: "Refuse to run unless every limit (memory, pids, cpu: this call's or the server's \
+              defaults) is enforced here: the call fails with the reason and the command does \
+              not start. Default: the server's --require-limits; otherwise a limit that cannot \
+              be enforced is reported in the result's limits as enforced: none, with the reason.",
+    },
 ];
 
 const STREAM: Param = Param {
@@ -826,6 +835,12 @@ fn session_result_schema(failed_start: bool, required_extra: &[&str]) -> Value {
             "screen": {"type": "string", "description": "PTY sessions drawing full-screen (alternate screen): the terminal's text rows."},
             "limits": limits_schema(),
             "limit_hit": limit_hit_schema(),
+            "limits_escaped": {"type": "array", "description": "Processes found outside the session's cgroups (out of its limits); killed with it.", "items": {
+                "type": "object",
+                "properties": {"pid": {"type": "integer"}, "cgroup": {"type": "string"}},
+                "required": ["pid", "cgroup"],
+                "additionalProperties": false,
+            }},
     });
     if failed_start {
         properties["cwd"] =

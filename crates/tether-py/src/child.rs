@@ -148,7 +148,7 @@ fn stdio(fd: Option<i32>) -> PyResult<tether::Stdio> {
 
 /// Starts `argv` contained (see `tether.Popen` for every argument).
 #[pyfunction]
-#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, foreground=false))]
+#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, foreground=false, require_limits=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     py: Python<'_>,
@@ -166,8 +166,15 @@ pub(crate) fn spawn(
     pids: Option<Bound<'_, PyAny>>,
     cpu: Option<Bound<'_, PyAny>>,
     foreground: bool,
+    require_limits: bool,
 ) -> PyResult<Child> {
-    let limits = crate::limits::from_py(py, memory.as_ref(), pids.as_ref(), cpu.as_ref())?;
+    let limits = crate::limits::from_py(
+        py,
+        memory.as_ref(),
+        pids.as_ref(),
+        cpu.as_ref(),
+        require_limits,
+    )?;
     let mut argv = argv.into_iter();
     let program = argv
         .next()

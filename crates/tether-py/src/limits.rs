@@ -11,17 +11,20 @@ use crate::error::IntoPy;
 /// The limits of `memory` (an int of bytes or a size string such as
 /// `"512M"`), `pids` (an int) and `cpu` (cores, int or float), checked.
 /// A wrong type is a `TypeError`; a wrong value (0, negative, not a size,
-/// fewer than 0.01 cores) a `ValueError`.
+/// fewer than 0.01 cores) a `ValueError`. `require`: the spawn fails
+/// (`TetherError`) rather than run with a limit that is not enforced.
 pub(crate) fn from_py(
     py: Python<'_>,
     memory: Option<&Bound<'_, PyAny>>,
     pids: Option<&Bound<'_, PyAny>>,
     cpu: Option<&Bound<'_, PyAny>>,
+    require: bool,
 ) -> PyResult<tether::Limits> {
     let limits = tether::Limits {
         memory: memory.map(memory_bytes).transpose()?,
         pids: pids.map(|p| count("pids", p)).transpose()?,
         cpu: cpu.map(cores).transpose()?,
+        require,
     };
     limits.validate().py_err(py)?;
     Ok(limits)

@@ -257,7 +257,7 @@ fn stream(stderr: bool) -> Stream {
 /// Starts a background session (see `tether.start`); the op's value is
 /// its id.
 #[pyfunction]
-#[pyo3(signature = (argv=None, script=None, *, cwd=None, env=Vec::new(), env_clear=false, stdin=false, separate_stderr=false, pty=None, timeout=None, idle_timeout=None, grace=2.0, max_memory=None, spill_cap=None, purpose="session".to_owned(), memory=None, pids=None, cpu=None))]
+#[pyo3(signature = (argv=None, script=None, *, cwd=None, env=Vec::new(), env_clear=false, stdin=false, separate_stderr=false, pty=None, timeout=None, idle_timeout=None, grace=2.0, max_memory=None, spill_cap=None, purpose="session".to_owned(), memory=None, pids=None, cpu=None, require_limits=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     py: Python<'_>,
@@ -278,8 +278,15 @@ pub(crate) fn start(
     memory: Option<Bound<'_, PyAny>>,
     pids: Option<Bound<'_, PyAny>>,
     cpu: Option<Bound<'_, PyAny>>,
+    require_limits: bool,
 ) -> PyResult<Op> {
-    let limits = crate::limits::from_py(py, memory.as_ref(), pids.as_ref(), cpu.as_ref())?;
+    let limits = crate::limits::from_py(
+        py,
+        memory.as_ref(),
+        pids.as_ref(),
+        cpu.as_ref(),
+        require_limits,
+    )?;
     let mut spec = match (argv, script) {
         (Some(argv), None) => RunSpec::argv(
             argv.into_iter()

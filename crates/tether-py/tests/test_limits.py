@@ -186,3 +186,38 @@ def test_bad_limits_raise_and_start_nothing(name: str, tag: str) -> None:
         p = tether.Popen(["true"], memory=text)
         assert p.limits.memory is not None and p.limits.memory.value == expected
         p.wait()
+
+
+def test_require_limits_refuses_to_start_without_them_and_runs_with_them(tmp_path: Any) -> None:
+    require_root("creating cgroups")
+    marker = tmp_path / "started"
+    script = f"open({str(marker)!r}, 'w').close()"
+    # pids above the kernel's most processes is refused before the start,
+    # with or without require_limits; require_limits with enforced limits runs.
+    with pytest.raises(ValueError):
+        tether.run([sys.executable, "-c", script], pids=4194305)
+    done = tether.run([sys.executable, "-c", "print('ran')"], memory="64M", pids=16,
+                      require_limits=True, capture_output=True)
+    assert done.returncode == 0 and done.stdout == b"ran\n", done
+    assert not marker.exists()
+    # As a user without a delegated cgroup the limits would be none: refused
+    # before the command starts, with the reason.
+    env = dict(os.environ)
+    code = (
+        "import os, sys, tether\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "try:\n"
+        f"    tether.run(['/bin/sh', '-c', 'touch {marker}'], memory='64M', require_limits=True)\n"
+        "except tether.TetherError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, 65534, 65534)
+    os.chmod(tmp_path, 0o777)
+    env["TETHER_HOME"] = str(home)
+    env["HOME"] = str(home)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
+    assert "refused: memory limit not applied" in out.stdout, (out.stdout, out.stderr)
+    assert "delegat" in out.stdout
+    assert not marker.exists(), "the command never started"

@@ -8,7 +8,7 @@ use crate::containment::Containment;
 use crate::error::{Error, Result};
 use crate::exit::{ExitStatus, Output};
 use crate::identity::ProcessIdentity;
-use crate::limits::{LimitHit, LimitReport};
+use crate::limits::{LimitEscape, LimitHit, LimitReport};
 use crate::session_id::SessionId;
 use crate::stdio::{ChildStderr, ChildStdin, ChildStdout};
 use crate::terminal::Pty;
@@ -57,6 +57,9 @@ pub struct Child {
     grace: Duration,
     keep_descendants: bool,
     progress: Progress,
+    /// Processes found outside the session's cgroups, as the keeper
+    /// reported when the tree was empty.
+    escaped: Vec<LimitEscape>,
     /// The child's stdin, if piped.
     pub stdin: Option<ChildStdin>,
     /// The child's stdout, if piped.
@@ -77,6 +80,8 @@ struct Progress {
     settled: Option<u32>,
     /// A limit the session ran into, as last reported.
     limit_hit: Option<LimitHit>,
+    /// OOM kills from outside the session's limit, the most reported.
+    oom_outside: u32,
 }
 
 impl Child {
@@ -94,6 +99,7 @@ impl Child {
             grace,
             keep_descendants,
             progress: Progress::default(),
+            escaped: Vec::new(),
             stdin: None,
             stdout: None,
             stderr: None,
@@ -123,6 +129,15 @@ impl Child {
     /// it is enforced (see [`Limits`](crate::Limits)).
     pub fn limits(&self) -> &LimitReport {
         self.tree.limits()
+    }
+
+    /// The processes of the session found outside its cgroups — out of its
+    /// limits — and where each was; known once the tree is empty (after
+    /// [`wait`](Self::wait)). Linux: found when the keeper walks the tree
+    /// (at a kill, and for what the command left behind when it exited); a
+    /// process that left and ended on its own before any walk is not seen.
+    pub fn limits_escaped(&self) -> &[LimitEscape] {
+        &self.escaped
     }
 
     /// The session id written into every process's spawn tag.
@@ -344,6 +359,7 @@ impl Child {
             stderr: stderr.0,
             stdout_dropped: stdout.1,
             stderr_dropped: stderr.1,
+            limits_escaped: std::mem::take(&mut self.escaped),
         })
     }
 
@@ -355,6 +371,8 @@ impl Child {
         Some(ExitStatus {
             descendants_killed: self.progress.settled.unwrap_or(0),
             limit_hit: self.progress.limit_hit,
+            oom_outside: self.progress.oom_outside,
+            limits_escaped: self.escaped.len() as u32,
             ..main
         })
     }
@@ -375,17 +393,28 @@ impl Child {
                 termination,
                 timed_out,
                 limit_hit,
+                oom_outside,
             } => {
                 self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
+                self.progress.oom_outside = self.progress.oom_outside.max(*oom_outside);
                 self.progress.main = Some(ExitStatus {
                     termination: *termination,
                     timed_out: *timed_out,
                     descendants_killed: 0,
                     limit_hit: *limit_hit,
+                    oom_outside: *oom_outside,
+                    limits_escaped: 0,
                 })
             }
-            TreeEvent::Settled { killed, limit_hit } => {
+            TreeEvent::Settled {
+                killed,
+                limit_hit,
+                oom_outside,
+                escaped,
+            } => {
+                self.escaped = escaped.clone();
                 self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
+                self.progress.oom_outside = self.progress.oom_outside.max(*oom_outside);
                 self.progress.settled = Some(*killed);
             }
             TreeEvent::KillFailed { .. } => {}

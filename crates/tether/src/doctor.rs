@@ -252,6 +252,7 @@ pub const PROBE_LIMITS: Limits = Limits {
     memory: Some(64 << 20),
     pids: Some(16),
     cpu: Some(0.5),
+    require: false,
 };
 
 /// Runs `script` in a session with [`PROBE_LIMITS`] (purpose `doctor`,

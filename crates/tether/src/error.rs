@@ -67,6 +67,17 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A limit of the session could not be applied as asked, and the
+    /// command was not started: the kernel refused its value, or
+    /// [`Limits::require`](crate::Limits::require) demanded enforcement
+    /// and it would have been `none`.
+    #[error("{limit} limit not applied, the command was not started: {reason}")]
+    LimitNotApplied {
+        /// `memory`, `pids` or `cpu`.
+        limit: &'static str,
+        /// Why.
+        reason: String,
+    },
     /// The requested containment cannot be had on this system.
     #[error("containment {requested} is not available here: {reason}")]
     ContainmentUnavailable {

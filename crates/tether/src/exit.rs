@@ -32,6 +32,8 @@ pub struct ExitStatus {
     pub(crate) timed_out: bool,
     pub(crate) descendants_killed: u32,
     pub(crate) limit_hit: Option<LimitHit>,
+    pub(crate) oom_outside: u32,
+    pub(crate) limits_escaped: u32,
 }
 
 impl ExitStatus {
@@ -87,6 +89,25 @@ impl ExitStatus {
     pub fn limit_hit(&self) -> Option<LimitHit> {
         self.limit_hit
     }
+
+    /// How many processes of the session the kernel's OOM killer ended for
+    /// memory the session's own limit did not run out of — its owner's
+    /// cgroup limit (an ancestor's) or the whole machine's (Linux, for a
+    /// session with a memory limit; 0 elsewhere). Such a kill is not
+    /// [`limit_hit`](Self::limit_hit): the session stayed within its limit.
+    pub fn oom_killed_outside(&self) -> u32 {
+        self.oom_outside
+    }
+
+    /// How many processes of the session were found outside its cgroups —
+    /// out of its limits (Linux; which, and where they were:
+    /// [`Child::limits_escaped`](crate::Child::limits_escaped),
+    /// [`Output::limits_escaped`]). They died with the session all the
+    /// same, and a kill counts them in
+    /// [`descendants_killed`](Self::descendants_killed).
+    pub fn limits_escaped(&self) -> u32 {
+        self.limits_escaped
+    }
 }
 
 impl std::fmt::Display for ExitStatus {
@@ -100,6 +121,20 @@ impl std::fmt::Display for ExitStatus {
         }
         if let Some(hit) = self.limit_hit {
             write!(f, " ({hit})")?;
+        }
+        if self.limits_escaped > 0 {
+            write!(
+                f,
+                " ({} process(es) left the session's limits)",
+                self.limits_escaped
+            )?;
+        }
+        if self.oom_outside > 0 {
+            write!(
+                f,
+                " ({} process(es) OOM-killed by a memory limit outside the session)",
+                self.oom_outside
+            )?;
         }
         Ok(())
     }
@@ -119,4 +154,7 @@ pub struct Output {
     pub stdout_dropped: u64,
     /// Bytes of stderr dropped from the front likewise.
     pub stderr_dropped: u64,
+    /// Processes of the session found outside its cgroups (out of its
+    /// limits), and where: see [`ExitStatus::limits_escaped`].
+    pub limits_escaped: Vec<crate::limits::LimitEscape>,
 }

@@ -319,7 +319,9 @@ pub use exit::{ExitStatus, Output};
 pub use forward::{SignalForwarder, absorb_parent_signals};
 pub use identity::ProcessIdentity;
 pub use install::Install;
-pub use limits::{Enforcement, LimitHit, LimitReport, Limits, MIN_CPU, format_size, parse_size};
+pub use limits::{
+    Enforcement, LimitEscape, LimitHit, LimitReport, Limits, MIN_CPU, format_size, parse_size,
+};
 pub use session_id::SessionId;
 pub use spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};

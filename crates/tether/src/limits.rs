@@ -88,7 +88,17 @@ pub struct Limits {
     /// Most CPU time per wall-clock time, in cores (`1.5`: one and a half
     /// cores' worth); the session is throttled, never killed, for it.
     pub cpu: Option<f64>,
+    /// Refuse to start the session unless every limit set here is
+    /// enforced (default `false`: a limit that cannot be is reported as
+    /// `none`, with the reason, and the command runs without it). With it,
+    /// the spawn fails with [`Error::LimitNotApplied`] before the command
+    /// starts.
+    pub require: bool,
 }
+
+/// Largest process-count limit: Linux's `PID_MAX_LIMIT` (2^22); its
+/// `pids.max` refuses anything above it (`EINVAL`).
+pub const MAX_PIDS: u64 = 1 << 22;
 
 /// Smallest CPU limit: 0.01 cores (cgroups take no quota below 1 ms per
 /// 100 ms period).
@@ -118,6 +128,12 @@ impl Limits {
         self
     }
 
+    /// Demands enforcement: see [`require`](Limits::require).
+    pub fn require(mut self, require: bool) -> Limits {
+        self.require = require;
+        self
+    }
+
     /// Whether no limit is set.
     pub fn is_empty(&self) -> bool {
         self.memory.is_none() && self.pids.is_none() && self.cpu.is_none()
@@ -130,6 +146,7 @@ impl Limits {
             memory: self.memory.or(defaults.memory),
             pids: self.pids.or(defaults.pids),
             cpu: self.cpu.or(defaults.cpu),
+            require: self.require || defaults.require,
         }
     }
 
@@ -137,7 +154,7 @@ impl Limits {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a memory limit of 0 bytes, a process
-    /// limit of 0, or a CPU limit that is not a finite number of at least
+    /// limit of 0 or above [`MAX_PIDS`], or a CPU limit that is not a finite number of at least
     /// [`MIN_CPU`] cores.
     pub fn validate(&self) -> Result<()> {
         let bad = |reason: String| Error::InvalidInput {
@@ -149,6 +166,13 @@ impl Limits {
         }
         if self.pids == Some(0) {
             return Err(bad("a process limit must be at least 1".into()));
+        }
+        if let Some(pids) = self.pids
+            && pids > MAX_PIDS
+        {
+            return Err(bad(format!(
+                "a process limit must be at most {MAX_PIDS} (the kernel's most processes), got {pids}"
+            )));
         }
         if let Some(cpu) = self.cpu
             && !(cpu.is_finite() && (MIN_CPU..=1e6).contains(&cpu))
@@ -255,6 +279,18 @@ impl LimitReport {
         self.memory.is_none() && self.pids.is_none() && self.cpu_millis.is_none()
     }
 
+    /// The first limit asked for and not enforced — `memory`, `pids` or
+    /// `cpu` — and why; `None` when every one is.
+    pub fn unenforced(&self) -> Option<(&'static str, &str)> {
+        [
+            ("memory", self.memory.as_ref().map(|(_, how)| how)),
+            ("pids", self.pids.as_ref().map(|(_, how)| how)),
+            ("cpu", self.cpu_millis.as_ref().map(|(_, how)| how)),
+        ]
+        .into_iter()
+        .find_map(|(name, how)| Some((name, how?.reason()?)))
+    }
+
     /// One line for people: `memory 256 MiB (cgroup1), pids 64 (none:
     /// …)`; empty when no limit was asked for.
     pub fn summary(&self) -> String {
@@ -270,6 +306,21 @@ impl LimitReport {
         }
         parts.join(", ")
     }
+}
+
+/// A process of the session found outside the session's cgroups: it moved
+/// itself (or was moved) out of its limits — one write of its pid to
+/// another cgroup's `cgroup.procs` does it, for root or a user with a
+/// delegated cgroup. Found when the keeper walks the tree (at a kill, and
+/// for what the command left behind); it still dies with the session.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LimitEscape {
+    /// Its pid.
+    pub pid: u32,
+    /// Where it was, per hierarchy it left: `hierarchy:path` as
+    /// `/proc/<pid>/cgroup` says, space-separated, the limits' hierarchies
+    /// first (`memory:/user.slice pids:/ cgroup2:/`).
+    pub cgroup: String,
 }
 
 /// A limit the session ran into.
@@ -352,7 +403,6 @@ pub fn parse_size(text: &str) -> Result<u64> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let number: f64 = number.parse().map_err(|_| bad("not a number"))?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
@@ -361,11 +411,28 @@ pub fn parse_size(text: &str) -> Result<u64> {
         "t" | "tb" | "tib" => 40,
         _ => return Err(bad("unknown unit")),
     };
-    let bytes = number * (1u64 << shift) as f64;
-    if !bytes.is_finite() || bytes < 1.0 || bytes > (1u64 << 63) as f64 {
-        return Err(bad("out of range"));
+    // Integer arithmetic throughout: through a float, 9223372036854775807
+    // became …808 (f64 has 53 bits of mantissa).
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return Err(bad("not a number"));
     }
-    Ok(bytes.round() as u64)
+    let digits = |s: &str| -> Option<u128> {
+        s.bytes().try_fold(0u128, |n, d| {
+            n.checked_mul(10)?.checked_add(u128::from(d - b'0'))
+        })
+    };
+    let whole = digits(whole).ok_or_else(|| bad("out of range"))?;
+    // Beyond 18 digits a fraction of a TiB is below one byte.
+    let fraction = &fraction[..fraction.len().min(18)];
+    let scale = 10u128.pow(fraction.len() as u32);
+    let part = digits(fraction).ok_or_else(|| bad("not a number"))?;
+    let bytes = whole
+        .checked_mul(1 << shift)
+        .and_then(|b| b.checked_add(((part << shift) + scale / 2) / scale))
+        .filter(|b| (1..=(1u128 << 63)).contains(b))
+        .ok_or_else(|| bad("out of range"))?;
+    Ok(bytes as u64)
 }
 
 /// `256 MiB`, `1.5 GiB`, `4096 B`.

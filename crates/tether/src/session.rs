@@ -95,6 +95,8 @@ pub(crate) struct Shared {
     pub descendants_killed: u32,
     /// The worst limit the session ran into so far.
     pub limit_hit: Option<LimitHit>,
+    /// Processes found outside the session's cgroups (out of its limits).
+    pub limits_escaped: Vec<crate::limits::LimitEscape>,
     pub spill_error: Option<String>,
     /// A PTY session's terminal size now (`None`: pipes).
     pub pty_size: Option<PtySize>,
@@ -221,6 +223,7 @@ impl Session {
                 settled: false,
                 descendants_killed: 0,
                 limit_hit: None,
+                limits_escaped: Vec::new(),
                 spill_error: None,
                 pty_size,
                 query_scan: QueryScan::default(),
@@ -277,6 +280,7 @@ impl Session {
             containment: self.meta.containment,
             limits: self.meta.limits.clone(),
             limit_hit: s.limit_hit,
+            limits_escaped: s.limits_escaped.clone(),
             descendants: Vec::new(),
             descendants_killed: s.descendants_killed,
             output_bytes: s.output.buffer.end_offset(),

@@ -35,6 +35,7 @@ def spawn(
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
     foreground: bool = False,
+    require_limits: bool = False,
 ) -> Child: ...
 
 @final
@@ -217,6 +218,7 @@ def start(
     memory: Optional[_Size] = None,
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
+    require_limits: bool = False,
 ) -> Op: ...
 def read(id: str, offset: int = 0, max_bytes: int = 65536, stderr: bool = False) -> Chunk: ...
 def write(id: str, data: bytes) -> Op: ...

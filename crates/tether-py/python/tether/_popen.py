@@ -183,6 +183,8 @@ class Popen:
     mechanism the machine offers and never pretended: ``limits`` says per
     limit how (``cgroup2``, ``cgroup1``, ``job``, ``rlimit``, or ``none``
     with the reason), ``limit_hit`` which one the command ran into.
+    ``require_limits=True`` refuses to start the command unless every limit
+    given is enforced (``TetherError`` with the reason).
     ``TypeError``/``ValueError`` for a limit of the wrong type or value."""
 
     args: Args
@@ -217,6 +219,7 @@ class Popen:
         pids: Optional[int] = None,
         cpu: Optional[float] = None,
         foreground: bool = False,
+        require_limits: bool = False,
         _timeout: Optional[float] = None,
     ) -> None:
         if not close_fds:
@@ -265,6 +268,7 @@ class Popen:
                 pids=pids,
                 cpu=cpu,
                 foreground=foreground,
+                require_limits=require_limits,
             )
         except BaseException:
             for fd in ours:
@@ -607,6 +611,7 @@ def run(
     memory: Optional[Size] = None,
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
+    require_limits: bool = False,
 ) -> CompletedProcess:
     """Runs ``args`` contained and returns a ``CompletedProcess``, as
     ``subprocess.run`` does. With ``timeout``, the keeper kills the whole
@@ -614,9 +619,10 @@ def run(
     ``TimeoutExpired`` is raised with the output so far. ``check=True``
     raises ``CalledProcessError`` for a non-zero exit. ``memory``/``pids``/
     ``cpu`` limit the whole tree (see ``Popen``); the result's ``limits``
-    and ``limit_hit`` say how they were enforced and which one hit. Called
-    from the main thread, the command is the terminal's foreground job
-    while it runs (``Popen``'s ``foreground``): it can read the terminal,
+    and ``limit_hit`` say how they were enforced and which one hit;
+    ``require_limits=True`` refuses to run without them (see ``Popen``).
+    Called from the main thread, the command is the terminal's foreground
+    job while it runs (``Popen``'s ``foreground``): it can read the terminal,
     and a Ctrl-C typed there reaches it; if that ends it, this process gets
     the ``SIGINT`` too (``KeyboardInterrupt``), as under ``subprocess``."""
     if input is not None:
@@ -654,6 +660,7 @@ def run(
         pids=pids,
         cpu=cpu,
         foreground=foreground,
+        require_limits=require_limits,
         _timeout=timeout,
     ) as process:
         out, err = process.communicate(input)

@@ -99,6 +99,7 @@ def _start_op(
     memory: Optional[Size],
     pids: Optional[int],
     cpu: Optional[float],
+    require_limits: bool = False,
 ) -> Any:
     if shell:
         if not isinstance(args, str):
@@ -127,6 +128,7 @@ def _start_op(
         memory=memory,
         pids=pids,
         cpu=cpu,
+        require_limits=require_limits,
     )
 
 
@@ -372,6 +374,7 @@ def start(
     memory: Optional[Size] = None,
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
+    require_limits: bool = False,
 ) -> Session:
     """Starts a background session and returns once it runs.
 
@@ -386,9 +389,11 @@ def start(
     process's memory (1 MiB) and in the spill file (256 MiB).
     ``memory``/``pids``/``cpu``: limits of the session's whole tree (bytes
     or ``"512M"``, processes, cores), as ``Popen``'s; ``info().limits``
-    says how each is enforced, ``info().limit_hit`` which one hit."""
+    says how each is enforced, ``info().limit_hit`` which one hit;
+    ``require_limits=True`` refuses to start unless all are enforced."""
     op = _start_op(args, shell, cwd, env, stdin, separate_stderr, pty, timeout,
-                   idle_timeout, grace, purpose, max_memory, spill_cap, memory, pids, cpu)
+                   idle_timeout, grace, purpose, max_memory, spill_cap, memory, pids, cpu,
+                   require_limits)
     return Session(_sync(op))
 
 
@@ -410,10 +415,12 @@ async def start_async(
     memory: Optional[Size] = None,
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
+    require_limits: bool = False,
 ) -> AsyncSession:
     """``start``, awaited: returns an ``AsyncSession``."""
     op = _start_op(args, shell, cwd, env, stdin, separate_stderr, pty, timeout,
-                   idle_timeout, grace, purpose, max_memory, spill_cap, memory, pids, cpu)
+                   idle_timeout, grace, purpose, max_memory, spill_cap, memory, pids, cpu,
+                   require_limits)
     return AsyncSession(await _async(op))
 
 

@@ -1,7 +1,7 @@
 //! What a contained tree reports to its owner.
 
 use crate::error::Survivor;
-use crate::limits::LimitHit;
+use crate::limits::{LimitEscape, LimitHit};
 
 /// How the main process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +22,9 @@ pub(crate) enum TreeEvent {
         timed_out: bool,
         /// A limit the session had run into by then.
         limit_hit: Option<LimitHit>,
+        /// Processes OOM-killed by then for memory the session's own limit
+        /// did not run out of.
+        oom_outside: u32,
     },
     /// Nothing of the session is left; `killed` descendants were killed
     /// (the main process's own exit not counted); `limit_hit`: a limit the
@@ -29,6 +32,11 @@ pub(crate) enum TreeEvent {
     Settled {
         killed: u32,
         limit_hit: Option<LimitHit>,
+        /// As in `MainExited`, over its whole life.
+        oom_outside: u32,
+        /// Processes found outside the session's cgroups (out of its
+        /// limits), and where.
+        escaped: Vec<LimitEscape>,
     },
     /// A kill gave up on these survivors; the tree stays killable.
     KillFailed { survivors: Vec<Survivor> },

@@ -288,6 +288,7 @@ impl Driver {
                     termination,
                     timed_out,
                     limit_hit,
+                    oom_outside,
                 }) => {
                     let earlier = self.session.shared().limit_hit;
                     self.main = Main::Exited(ExitStatus {
@@ -295,6 +296,8 @@ impl Driver {
                         timed_out,
                         descendants_killed: 0,
                         limit_hit: LimitHit::worst(earlier, limit_hit),
+                        oom_outside,
+                        limits_escaped: 0,
                     });
                     self.note_limit_hit(limit_hit);
                     if timed_out && self.killing.is_none() {
@@ -304,7 +307,15 @@ impl Driver {
                     self.held_master = None;
                     self.drain_after_exit();
                 }
-                Ok(TreeEvent::Settled { killed, limit_hit }) => {
+                Ok(TreeEvent::Settled {
+                    killed,
+                    limit_hit,
+                    escaped,
+                    ..
+                }) => {
+                    if !escaped.is_empty() {
+                        self.session.shared().limits_escaped = escaped;
+                    }
                     self.note_limit_hit(limit_hit);
                     self.tree = TreeState::Empty { killed };
                     self.keeper = None;

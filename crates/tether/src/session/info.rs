@@ -117,6 +117,10 @@ pub struct SessionInfo {
     /// memory limit whose OOM kills ended some of its processes, or a
     /// process limit that refused forks.
     pub limit_hit: Option<LimitHit>,
+    /// Processes of the session found outside its cgroups — out of its
+    /// limits — and where each was (Linux; known once the tree is empty;
+    /// see [`Child::limits_escaped`](crate::Child::limits_escaped)).
+    pub limits_escaped: Vec<crate::limits::LimitEscape>,
     /// Live processes of the session other than the main one (descendants
     /// left behind keep running, contained, until killed or the owner goes).
     pub descendants: Vec<Descendant>,

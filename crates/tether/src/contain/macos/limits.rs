@@ -35,6 +35,7 @@ pub(crate) fn limit_spec(limits: &Limits) -> LimitSpec {
         pids: limits.pids.map(|p| (p, none(PIDS))),
         cpu_millis: limits.cpu.map(|c| (cpu_millis(c), none(CPU))),
         v2_base: None,
+        require: limits.require,
     }
 }
 
@@ -67,6 +68,17 @@ impl SessionCgroups {
         (SessionCgroups, report)
     }
 
+    /// Never: a session that requires its limits is refused by its owner
+    /// already (every route here is `Unavailable`).
+    pub(crate) fn refused(
+        &self,
+    ) -> Option<(
+        crate::contain::unix::protocol::SpawnStage,
+        nix::errno::Errno,
+    )> {
+        None
+    }
+
     /// Nothing to enter.
     pub(crate) fn procs(&self) -> Vec<RawFd> {
         Vec::new()
@@ -90,6 +102,19 @@ impl SessionCgroups {
     /// No cgroup to be populated.
     pub(crate) fn populated(&self) -> Option<bool> {
         None
+    }
+
+    /// No cgroups to leave.
+    pub(crate) fn note_escapes(&mut self, _pids: &[u32]) {}
+
+    /// No cgroups to leave.
+    pub(crate) fn escaped(&self) -> Vec<(u32, Vec<u8>)> {
+        Vec::new()
+    }
+
+    /// No cgroup to count OOM kills in.
+    pub(crate) fn oom_outside(&self) -> u32 {
+        0
     }
 
     /// Nothing is enforced, so nothing is hit.

@@ -56,6 +56,13 @@ pub(crate) enum SpawnStage {
     Stdio,
     /// Entering the session's cgroups.
     Cgroup,
+    /// Applying the memory limit (the kernel refused the value, or it was
+    /// required and could not be enforced).
+    MemoryLimit,
+    /// Applying the process-count limit (as for `MemoryLimit`).
+    PidsLimit,
+    /// Applying the CPU limit (as for `MemoryLimit`).
+    CpuLimit,
 }
 
 impl SpawnStage {
@@ -69,6 +76,9 @@ impl SpawnStage {
             SpawnStage::PidNamespace => "pid namespace",
             SpawnStage::Stdio => "stdio",
             SpawnStage::Cgroup => "cgroup",
+            SpawnStage::MemoryLimit => "memory limit",
+            SpawnStage::PidsLimit => "pids limit",
+            SpawnStage::CpuLimit => "cpu limit",
         }
     }
 
@@ -81,6 +91,9 @@ impl SpawnStage {
             SpawnStage::PidNamespace => 4,
             SpawnStage::Stdio => 5,
             SpawnStage::Cgroup => 6,
+            SpawnStage::MemoryLimit => 7,
+            SpawnStage::PidsLimit => 8,
+            SpawnStage::CpuLimit => 9,
         }
     }
 
@@ -93,6 +106,9 @@ impl SpawnStage {
             4 => SpawnStage::PidNamespace,
             5 => SpawnStage::Stdio,
             6 => SpawnStage::Cgroup,
+            7 => SpawnStage::MemoryLimit,
+            8 => SpawnStage::PidsLimit,
+            9 => SpawnStage::CpuLimit,
             _ => return Err(bad("spawn stage")),
         })
     }
@@ -122,6 +138,8 @@ pub(crate) struct LimitSpec {
     /// own (for `cgroup.kill`, and the `Cgroup2` routes); `None`: no v2
     /// leaf.
     pub v2_base: Option<Vec<u8>>,
+    /// Fail the start rather than run with a limit that is not enforced.
+    pub require: bool,
 }
 
 impl LimitSpec {
@@ -203,6 +221,9 @@ pub(crate) enum Event {
         termination: Termination,
         timed_out: bool,
         limit_hit: Option<LimitHit>,
+        /// Processes OOM-killed for memory the session's own limit did not
+        /// run out of (an ancestor's limit, the machine).
+        oom_outside: u32,
     },
     /// The main process was stopped by `signal` (job control: `SIGTSTP`
     /// from Ctrl-Z, `SIGTTIN` reading a terminal it does not own, …).
@@ -214,6 +235,11 @@ pub(crate) enum Event {
     TreeEmpty {
         killed: u32,
         limit_hit: Option<LimitHit>,
+        /// As in `MainExited`, over the session's whole life.
+        oom_outside: u32,
+        /// Processes found outside the session's cgroups, and where each
+        /// was (`hierarchy:path`).
+        escaped: Vec<(u32, Vec<u8>)>,
     },
     /// A kill gave up: these survived SIGKILL for the verification window.
     KillFailed { survivors: Vec<(u32, Vec<u8>)> },
@@ -320,6 +346,7 @@ impl Writer {
         self.limit(&spec.pids);
         self.limit(&spec.cpu_millis);
         self.opt_bytes(spec.v2_base.as_deref());
+        self.u8(u8::from(spec.require));
     }
     fn enforced(&mut self, limit: &Option<(u64, Enforcement)>) {
         let Some((value, how)) = limit else {
@@ -476,6 +503,7 @@ impl Reader<'_> {
             pids: self.limit()?,
             cpu_millis: self.limit()?,
             v2_base: self.opt_bytes()?,
+            require: self.u8()? != 0,
         })
     }
     fn enforced(&mut self) -> io::Result<Option<(u64, Enforcement)>> {
@@ -712,6 +740,7 @@ impl Event {
                 termination,
                 timed_out,
                 limit_hit,
+                oom_outside,
             } => {
                 w.u8(3);
                 match termination {
@@ -726,11 +755,23 @@ impl Event {
                 }
                 w.bool(*timed_out);
                 w.hit(*limit_hit);
+                w.u32(*oom_outside);
             }
-            Event::TreeEmpty { killed, limit_hit } => {
+            Event::TreeEmpty {
+                killed,
+                limit_hit,
+                oom_outside,
+                escaped,
+            } => {
                 w.u8(4);
                 w.u32(*killed);
                 w.hit(*limit_hit);
+                w.u32(*oom_outside);
+                w.u32(escaped.len() as u32);
+                for (pid, cgroup) in escaped {
+                    w.u32(*pid);
+                    w.bytes(cgroup);
+                }
             }
             Event::MainStopped { signal } => {
                 w.u8(6);
@@ -778,12 +819,23 @@ impl Event {
                     termination,
                     timed_out: r.bool()?,
                     limit_hit: r.hit()?,
+                    oom_outside: r.u32()?,
                 }
             }
-            4 => Event::TreeEmpty {
-                killed: r.u32()?,
-                limit_hit: r.hit()?,
-            },
+            4 => {
+                let (killed, limit_hit, oom_outside) = (r.u32()?, r.hit()?, r.u32()?);
+                let n = r.count(8)?;
+                let mut escaped = Vec::with_capacity(n);
+                for _ in 0..n {
+                    escaped.push((r.u32()?, r.bytes()?));
+                }
+                Event::TreeEmpty {
+                    killed,
+                    limit_hit,
+                    oom_outside,
+                    escaped,
+                }
+            }
             6 => Event::MainStopped { signal: r.i32()? },
             7 => Event::MainContinued,
             5 => {
@@ -884,6 +936,7 @@ mod tests {
                 pids: Some((64, Route::Cgroup1(b"/sys/fs/cgroup/pids".to_vec()))),
                 cpu_millis: Some((1500, Route::Unavailable(b"no cpu controller".to_vec()))),
                 v2_base: Some(b"/sys/fs/cgroup/unified".to_vec()),
+                require: true,
             },
         })));
         round_trip_request(Request::Signal {
@@ -924,10 +977,13 @@ mod tests {
                 termination: Termination::Signal(9),
                 timed_out: true,
                 limit_hit: Some(LimitHit::Memory { victims: 2 }),
+                oom_outside: 1,
             },
             Event::TreeEmpty {
                 killed: 103,
                 limit_hit: Some(LimitHit::Pids { refused: 7 }),
+                oom_outside: 3,
+                escaped: vec![(42, b"memory:/user.slice".to_vec())],
             },
             Event::MainStopped { signal: 20 },
             Event::MainContinued,

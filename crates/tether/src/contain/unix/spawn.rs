@@ -248,6 +248,30 @@ fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
             });
         }
     }
+    let limits = crate::contain::os::limit_spec(&plan.limits);
+    if limits.require {
+        // Refused here, with the whole reason, rather than by the keeper
+        // (which can say only which limit and the errno).
+        let unavailable = [
+            ("memory", &limits.memory),
+            ("pids", &limits.pids),
+            ("cpu", &limits.cpu_millis),
+        ]
+        .into_iter()
+        .find_map(|(limit, route)| match route {
+            Some((_, super::protocol::Route::Unavailable(why))) => Some((limit, why)),
+            _ => None,
+        });
+        if let Some((limit, why)) = unavailable {
+            return Err(Error::LimitNotApplied {
+                limit,
+                reason: format!(
+                    "enforcement is required and it would be none: {}",
+                    String::from_utf8_lossy(why)
+                ),
+            });
+        }
+    }
     Ok(SpawnSpec {
         program: bytes(plan.program.as_os_str()),
         argv,
@@ -262,7 +286,7 @@ fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
         report_stops: plan.foreground && plan.pty.is_none(),
         controlling_tty: plan.pty.is_some(),
         take_terminal: plan.foreground && plan.pty.is_none() && super::foreground::holds_terminal(),
-        limits: crate::contain::os::limit_spec(&plan.limits),
+        limits,
     })
 }
 
@@ -311,6 +335,23 @@ fn spawn_error(plan: &SpawnPlan, errno: i32, stage: SpawnStage) -> Error {
             cwd: plan.cwd.clone().unwrap_or_default(),
             reason: source.to_string(),
         },
+        (SpawnStage::MemoryLimit | SpawnStage::PidsLimit | SpawnStage::CpuLimit, _) => {
+            let (limit, value) = match stage {
+                SpawnStage::MemoryLimit => {
+                    ("memory", plan.limits.memory.map(crate::limits::format_size))
+                }
+                SpawnStage::PidsLimit => ("pids", plan.limits.pids.map(|n| n.to_string())),
+                _ => ("cpu", plan.limits.cpu.map(|c| format!("{c} cores"))),
+            };
+            let value = value.unwrap_or_default();
+            let reason = match errno {
+                libc::EINVAL | libc::ERANGE => {
+                    format!("the kernel refused the value {value} ({source})")
+                }
+                _ => format!("{value} is required but could not be enforced here ({source})"),
+            };
+            Error::LimitNotApplied { limit, reason }
+        }
         (SpawnStage::Cgroup, _) => Error::Spawn {
             program,
             stage: "entering the session's cgroup",

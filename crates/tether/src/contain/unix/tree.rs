@@ -112,6 +112,7 @@ impl Tree {
                     termination,
                     timed_out,
                     limit_hit,
+                    oom_outside,
                 } => {
                     // The terminal goes back the moment the command is done.
                     self.terminal = None;
@@ -119,6 +120,7 @@ impl Tree {
                         termination,
                         timed_out,
                         limit_hit,
+                        oom_outside,
                     }
                 }
                 Event::MainStopped { signal } => {
@@ -131,7 +133,12 @@ impl Tree {
                     continue;
                 }
                 Event::MainContinued => continue,
-                Event::TreeEmpty { killed, limit_hit } => {
+                Event::TreeEmpty {
+                    killed,
+                    limit_hit,
+                    oom_outside,
+                    escaped,
+                } => {
                     self.settled = true;
                     // The keeper waits for another command: back to the
                     // warm pool if it wants one (a PID namespace is spent),
@@ -140,7 +147,18 @@ impl Tree {
                     if !(reusable && super::pool::recycle(&mut self.link)) {
                         self.link.finish();
                     }
-                    TreeEvent::Settled { killed, limit_hit }
+                    TreeEvent::Settled {
+                        killed,
+                        limit_hit,
+                        oom_outside,
+                        escaped: escaped
+                            .into_iter()
+                            .map(|(pid, cgroup)| crate::limits::LimitEscape {
+                                pid,
+                                cgroup: String::from_utf8_lossy(&cgroup).into_owned(),
+                            })
+                            .collect(),
+                    }
                 }
                 Event::KillFailed { survivors } => TreeEvent::KillFailed {
                     survivors: survivors

@@ -74,6 +74,14 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         let why = "the command runs in no job of tether's (ContainmentPolicy::Uncontained)";
         (None, LimitReport::none(&plan.limits, why))
     };
+    if plan.limits.require
+        && let Some((limit, why)) = limits.unenforced()
+    {
+        return Err(Error::LimitNotApplied {
+            limit,
+            reason: format!("enforcement is required and it would be none: {why}"),
+        });
+    }
 
     // A PTY session: the pseudoconsole before the process, attached in the
     // same CreateProcessW that puts it into its job. No console process

@@ -381,6 +381,7 @@ impl Watch {
                 termination: Termination::Code(code as i32),
                 timed_out: self.timed_out,
                 limit_hit: self.limit_hit,
+                oom_outside: 0,
             });
             if self.leftovers == Leftovers::Kill && self.kill == Kill::Idle && !self.is_empty() {
                 self.begin_kill(self.grace, now);
@@ -431,6 +432,8 @@ impl Watch {
             self.send(TreeEvent::Settled {
                 killed,
                 limit_hit: self.limit_hit,
+                oom_outside: 0,
+                escaped: Vec::new(),
             });
         }
     }

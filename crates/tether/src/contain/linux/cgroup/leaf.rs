@@ -14,7 +14,9 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use crate::contain::unix::protocol::{LimitSpec, Route};
+use nix::errno::Errno;
+
+use crate::contain::unix::protocol::{LimitSpec, Route, SpawnStage};
 use crate::limits::{Enforcement, LimitHit, LimitReport};
 
 /// The period of CPU quotas: 100 ms, the kernel's default (a quota is
@@ -37,6 +39,9 @@ enum Version {
 struct Leaf {
     dir: PathBuf,
     version: Version,
+    /// v1: the controller it was made for, which names its hierarchy's
+    /// line in `/proc/<pid>/cgroup`.
+    controller: Option<&'static str>,
     /// `cgroup.procs`, open for writing: the command writes `0` to it
     /// before exec.
     procs: OwnedFd,
@@ -44,7 +49,12 @@ struct Leaf {
 
 impl Leaf {
     /// Makes `base/name`. An existing directory is an error, never adopted.
-    fn make(base: &Path, name: &str, version: Version) -> io::Result<Leaf> {
+    fn make(
+        base: &Path,
+        name: &str,
+        version: Version,
+        controller: Option<&'static str>,
+    ) -> io::Result<Leaf> {
         let dir = base.join(name);
         std::fs::create_dir(&dir)?;
         let procs = match std::fs::OpenOptions::new()
@@ -60,13 +70,25 @@ impl Leaf {
         Ok(Leaf {
             dir,
             version,
+            controller,
             procs,
         })
     }
 
-    fn write(&self, file: &str, value: &str) -> Result<(), String> {
-        std::fs::write(self.dir.join(file), value)
-            .map_err(|e| format!("writing {value} to {}: {e}", self.dir.join(file).display()))
+    fn write(&self, file: &str, value: &str) -> Result<(), Refusal> {
+        std::fs::write(self.dir.join(file), value).map_err(|e| Refusal {
+            why: format!("writing {value} to {}: {e}", self.dir.join(file).display()),
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        })
+    }
+
+    /// The number a single-value file such as `memory.failcnt` holds.
+    fn number(&self, file: &str) -> Option<u64> {
+        std::fs::read_to_string(self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     /// `key N` from a flat-keyed file such as `memory.events`.
@@ -81,6 +103,13 @@ impl Leaf {
             (k == key).then(|| v.trim().parse().ok())?
         })
     }
+}
+
+/// Why a limit could not be written, and the kernel's error.
+#[derive(Debug)]
+struct Refusal {
+    why: String,
+    errno: i32,
 }
 
 /// Where a limit ended up.
@@ -102,6 +131,13 @@ pub(crate) struct SessionCgroups {
     kill: Option<File>,
     /// Writes to `cgroup.kill` so far.
     kills: u32,
+    /// Why the command must not start: a limit whose value the kernel
+    /// refused (`EINVAL`/`ERANGE`), or, when enforcement is required, a
+    /// limit that is not enforced — the stage naming the limit, and the
+    /// error.
+    refused: Option<(SpawnStage, Errno)>,
+    /// Processes found outside the session's cgroups, and where each was.
+    escaped: Vec<(u32, String)>,
 }
 
 impl SessionCgroups {
@@ -124,7 +160,7 @@ impl SessionCgroups {
             if !valid_name {
                 v2_error = Some("the session has no id to name its cgroup by".to_owned());
             } else {
-                match Leaf::make(&path(base), &name, Version::V2) {
+                match Leaf::make(&path(base), &name, Version::V2, None) {
                     Ok(leaf) => cgroups.v2 = Some(leaf),
                     Err(e) => {
                         v2_error = Some(format!("making {}: {e}", path(base).join(&name).display()))
@@ -132,14 +168,21 @@ impl SessionCgroups {
                 }
             }
         }
+        let mut refused = None;
         let mut apply = |value: u64, route: &Route, kind: Kind| -> (Enforcement, Option<Holder>) {
             let holder = match route {
                 Route::Unavailable(reason) => {
+                    if spec.require {
+                        refused.get_or_insert((kind.stage(), Errno::ENOTSUP));
+                    }
                     return (none(String::from_utf8_lossy(reason).into_owned()), None);
                 }
                 Route::Cgroup2 => match &cgroups.v2 {
                     Some(_) => Holder::V2,
                     None => {
+                        if spec.require {
+                            refused.get_or_insert((kind.stage(), Errno::ENOTSUP));
+                        }
                         let why = v2_error
                             .clone()
                             .unwrap_or_else(|| "no cgroup v2 leaf for the session".into());
@@ -154,21 +197,29 @@ impl SessionCgroups {
                         .position(|l| l.dir.parent() == Some(&base))
                     {
                         Some(i) => Holder::V1(i),
-                        None => match Leaf::make(&base, &name, Version::V1) {
-                            Ok(leaf) => {
-                                cgroups.v1.push(leaf);
-                                Holder::V1(cgroups.v1.len() - 1)
+                        None => {
+                            match Leaf::make(&base, &name, Version::V1, Some(kind.controller())) {
+                                Ok(leaf) => {
+                                    cgroups.v1.push(leaf);
+                                    Holder::V1(cgroups.v1.len() - 1)
+                                }
+                                Err(e) => {
+                                    if spec.require {
+                                        refused.get_or_insert((kind.stage(), errno_of(&e)));
+                                    }
+                                    return (
+                                        none(format!("making {}: {e}", base.join(&name).display())),
+                                        None,
+                                    );
+                                }
                             }
-                            Err(e) => {
-                                return (
-                                    none(format!("making {}: {e}", base.join(&name).display())),
-                                    None,
-                                );
-                            }
-                        },
+                        }
                     }
                 }
                 Route::Cgroup1(_) => {
+                    if spec.require {
+                        refused.get_or_insert((kind.stage(), Errno::ENOTSUP));
+                    }
                     return (
                         none("the session has no id to name its cgroup by".into()),
                         None,
@@ -184,7 +235,14 @@ impl SessionCgroups {
                     },
                     Some(holder),
                 ),
-                Err(why) => (none(why), None),
+                Err(Refusal { why, errno }) => {
+                    // A value the kernel refuses is the caller's error,
+                    // never a silent `none` (`pids.max` 4194305 stayed `max`).
+                    if spec.require || matches!(errno, libc::EINVAL | libc::ERANGE) {
+                        refused.get_or_insert((kind.stage(), Errno::from_raw(errno)));
+                    }
+                    (none(why), None)
+                }
             }
         };
         let (mut memory, mut pids) = (None, None);
@@ -204,9 +262,16 @@ impl SessionCgroups {
         }
         cgroups.memory = memory;
         cgroups.pids = pids;
+        cgroups.refused = refused;
         report.cgroup = cgroups.v2.as_ref().map(|l| l.dir.clone());
         report.cgroups = cgroups.dirs();
         (cgroups, report)
+    }
+
+    /// Why the command must not start (see `refused`), if it must not:
+    /// the caller removes the cgroups and reports the start as failed.
+    pub(crate) fn refused(&self) -> Option<(SpawnStage, Errno)> {
+        self.refused
     }
 
     fn leaf(&self, holder: Holder) -> &Leaf {
@@ -279,17 +344,31 @@ impl SessionCgroups {
     /// The limit the session has run into so far: the OOM kills its memory
     /// limit caused (memory first: it killed processes), else the forks its
     /// process limit refused.
+    ///
+    /// An OOM kill is the session's limit only if the session's own limit
+    /// was reached: the kill counters (`oom_kill`) count every OOM kill of
+    /// the leaf's processes, also those an ancestor's limit (the owner's
+    /// cgroup at 200 MiB, the session's at 1 GiB) or the whole machine ran
+    /// out for — reported as the session's limit before. cgroup v2: the
+    /// leaf's `memory.events` `oom` counts the times its own limit (or one
+    /// below it) was reached with the OOM killer next, never an ancestor's.
+    /// cgroup v1 has no such counter: there the leaf's own limit was
+    /// reached if its peak (`memory.max_usage_in_bytes`, and the `memsw`
+    /// one) came within [`ONE_CHARGE`] of its limit — a charge that fails
+    /// at an ancestor's counter leaves the leaf below its own — or if its
+    /// `failcnt` counted a charge that failed at its own counter (6.18
+    /// here counts none for `memsw`, and none for `memory` while a `memsw`
+    /// limit fails first: 0 and 0 for a 500 MiB allocation under 100 MiB,
+    /// whose peak read exactly 100 MiB). A leaf that once reached its limit
+    /// and reclaimed, then lost a process to an ancestor's OOM, still reads
+    /// as its own: v1 keeps no finer record.
     pub(crate) fn hit(&self) -> Option<LimitHit> {
-        let memory = self.memory.and_then(|h| {
-            let leaf = self.leaf(h);
-            let kills = match leaf.version {
-                Version::V2 => leaf.counter("memory.events", "oom_kill"),
-                Version::V1 => leaf.counter("memory.oom_control", "oom_kill"),
-            }?;
-            (kills > 0).then(|| LimitHit::Memory {
+        let memory = self
+            .oom_kills()
+            .and_then(|(kills, own)| (kills > 0 && own).then_some(kills))
+            .map(|kills| LimitHit::Memory {
                 victims: kills.min(u32::MAX as u64) as u32,
-            })
-        });
+            });
         let pids = self.pids.and_then(|h| {
             let refused = self.leaf(h).counter("pids.events", "max")?;
             (refused > 0).then_some(LimitHit::Pids { refused })
@@ -297,9 +376,86 @@ impl SessionCgroups {
         LimitHit::worst(memory, pids)
     }
 
-    /// Removes every leaf (the tree is empty). A leaf the kernel still
-    /// counts a dying process in is tried again for a moment; one that
-    /// stays busy is left for `tether reap`.
+    /// Processes of the session OOM-killed so far for memory its own limit
+    /// did not run out of: its owner's cgroup limit (an ancestor's) or the
+    /// machine's (see [`hit`](Self::hit)). 0 without a memory leaf.
+    pub(crate) fn oom_outside(&self) -> u32 {
+        match self.oom_kills() {
+            Some((kills, false)) => kills.min(u32::MAX as u64) as u32,
+            _ => 0,
+        }
+    }
+
+    /// The OOM kills of the memory leaf's processes so far, and whether
+    /// its own limit was reached (see [`hit`](Self::hit)).
+    fn oom_kills(&self) -> Option<(u64, bool)> {
+        let leaf = self.leaf(self.memory?);
+        Some(match leaf.version {
+            Version::V2 => (
+                leaf.counter("memory.events", "oom_kill")?,
+                leaf.counter("memory.events", "oom").unwrap_or(0) > 0,
+            ),
+            Version::V1 => (leaf.counter("memory.oom_control", "oom_kill")?, {
+                let reached =
+                    |peak: &str, limit: &str| match (leaf.number(peak), leaf.number(limit)) {
+                        (Some(peak), Some(limit)) => peak.saturating_add(ONE_CHARGE) >= limit,
+                        _ => false,
+                    };
+                reached("memory.max_usage_in_bytes", "memory.limit_in_bytes")
+                    || reached(
+                        "memory.memsw.max_usage_in_bytes",
+                        "memory.memsw.limit_in_bytes",
+                    )
+                    || leaf.number("memory.failcnt").unwrap_or(0) > 0
+                    || leaf.number("memory.memsw.failcnt").unwrap_or(0) > 0
+            }),
+        })
+    }
+
+    /// Notes which of `pids` (members of the session's tree, listed by a
+    /// walk) are outside the session's cgroups: moved out of their limits.
+    /// One read of each leaf's subtree's `cgroup.procs` says who is in;
+    /// only a pid in none of them costs a read of its `/proc/<pid>/cgroup`
+    /// (which also rules out a zombie: `cgroup.procs` lists none, its
+    /// `/proc` file still names its cgroup).
+    pub(crate) fn note_escapes(&mut self, pids: &[u32]) {
+        let leaves: Vec<&Leaf> = self.v2.iter().chain(&self.v1).collect();
+        if leaves.is_empty() || pids.is_empty() {
+            return;
+        }
+        let inside: Vec<std::collections::HashSet<u32>> = leaves
+            .iter()
+            .map(|l| super::subtree::members(&l.dir))
+            .collect();
+        let mut found = Vec::new();
+        for &pid in pids {
+            if !inside.iter().any(|set| !set.contains(&pid))
+                || self.escaped.iter().any(|(p, _)| *p == pid)
+            {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+                continue;
+            };
+            if let Some(place) = outside(&leaves, &text) {
+                found.push((pid, place));
+            }
+        }
+        self.escaped.extend(found);
+    }
+
+    /// The processes [`note_escapes`](Self::note_escapes) found, and where.
+    pub(crate) fn escaped(&self) -> Vec<(u32, Vec<u8>)> {
+        self.escaped
+            .iter()
+            .map(|(pid, place)| (*pid, place.clone().into_bytes()))
+            .collect()
+    }
+
+    /// Removes every leaf (the tree is empty), each with the cgroups the
+    /// command made below it, deepest first (`subtree.rs`). A leaf the
+    /// kernel still counts a dying process in is tried again for a moment;
+    /// one that stays busy is left for `tether reap`.
     pub(crate) fn remove(mut self) {
         // The keeper's tree is empty, but a process someone moved into the
         // session's cgroup is no descendant of the keeper: it is the
@@ -311,10 +467,15 @@ impl SessionCgroups {
         for leaf in self.v2.take().into_iter().chain(self.v1.drain(..)) {
             let Leaf { dir, procs, .. } = leaf;
             drop(procs);
-            remove_dir(&dir);
+            let _ = super::subtree::remove_path(&dir);
         }
     }
 }
+
+/// The largest single memory charge that can fail: a transparent huge
+/// page (2 MiB on x86-64). A cgroup whose limit an allocation failed at
+/// peaked within this of it.
+const ONE_CHARGE: u64 = 2 << 20;
 
 /// How long [`SessionCgroups::remove`] waits for a killed process that is
 /// in the session's cgroup but not in its tree to be gone (as long as a
@@ -356,21 +517,6 @@ impl SessionCgroups {
     }
 }
 
-/// `rmdir` of an emptied cgroup. Should the kernel still count a task
-/// being torn down (`EBUSY`), up to 50 tries 1 ms apart — a bound, not a
-/// wait: here 200 of 200 v2, v1 `pids` and v1 `memory` leaves each went at
-/// the first try once their process was reaped.
-fn remove_dir(dir: &Path) {
-    for _ in 0..50 {
-        match std::fs::remove_dir(dir) {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            _ => return,
-        }
-    }
-}
-
 /// The kinds of limit, and how each is written.
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -380,7 +526,25 @@ enum Kind {
 }
 
 impl Kind {
-    fn apply(self, leaf: &Leaf, value: u64) -> Result<(), String> {
+    /// The cgroup controller of this limit.
+    fn controller(self) -> &'static str {
+        match self {
+            Kind::Memory => "memory",
+            Kind::Pids => "pids",
+            Kind::Cpu => "cpu",
+        }
+    }
+
+    /// The spawn stage that names this limit in a refusal.
+    fn stage(self) -> SpawnStage {
+        match self {
+            Kind::Memory => SpawnStage::MemoryLimit,
+            Kind::Pids => SpawnStage::PidsLimit,
+            Kind::Cpu => SpawnStage::CpuLimit,
+        }
+    }
+
+    fn apply(self, leaf: &Leaf, value: u64) -> Result<(), Refusal> {
         match (self, leaf.version) {
             (Kind::Memory, Version::V2) => {
                 leaf.write("memory.max", &value.to_string())?;
@@ -408,6 +572,44 @@ impl Kind {
             }
         }
     }
+}
+
+/// Where the process whose `/proc/<pid>/cgroup` is `text` is instead of
+/// in (or below) each of `leaves` it left: `hierarchy:path`, one per
+/// hierarchy, the v1 ones (the limits) first; `None` if it left none.
+fn outside(leaves: &[&Leaf], text: &str) -> Option<String> {
+    let mut places = Vec::new();
+    let v1_first = leaves
+        .iter()
+        .filter(|l| l.controller.is_some())
+        .chain(leaves.iter().filter(|l| l.controller.is_none()));
+    for leaf in v1_first {
+        let name = leaf.dir.file_name()?.to_str()?;
+        let line = text.lines().find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let ours = match leaf.controller {
+                None => id == "0" && controllers.is_empty(),
+                Some(c) => controllers.split(',').any(|x| x == c),
+            };
+            ours.then_some((controllers, path))
+        });
+        if let Some((controllers, path)) = line
+            && !path.split('/').any(|component| component == name)
+        {
+            let hierarchy = if controllers.is_empty() {
+                "cgroup2"
+            } else {
+                controllers
+            };
+            places.push(format!("{hierarchy}:{path}"));
+        }
+    }
+    (!places.is_empty()).then(|| places.join(" "))
+}
+
+fn errno_of(e: &io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 fn none(reason: String) -> Enforcement {

@@ -26,6 +26,7 @@
 mod hierarchy;
 mod leaf;
 mod route;
+mod subtree;
 
 pub(crate) use hierarchy::{Hierarchies, writable};
 pub(crate) use leaf::SessionCgroups;
@@ -34,20 +35,22 @@ pub(crate) use route::{delegation_hint, passed_over, plan, session_v2_base, shor
 use std::path::Path;
 
 /// Removes the session's leaves after its keeper was lost (the orphans
-/// were killed first): each only if empty — `rmdir` of a cgroup that
-/// still holds a process fails, and nothing is killed through it.
+/// were killed first), each with the cgroups below it (`subtree.rs`):
+/// whatever is still in them is the session's and is killed first.
 pub(crate) fn remove_leftover_leaves(dirs: &[std::path::PathBuf]) {
     for dir in dirs {
-        let _ = std::fs::remove_dir(dir);
+        let _ = subtree::remove_path(dir);
     }
 }
 
 /// Removes `dir`, a session's leftover cgroup, if it is provably one of
 /// tether's session leaves: an absolute path without `.` or `..` whose
-/// last component is `tether-<session>`, a directory on a cgroup
-/// filesystem — and empty, which the kernel enforces (`rmdir` of a cgroup
-/// that holds a process fails with `EBUSY`): nothing is ever killed
-/// through it. `Ok(false)`: already gone.
+/// last component is `tether-<session>`, every component a directory
+/// opened without following a symlink (a symlinked parent is refused, not
+/// followed), the leaf itself on a cgroup filesystem. The cgroups a
+/// command made below it go first, deepest first, and whatever process is
+/// still in them is killed by proven identity (`subtree.rs`): it is in the
+/// session's cgroup, so it is the session's. `Ok(false)`: already gone.
 pub(crate) fn remove_session_leaf(dir: &Path, session: &str) -> std::io::Result<bool> {
     use std::io::{Error, ErrorKind};
     use std::path::Component;
@@ -66,29 +69,43 @@ pub(crate) fn remove_session_leaf(dir: &Path, session: &str) -> std::io::Result<
     {
         return refuse("not a plain absolute path");
     }
-    if dir.file_name() != Some(std::ffi::OsStr::new(&format!("tether-{session}"))) {
+    let name = format!("tether-{session}");
+    if dir.file_name() != Some(std::ffi::OsStr::new(&name)) {
         return refuse("not named after the session (tether-<session>)");
     }
-    match std::fs::symlink_metadata(dir) {
+    let parent = dir
+        .parent()
+        .expect("an absolute path with a file name has a parent");
+    let parent = match subtree::open_dir_nofollow(parent) {
+        Ok(fd) => fd,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+            return refuse("a component of its path is a symlink or not a directory");
+        }
         Err(e) => return Err(e),
-        Ok(meta) if !meta.is_dir() => return refuse("not a directory"),
-        Ok(_) => {}
-    }
-    if !is_cgroup_dir(dir) {
+    };
+    let leaf = match subtree::open_dir_nofollow(dir) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+            return refuse("not a directory");
+        }
+        Err(e) => return Err(e),
+    };
+    if !is_cgroup_fd(&leaf) {
         return refuse("not on a cgroup filesystem");
     }
-    match std::fs::remove_dir(dir) {
-        Ok(()) => Ok(true),
+    drop(leaf);
+    match subtree::remove(&parent, std::ffi::OsStr::new(&name)) {
+        Ok(_) => Ok(true),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
     }
 }
 
-/// Whether `dir` is a cgroup directory (on a cgroup or cgroup2
-/// filesystem).
-pub(crate) fn is_cgroup_dir(dir: &Path) -> bool {
-    match nix::sys::statfs::statfs(dir) {
+/// Whether the open directory `fd` is on a cgroup or cgroup2 filesystem.
+fn is_cgroup_fd(fd: &std::os::fd::OwnedFd) -> bool {
+    match nix::sys::statfs::fstatfs(fd) {
         Ok(fs) => {
             let kind = fs.filesystem_type();
             kind == nix::sys::statfs::CGROUP2_SUPER_MAGIC

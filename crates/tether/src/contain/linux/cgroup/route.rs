@@ -63,6 +63,7 @@ pub(crate) fn plan(limits: &Limits) -> LimitSpec {
         pids: limits.pids.map(|p| (p, route(Resource::Pids))),
         cpu_millis: limits.cpu.map(|c| (cpu_millis(c), route(Resource::Cpu))),
         v2_base: leaf_base(&found, v2.as_ref()).ok().map(|dir| bytes(&dir)),
+        require: limits.require,
     }
 }
 

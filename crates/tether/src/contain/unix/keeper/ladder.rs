@@ -77,6 +77,9 @@ pub(super) struct Delivery<'a> {
     /// The session's cgroups: with a v2 one, `SIGKILL` to the tree is
     /// `cgroup.kill`.
     pub cgroups: &'a mut SessionCgroups,
+    /// The processes the kill is counted against: the forced rung's walk
+    /// after `cgroup.kill` adds what it finds (it left the cgroup).
+    pub doomed: &'a mut HashSet<u32>,
 }
 
 impl Delivery<'_> {
@@ -198,11 +201,26 @@ impl Delivery<'_> {
         if signal == libc::SIGKILL && self.cgroup_killed() {
             return;
         }
+        // After `cgroup.kill`, what the walk finds had left the cgroup:
+        // killed here, and counted (the kill's listing was the cgroup's).
+        let count = self.cgroups.kills() > 0;
+        let (main, child) = (self.main, self.child);
+        let doomed = &mut *self.doomed;
+        let mut walked = Vec::new();
         walk(&self.scope, |member| {
+            if count && Some(member.pid) != main && member.pid != child {
+                doomed.insert(member.pid);
+            }
+            walked.push(member.pid);
             if Some(member.pgrp) != group {
                 member.signal(signal);
             }
         });
+        // What the walk still finds after `cgroup.kill` had left the
+        // cgroup: noted as having left the session's limits.
+        if count {
+            self.cgroups.note_escapes(&walked);
+        }
     }
 
     /// Sends one signal to the main process's group now, outside any kill

@@ -340,6 +340,12 @@ impl Keeper {
     ) -> Result<(Session, Event), (SpawnStage, Errno)> {
         let session = session_of(&spec);
         let (cgroups, limits) = SessionCgroups::create(&spec.limits, &session);
+        // A limit the kernel refused, or one required and not enforced:
+        // the command does not start.
+        if let Some(refused) = cgroups.refused() {
+            cgroups.remove();
+            return Err(refused);
+        }
         let mut exec = match Exec::prepare(&spec) {
             Ok(exec) => exec,
             Err(e) => {
@@ -465,9 +471,16 @@ impl Keeper {
                     s.trace.report(killed);
                 }
                 let limit_hit = s.cgroups.hit();
+                let oom_outside = s.cgroups.oom_outside();
+                let escaped = s.cgroups.escaped();
                 // Gone before the owner hears the tree is empty.
                 std::mem::take(&mut s.cgroups).remove();
-                self.send(&Event::TreeEmpty { killed, limit_hit });
+                self.send(&Event::TreeEmpty {
+                    killed,
+                    limit_hit,
+                    oom_outside,
+                    escaped,
+                });
                 self.flush();
                 return;
             }
@@ -581,6 +594,7 @@ impl Keeper {
             termination,
             timed_out: s.timed_out,
             limit_hit: s.cgroups.hit(),
+            oom_outside: s.cgroups.oom_outside(),
         });
         // What the main process left gets the session's gentle signals now
         // — also during a kill whose first signal reached only the main
@@ -752,19 +766,23 @@ fn force(s: &mut Session) {
 
 /// Adds the tree's members alive now, other than the main process and the
 /// namespace init, to the processes a kill is counted against: `listed`
-/// (walked before the kill's first signal), or, for a session with a
-/// cgroup v2 of its own, that cgroup's `cgroup.procs` (one read; a process
-/// someone moved out of the session's cgroup is still killed, by the
-/// walk, but not counted).
+/// (walked before the kill's first signal) and, for a session with a
+/// cgroup v2 of its own, that cgroup's `cgroup.procs` (one read) — both:
+/// a process that moved itself out of the session's cgroup is killed by
+/// the walk and counted from it (before, 201 killed were reported as 0),
+/// one someone moved in is killed by `cgroup.kill` and counted from the
+/// cgroup. Where the kill needed no walk (`cgroup.kill` alone), whatever
+/// the walk after it still finds is counted there (`Delivery::force`).
 fn note_doomed(s: &mut Session, listed: &[os::Member]) {
     let (main, child) = (s.main.pid(), s.child);
-    let alive: Vec<u32> = match s.cgroups.members() {
-        Some(pids) => pids,
-        None => listed.iter().map(|m| m.pid).collect(),
-    };
+    let in_cgroup = s.cgroups.members().unwrap_or_default();
+    // Who of them left the session's cgroups (its limits): reported.
+    let walked: Vec<u32> = listed.iter().map(|m| m.pid).collect();
+    s.cgroups.note_escapes(&walked);
     s.doomed.extend(
-        alive
+        in_cgroup
             .into_iter()
+            .chain(listed.iter().map(|m| m.pid))
             .filter(|&pid| Some(pid) != main && pid != child),
     );
 }
@@ -789,6 +807,7 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
         signalled: &mut s.signalled,
         group_signalled: &mut s.group_signalled,
         cgroups: &mut s.cgroups,
+        doomed: &mut s.doomed,
     }
 }
 
