@@ -8,12 +8,14 @@
 //! `cgroup.subtree_control`, and a non-root cgroup with controllers there
 //! may hold no process of its own ("no internal processes"). So when our
 //! cgroup has the controller available but not enabled, we enable it — and
-//! if the kernel says `EBUSY` because we ourselves are in it, and nothing
-//! else is, we first move this process into a leaf of its own,
-//! `tether-owner`, beside the sessions' leaves (what a process does in a
-//! delegated systemd scope: `systemd-run --user --scope -p Delegate=yes`).
-//! Anything else in our cgroup (a shell, other programs, keepers started
-//! earlier) is never moved: the limit is then `none`, with that reason.
+//! if we ourselves are in it, and nothing else is, we first move this
+//! process into a leaf of its own, `tether-owner`, beside the sessions'
+//! leaves (what a process does in a delegated systemd scope:
+//! `systemd-run --user --scope -p Delegate=yes`). Anything else in our
+//! cgroup (a shell, other programs, keepers started earlier) is never
+//! moved, and nothing is enabled there: the limit is then `none`, with
+//! that reason, and the command runs in a plain leaf below (for
+//! `cgroup.kill`).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -110,6 +112,7 @@ fn leaf_base(found: &Hierarchies, v2: Option<&Place>) -> Result<PathBuf, String>
             "no cgroup2 filesystem is mounted here (/proc/self/mountinfo)".to_owned()
         });
     };
+    hosts_leaves(&place.dir)?;
     match writable(&place.dir) {
         Ok(()) => Ok(place.dir.clone()),
         Err(e) => Err(format!(
@@ -183,6 +186,7 @@ fn v2_controller(place: &Place, controller: &str) -> Result<(), String> {
             .map(|text| text.split_whitespace().any(|c| c == controller))
             .unwrap_or(false)
     };
+    hosts_leaves(dir)?;
     if listed("cgroup.subtree_control") {
         return Ok(());
     }
@@ -205,37 +209,80 @@ fn v2_controller(place: &Place, controller: &str) -> Result<(), String> {
             delegation_hint(&e)
         ));
     }
-    match enable(dir, controller) {
-        Ok(()) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-            let others = others_in(dir);
-            if others.is_empty() && !place.at_mount_root {
-                move_self_aside(dir)
-                    .and_then(|()| enable(dir, controller))
-                    .map_err(|e| {
-                        format!(
-                            "enabling {controller} in {}/cgroup.subtree_control after moving \
-                             this process to {OWNER_LEAF}: {}",
-                            dir.display(),
-                            short(&e)
-                        )
-                    })
-            } else {
-                Err(format!(
-                    "{} holds {} other process(es) besides this one, and cgroup v2 enables \
-                     controllers only for cgroups without processes of their own: run tether in \
-                     a cgroup of its own (e.g. systemd-run --user --scope -p Delegate=yes tether …)",
-                    dir.display(),
-                    others.len().max(1)
-                ))
-            }
+    // Only the real root may hold processes and give its children
+    // controllers ("mixable"; it alone has no cgroup.type). Anywhere else
+    // nothing is enabled while the cgroup holds a process: the kernel
+    // refuses the domain controllers (memory: EBUSY) but accepts the
+    // threaded ones (cpu, pids) — and a cgroup with processes and a
+    // threaded controller enabled becomes a thread root, whose children no
+    // process can join (EOPNOTSUPP): every session's leaf there, with or
+    // without limits, would fail to start (measured on 6.1 and 6.12 in
+    // .ci/linux-vm: `--pids 16` from a shell's cgroup left it "domain
+    // threaded" and every later `tether run --memory` failed).
+    if dir.join("cgroup.type").exists() {
+        let others = others_in(dir);
+        if !others.is_empty() {
+            return Err(format!(
+                "{} holds {} other process(es) besides this one, and cgroup v2 enables \
+                 controllers only for cgroups without processes of their own: run tether in \
+                 a cgroup of its own (e.g. systemd-run --user --scope -p Delegate=yes tether …)",
+                dir.display(),
+                others.len()
+            ));
         }
-        Err(e) => Err(format!(
+        if holds_self(dir) {
+            if place.at_mount_root {
+                return Err(format!(
+                    "{} is the root of the cgroup hierarchy this process sees and holds this \
+                     process, and cgroup v2 enables controllers only for cgroups without \
+                     processes of their own: run tether in a cgroup of its own (e.g. a \
+                     sub-cgroup of the container's)",
+                    dir.display()
+                ));
+            }
+            move_self_aside(dir).map_err(|e| {
+                format!(
+                    "moving this process to {}/{OWNER_LEAF} to enable {controller} in {}: {}",
+                    dir.display(),
+                    dir.display(),
+                    short(&e)
+                )
+            })?;
+        }
+    }
+    enable(dir, controller).map_err(|e| {
+        format!(
             "enabling {controller} in {}/cgroup.subtree_control: {}",
             dir.display(),
             short(&e)
+        )
+    })
+}
+
+/// Whether a process can join a new cgroup below `dir`: `dir` is a domain
+/// cgroup (or the root), not part of a threaded subtree.
+fn hosts_leaves(dir: &Path) -> Result<(), String> {
+    match std::fs::read_to_string(dir.join("cgroup.type")) {
+        Ok(kind) if kind.trim() != "domain" => Err(format!(
+            "{} is a {} cgroup (its cgroup.type): no process can join a cgroup below it \
+             (a cgroup that holds processes and has a threaded controller such as cpu or pids \
+             enabled for its children becomes a thread root): run tether in a cgroup of its \
+             own (e.g. systemd-run --user --scope -p Delegate=yes tether …)",
+            dir.display(),
+            kind.trim()
         )),
+        // A domain cgroup; or the root, which has no cgroup.type.
+        _ => Ok(()),
     }
+}
+
+/// Whether this process is in `dir` itself.
+fn holds_self(dir: &Path) -> bool {
+    let me = std::process::id();
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .any(|p| p.parse() == Ok(me))
 }
 
 fn enable(dir: &Path, controller: &str) -> io::Result<()> {
