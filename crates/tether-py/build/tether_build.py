@@ -250,7 +250,8 @@ def check_wheel(wheel: Path) -> None:
     programs = [EXE] if sys.platform == "win32" else [EXE, KEEPER]
     found = []
     for program in programs:
-        copies = [n for n in names if n.rsplit("/", 1)[-1] == program]
+        # (Not the bash completion script, `data/share/…/completions/tether`.)
+        copies = [n for n in names if n.rsplit("/", 1)[-1] == program and ".data/data/" not in n]
         scripts = [n for n in copies if n.endswith(f".data/scripts/{program}")]
         if len(scripts) != 1 or len(copies) != 1:
             raise RuntimeError(
