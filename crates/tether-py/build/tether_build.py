@@ -9,9 +9,12 @@ cannot find. So `build_wheel` here
    target dir maturin uses (`$CARGO_TARGET_DIR`, else `target/` at the
    root) — one build after the other, never nested; on a glibc Linux host
    with the static C library, linked statically (`_static_glibc`);
-2. copies it to `python/tether/bin/` (the keeper the extension finds beside
-   the package) and to the wheel's `scripts` data (on the environment's
-   PATH, so `tether mcp` needs no Python);
+2. copies it (and, not on Windows, the small `tether-keeper` beside it)
+   into the wheel's `scripts` data, once: installers put it in the
+   environment's `bin/` (on PATH, so `tether mcp` needs no Python), and
+   the package finds it there through its installed RECORD
+   (`tether/_keeper.py`) — not a second copy inside the package, nor a
+   launcher in front of it (the choice is measured in docs/python.md);
 3. has it write its man pages and shell completions (`tether man --dir`,
    `tether completions SHELL`) into the wheel's `data`, which installers
    put under the environment's prefix — `share/man/man1/tether.1` (and
@@ -23,36 +26,49 @@ cannot find. So `build_wheel` here
    tool finds them for `/usr/local` (not on Windows: it has no place for
    either);
 4. has maturin build the wheel;
-5. fails unless the wheel holds both copies of the executable, executable,
-   and (not on Windows) the man pages and the three completion scripts.
+5. fails unless the wheel holds the executable (and the keeper) exactly
+   once, executable, and (not on Windows) the man pages and the three
+   completion scripts.
+
+`prepare_metadata_for_build_wheel` (what `pip install .` calls first) is
+maturin's, once the `data` directory it insists on exists. `build_sdist`
+is maturin's metadata (PKG-INFO) with the whole Cargo workspace the wheel
+builds — every member crate, Cargo.lock, this backend — where maturin's
+own sdist has only the extension's crates and cannot build `tether`.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import maturin
 from maturin import (  # noqa: F401  (the rest of the PEP 517 interface)
-    build_sdist,
     get_requires_for_build_sdist,
     get_requires_for_build_wheel,
-    prepare_metadata_for_build_wheel,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
 EXE = "tether.exe" if sys.platform == "win32" else "tether"
 KEEPER = "tether-keeper"
-PACKAGE_BIN = ROOT / "crates/tether-py/python/tether/bin"
-SCRIPTS = ROOT / "crates/tether-py/build/wheel.data/scripts"
+#: Where earlier builds put a second copy of the executable, inside the
+#: package: removed, so no stale copy can reach a wheel.
+OLD_PACKAGE_BIN = ROOT / "crates/tether-py/python/tether/bin"
+#: The wheel's data (pyproject.toml's `tool.maturin.data`): maturin's
+#: metadata step refuses to run unless it exists.
+WHEEL_DATA = ROOT / "crates/tether-py/build/wheel.data"
+SCRIPTS = WHEEL_DATA / "scripts"
 #: The wheel's `data`: installed under the environment's prefix.
-DATA = ROOT / "crates/tether-py/build/wheel.data/data"
+DATA = WHEEL_DATA / "data"
 #: Where the man pages go under `DATA` (`tether man --dir` writes them).
 MAN1 = "share/man/man1"
 #: What goes under `DATA` (prefix-relative), and the `tether` arguments
@@ -155,17 +171,16 @@ def _packed_relocations() -> bool:
 
 
 def _place(built: Path, name: str) -> None:
-    """Copies `built` into the package's bin/ and the wheel's scripts."""
-    for directory in (PACKAGE_BIN, SCRIPTS):
-        directory.mkdir(parents=True, exist_ok=True)
-        copy = directory / name
-        shutil.copy2(built, copy)
-        if sys.platform != "win32" and shutil.which("strip"):
-            # Line tables are for backtraces in development; the wheel
-            # ships without them (the release binary is several times
-            # larger with them).
-            subprocess.run(["strip", str(copy)], check=True)
-        copy.chmod(copy.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    """Copies `built` into the wheel's scripts."""
+    SCRIPTS.mkdir(parents=True, exist_ok=True)
+    copy = SCRIPTS / name
+    shutil.copy2(built, copy)
+    if sys.platform != "win32" and shutil.which("strip"):
+        # Line tables are for backtraces in development; the wheel
+        # ships without them (the release binary is several times
+        # larger with them).
+        subprocess.run(["strip", str(copy)], check=True)
+    copy.chmod(copy.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
 def build_executable() -> Path:
@@ -189,6 +204,7 @@ def build_executable() -> Path:
     built = target / out / EXE
     if not built.is_file():
         raise RuntimeError(f"cargo built no {built}")
+    shutil.rmtree(OLD_PACKAGE_BIN, ignore_errors=True)
     _place(built, EXE)
     if sys.platform != "win32":
         # The keeper as a small program of its own beside `tether` (which
@@ -226,37 +242,109 @@ def write_share(exe: Path) -> None:
 
 
 def check_wheel(wheel: Path) -> None:
-    """Fails unless `wheel` carries the executable beside the package and
-    in its scripts, with the execute bit."""
+    """Fails unless `wheel` carries the executable (and, not on Windows, the
+    keeper) in its scripts exactly once — no second copy anywhere in the
+    wheel — with the execute bit, and the man pages and completions."""
     with zipfile.ZipFile(wheel) as zf:
         names = {info.filename: info for info in zf.infolist()}
-        package = f"tether/bin/{EXE}"
-        scripts = [n for n in names if n.endswith(f".data/scripts/{EXE}")]
-        missing = []
-        if package not in names:
-            missing.append(package)
-        if not scripts:
-            missing.append(f"<dist>.data/scripts/{EXE}")
-        keepers = []
+    programs = [EXE] if sys.platform == "win32" else [EXE, KEEPER]
+    found = []
+    for program in programs:
+        # (Not the bash completion script, `data/share/…/completions/tether`.)
+        copies = [n for n in names if n.rsplit("/", 1)[-1] == program and ".data/data/" not in n]
+        scripts = [n for n in copies if n.endswith(f".data/scripts/{program}")]
+        if len(scripts) != 1 or len(copies) != 1:
+            raise RuntimeError(
+                f"{wheel.name} should carry {program} once, as <dist>.data/scripts/{program}; it has {copies or 'none'}"
+            )
         if sys.platform != "win32":
-            keepers = [f"tether/bin/{KEEPER}", *(n for n in names if n.endswith(f".data/scripts/{KEEPER}"))]
-            if len(keepers) != 2 or keepers[0] not in names:
-                missing.append(f"tether/bin/{KEEPER} and <dist>.data/scripts/{KEEPER}")
-        if missing:
-            raise RuntimeError(f"{wheel.name} is missing the tether executable: {', '.join(missing)}")
-        if sys.platform != "win32":
-            for name in [package, *scripts, *keepers]:
-                mode = names[name].external_attr >> 16
-                if not mode & stat.S_IXUSR:
-                    raise RuntimeError(f"{wheel.name}: {name} is not executable (mode {oct(mode)})")
-        data = scripts[0].split("/")[0] + "/data/"
-        wanted = [*SHARE, *(f"{MAN1}/{page.name}" for page in sorted((DATA / MAN1).glob("*.1")))]
-        if SHARE and f"{MAN1}/tether.1" not in wanted:
-            raise RuntimeError(f"`tether man --dir` wrote no tether.1 into {DATA / MAN1}")
-        absent = [name for name in wanted if data + name not in names]
-        if absent:
-            raise RuntimeError(f"{wheel.name} is missing {', '.join(data + n for n in absent)}")
-    _log(f"{wheel.name} carries {package}, {scripts[0]}, {' and '.join(keepers) or 'no keeper'} and {len(wanted)} files under {data}share/")
+            mode = names[scripts[0]].external_attr >> 16
+            if not mode & stat.S_IXUSR:
+                raise RuntimeError(f"{wheel.name}: {scripts[0]} is not executable (mode {oct(mode)})")
+        found.append(scripts[0])
+    data = found[0].split("/")[0] + "/data/"
+    wanted = [*SHARE, *(f"{MAN1}/{page.name}" for page in sorted((DATA / MAN1).glob("*.1")))]
+    if SHARE and f"{MAN1}/tether.1" not in wanted:
+        raise RuntimeError(f"`tether man --dir` wrote no tether.1 into {DATA / MAN1}")
+    absent = [name for name in wanted if data + name not in names]
+    if absent:
+        raise RuntimeError(f"{wheel.name} is missing {', '.join(data + n for n in absent)}")
+    _log(f"{wheel.name} carries {' and '.join(found)} and {len(wanted)} files under {data}share/")
+
+
+def prepare_metadata_for_build_wheel(
+    metadata_directory: str, config_settings: Optional[Dict[str, Any]] = None
+) -> str:
+    # maturin checks that `tool.maturin.data` exists even when it only
+    # writes the metadata; its content comes with `build_wheel`.
+    WHEEL_DATA.mkdir(parents=True, exist_ok=True)
+    return maturin.prepare_metadata_for_build_wheel(metadata_directory, config_settings)
+
+
+#: What the sdist carries besides PKG-INFO: the Cargo workspace (every
+#: member: the wheel builds crates/tether-cli, which nothing in the
+#: extension depends on, so maturin's sdist leaves it out), its lock file,
+#: pyproject.toml and, under crates/tether-py/build, this backend.
+SDIST_ROOTS = ["Cargo.toml", "Cargo.lock", "pyproject.toml", "LICENSE-MIT", "LICENSE-APACHE", "crates"]
+#: Never in an sdist built from a tree without git: build output.
+SDIST_SKIP = {"target", "node_modules", "__pycache__", "wheel.data", ".venv", ".pytest_cache", ".mypy_cache"}
+
+
+def _sdist_files() -> List[str]:
+    """The files under `SDIST_ROOTS`: git's (tracked, or new and not
+    ignored) in a checkout, else every file but build output."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *SDIST_ROOTS],
+            cwd=ROOT, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        ).stdout.decode()
+        files = {f for f in listed.split("\0") if f and (ROOT / f).is_file()}
+    except (OSError, subprocess.CalledProcessError):
+        files = set()
+        for top in SDIST_ROOTS:
+            path = ROOT / top
+            if path.is_file():
+                files.add(top)
+            for directory, subdirs, names in os.walk(path):
+                subdirs[:] = [d for d in subdirs if d not in SDIST_SKIP]
+                for name in names:
+                    if not name.endswith((".so", ".pyd", ".pyc")):
+                        files.add(str((Path(directory) / name).relative_to(ROOT)))
+    files = {f for f in files if not f.startswith("crates/tether-py/python/tether/bin/")}
+    for needed in ("Cargo.lock", "crates/tether-cli/Cargo.toml", "crates/tether-py/build/tether_build.py"):
+        if needed not in files:
+            raise RuntimeError(f"the sdist would lack {needed}")
+    return sorted(files)
+
+
+def build_sdist(sdist_directory: str, config_settings: Optional[Dict[str, Any]] = None) -> str:
+    WHEEL_DATA.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="tether-sdist-"))
+    try:
+        name = maturin.build_sdist(str(scratch), config_settings)
+        with tarfile.open(scratch / name) as theirs:
+            pkg_info = next(m for m in theirs.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO"))
+            top = pkg_info.name.split("/")[0]
+            metadata = theirs.extractfile(pkg_info).read()  # type: ignore[union-attr]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    def clean(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    files = _sdist_files()
+    out = Path(sdist_directory) / name
+    with tarfile.open(out, "w:gz", format=tarfile.PAX_FORMAT) as sdist:
+        for path in files:
+            sdist.add(ROOT / path, arcname=f"{top}/{path}", recursive=False, filter=clean)
+        info = clean(tarfile.TarInfo(f"{top}/PKG-INFO"))
+        info.size, info.mode = len(metadata), 0o644
+        info.mtime = int(os.environ.get("SOURCE_DATE_EPOCH", "0")) or int(os.path.getmtime(ROOT / "pyproject.toml"))
+        sdist.addfile(info, io.BytesIO(metadata))
+    _log(f"{name}: PKG-INFO and {len(files)} files of the workspace")
+    return name
 
 
 def build_wheel(
@@ -284,7 +372,8 @@ def build_editable(
 
 if __name__ == "__main__":
     # `python crates/tether-py/build/tether_build.py DIR`: builds a wheel
-    # into DIR (what .ci/python does, without pip in between).
+    # into DIR without pip in between (a debugging aid: .ci/python builds
+    # as users do, with `pip install .` and `python -m build --sdist`).
     out = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "dist")
     os.makedirs(out, exist_ok=True)
     print(Path(out) / build_wheel(out))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
+import sysconfig
 
 import pytest
 
@@ -102,7 +103,10 @@ def test_kill_incomplete_carries_the_survivors() -> None:
     assert isinstance(e, tether.TetherError) and e.survivors == [(7, "x")]
 
 
-def test_the_executable_is_bundled_beside_the_package() -> None:
+def test_the_executable_is_the_one_installed_on_path_once() -> None:
+    # The wheel carries it once, in its scripts: the environment's bin/
+    # (on PATH), where the package finds it through its RECORD.
     exe = tether.executable()
-    assert exe is not None and os.path.dirname(exe) == os.path.join(os.path.dirname(tether.__file__), "bin")
+    assert exe is not None and os.path.dirname(exe) == sysconfig.get_path("scripts")
     assert os.access(exe, os.X_OK)
+    assert not os.path.exists(os.path.join(os.path.dirname(tether.__file__), "bin"))
