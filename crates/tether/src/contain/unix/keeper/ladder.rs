@@ -261,7 +261,17 @@ impl Delivery<'_> {
     /// after its signal arrived is killed early — it had said it would
     /// not act on it — and one that drops the ignore only gets the grace
     /// back at the next look.
+    ///
+    /// Only a kill — a gentle rung to the whole tree — is hurried so. An
+    /// interrupt (`SIGINT`/`SIGQUIT` to the command's group, a forwarded
+    /// Ctrl-C) is not: what ignores it (a shell's background jobs do) gets
+    /// `SIGTERM` and its grace when the main process exits; hurried, it got
+    /// `SIGKILL` instead (a test's `TERM` handler never ran, 2 of 3 runs).
+    /// Nor is a member no gentle signal reached: it has said nothing.
     pub(super) fn none_will_act(&self, rungs: &[Rung], listed: &[Member]) -> bool {
+        if !rungs.iter().any(|r| r.scope == Scope::Tree) {
+            return false;
+        }
         listed
             .iter()
             .filter(|member| Some(member.pid) != self.init)
@@ -272,7 +282,7 @@ impl Delivery<'_> {
                     .filter(|r| r.scope == Scope::Tree || in_group)
                     .map(|r| r.signal)
                     .collect();
-                member.ignores_all(&reached)
+                !reached.is_empty() && member.ignores_all(&reached)
             })
     }
 
