@@ -315,7 +315,7 @@ pub use contain::ext::*;
 pub use contain::sys;
 pub use containment::{Containment, ContainmentPolicy};
 pub use error::{Error, Result, Survivor, TagError, WithholdError};
-pub use exit::{ExitStatus, Output};
+pub use exit::{Captured, ExitStatus, Output};
 pub use forward::SignalForwarder;
 pub use identity::ProcessIdentity;
 pub use install::Install;
