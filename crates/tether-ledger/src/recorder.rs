@@ -77,6 +77,9 @@ struct Queue {
     failed: bool,
     /// `finish` ran: the thread stops.
     closed: bool,
+    /// Writes the store refused (another process held its lock beyond
+    /// the busy timeout): journaled by `finish`, in order.
+    refused: Vec<Write>,
     /// Every session whose end is not in the store yet: a journal needs
     /// its start.
     sessions: HashMap<SessionId, SessionStart>,
@@ -162,10 +165,17 @@ impl Shared {
             let mut queue = self.lock();
             queue.busy = false;
             queue.writes.pop_front();
-            if let Write::End { id, .. } = &write {
-                queue.sessions.remove(id);
+            match result {
+                Ok(()) => {
+                    if let Write::End { id, .. } = &write {
+                        queue.sessions.remove(id);
+                    }
+                }
+                Err(e) => {
+                    warn_once(&mut queue.warned, Err(e));
+                    queue.refused.push(write);
+                }
             }
-            warn_once(&mut queue.warned, result);
             drop(queue);
             self.changed.notify_all();
         }
@@ -208,7 +218,12 @@ impl Shared {
     fn journal(&self, queue: &mut Queue) {
         let mut ends: HashMap<SessionId, (Outcome, Option<tether::LimitHit>)> = HashMap::new();
         let mut pending: Vec<SessionId> = Vec::new();
-        for write in queue.writes.drain(..) {
+        let writes: Vec<Write> = queue
+            .refused
+            .drain(..)
+            .chain(queue.writes.drain(..))
+            .collect();
+        for write in writes {
             match write {
                 Write::Start(session) => pending.push(session.id),
                 Write::End {
@@ -227,7 +242,8 @@ impl Shared {
                 Write::OwnerEnd => {}
             }
         }
-        pending.dedup();
+        let mut seen = std::collections::HashSet::new();
+        pending.retain(|id| seen.insert(id.clone()));
         for id in pending {
             let Some(session) = queue.sessions.remove(&id) else {
                 continue;
@@ -325,7 +341,7 @@ impl Recorder {
             return;
         }
         queue.closed = true;
-        if queue.ready && !queue.busy && queue.writes.is_empty() {
+        if queue.ready && !queue.busy && queue.writes.is_empty() && queue.refused.is_empty() {
             queue.writes.push_back(Write::OwnerEnd);
             shared.changed.notify_all();
             while !queue.writes.is_empty() && !queue.failed {
