@@ -300,7 +300,9 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         // left are gone (exited, timed out, killed by a forwarded signal)
         // or have closed it. The terminal's mode is restored before this
         // returns, either way.
-        passthrough.attach(&pty)?;
+        // The keeper's events are followed meanwhile: its death is noticed
+        // even while orphans hold the terminal.
+        passthrough.attach_child(&pty, &mut child)?;
         // The master stays open until the program has exited: closing it
         // hangs the terminal up, and a program that closed its terminal
         // just before exiting (GNU tools do) would die of that SIGHUP.

@@ -361,25 +361,14 @@ impl Child {
         drop(self.stdin.take());
         // Without a copy of the keeper's socket (no descriptor left), the
         // pipes are read as before: to EOF, then the wait.
-        let events = self.tree.event_source().ok().flatten();
+        let events = self.event_source();
         let mut ended: Option<Error> = None;
         let read = crate::contain::read_both(
             self.stdout.take().map(ChildStdout::into_file),
             self.stderr.take().map(ChildStderr::into_file),
             max_per_stream,
             events,
-            || loop {
-                match self.next_event(Some(Duration::ZERO)) {
-                    // Settled: the keeper may serve another session now.
-                    Ok(Some(_)) if self.progress.settled.is_some() => return false,
-                    Ok(Some(_)) => {}
-                    Ok(None) => return true,
-                    Err(e) => {
-                        ended = Some(e);
-                        return false;
-                    }
-                }
-            },
+            || self.take_events(&mut ended),
         );
         let ((stdout, stdout_dropped), (stderr, stderr_dropped)) = match read {
             Ok(kept) => kept,
@@ -396,6 +385,32 @@ impl Child {
             None => self.wait(),
         };
         (captured, status)
+    }
+
+    /// What to poll for this child's events beside its streams (see
+    /// `contain::read_both`); `None` once settled, or without a descriptor
+    /// to spare (the streams are then read to their end, as before).
+    pub(crate) fn event_source(&self) -> Option<crate::contain::EventSource> {
+        self.tree.event_source().ok().flatten()
+    }
+
+    /// Takes in every event ready now; says whether to keep watching —
+    /// not once the tree is settled (the keeper may serve another session
+    /// then) or the wait ended with an error, kept in `ended` (a lost
+    /// keeper: its orphans are killed by now, which ends the streams they
+    /// held).
+    pub(crate) fn take_events(&mut self, ended: &mut Option<Error>) -> bool {
+        loop {
+            match self.next_event(Some(Duration::ZERO)) {
+                Ok(Some(_)) if self.progress.settled.is_some() => return false,
+                Ok(Some(_)) => {}
+                Ok(None) => return true,
+                Err(e) => {
+                    *ended = Some(e);
+                    return false;
+                }
+            }
+        }
     }
 
     fn finished(&self) -> Option<ExitStatus> {
