@@ -335,13 +335,21 @@ impl Recorder {
     /// in (which marks the owner ended with its last session), and this
     /// returns at once. Later records are dropped.
     pub fn finish(&self) {
+        self.close(true);
+    }
+
+    /// Stops the writing thread: what the store has not taken yet is
+    /// journaled (see [`finish`](Recorder::finish)); with `owner_end`, the
+    /// owner's end is written when nothing else is pending.
+    fn close(&self, owner_end: bool) {
         let shared = &self.shared;
         let mut queue = shared.lock();
         if queue.closed || queue.failed {
             return;
         }
         queue.closed = true;
-        if queue.ready && !queue.busy && queue.writes.is_empty() && queue.refused.is_empty() {
+        let idle = queue.ready && !queue.busy && queue.refused.is_empty();
+        if owner_end && idle && queue.writes.is_empty() {
             queue.writes.push_back(Write::OwnerEnd);
             shared.changed.notify_all();
             while !queue.writes.is_empty() && !queue.failed {
@@ -355,6 +363,15 @@ impl Recorder {
         shared.journal(&mut queue);
         drop(queue);
         shared.changed.notify_all();
+    }
+}
+
+impl Drop for Recorder {
+    /// Dropped without [`finish`](Recorder::finish): the thread stops, and
+    /// what the store has not taken is journaled (whose fold, as every
+    /// journal's, marks the owner ended with its last session).
+    fn drop(&mut self) {
+        self.close(false);
     }
 }
 
