@@ -182,34 +182,40 @@ impl Shared {
     }
 
     /// Opens the store and registers the owner (waiting for the store as
-    /// long as it takes: nobody waits on this thread). `None`: the store
-    /// cannot be used, said once on stderr.
+    /// long as it takes: nobody waits on this thread — a store locked
+    /// beyond the busy timeout is tried again, until `finish`). `None`:
+    /// the store cannot be used, said once on stderr, or `finish` came
+    /// first.
     fn open(&self) -> Option<(Ledger, OwnerId)> {
-        self.lock().busy = true;
-        let opened = Recorder::prepare(&self.install, &self.purpose).and_then(
-            |PendingOwner { mut ledger, owner }| {
-                let owner = ledger.register_owner(&owner)?;
-                Ok((ledger, owner))
-            },
-        );
-        let mut queue = self.lock();
-        queue.busy = false;
-        let opened = match opened {
-            Ok(opened) => {
-                queue.ready = true;
-                Some(opened)
-            }
-            Err(e) => {
-                eprintln!("tether: not recording sessions in the ledger: {e}");
-                queue.failed = true;
-                queue.writes.clear();
-                queue.sessions.clear();
-                None
-            }
-        };
-        drop(queue);
-        self.changed.notify_all();
-        opened
+        loop {
+            self.lock().busy = true;
+            let opened = Recorder::prepare(&self.install, &self.purpose).and_then(
+                |PendingOwner { mut ledger, owner }| {
+                    let owner = ledger.register_owner(&owner)?;
+                    Ok((ledger, owner))
+                },
+            );
+            let mut queue = self.lock();
+            queue.busy = false;
+            let opened = match opened {
+                Ok(opened) => {
+                    queue.ready = true;
+                    Some(opened)
+                }
+                Err(e) if is_busy(&e) && !queue.closed => continue,
+                Err(_) if queue.closed => None,
+                Err(e) => {
+                    eprintln!("tether: not recording sessions in the ledger: {e}");
+                    queue.failed = true;
+                    queue.writes.clear();
+                    queue.sessions.clear();
+                    None
+                }
+            };
+            drop(queue);
+            self.changed.notify_all();
+            return opened;
+        }
     }
 
     /// The writes the store has not taken, as run journals (see the module
@@ -401,6 +407,18 @@ impl PendingOwner {
         let owner = ledger.register_owner_with_session(&owner, session)?;
         Ok((ledger, owner))
     }
+}
+
+/// Whether `e` is another process holding the store's lock beyond the
+/// busy timeout.
+fn is_busy(e: &LedgerError) -> bool {
+    matches!(
+        e,
+        LedgerError::Sqlite {
+            source: rusqlite::Error::SqliteFailure(failure, _),
+            ..
+        } if failure.code == rusqlite::ErrorCode::DatabaseBusy
+    )
 }
 
 fn warn_once(warned: &mut bool, result: Result<()>) {
