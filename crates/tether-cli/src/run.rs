@@ -171,6 +171,13 @@ struct JsonResult {
     /// Processes found outside the session's cgroups (out of its limits):
     /// `[{"pid": 123, "cgroup": "memory:/user.slice"}]`.
     limits_escaped: Vec<EscapeRecord>,
+    /// Why tether could not tell how the command ended (its keeper died:
+    /// the orphans were killed, `orphans_killed` of them, the main process
+    /// among them if it still ran); null when it could. Exit status 125.
+    error: Option<String>,
+    /// Processes of a lost keeper's tree that tether killed (null unless
+    /// the keeper was lost).
+    orphans_killed: Option<usize>,
 }
 
 /// One process found outside the session's cgroups.
@@ -319,7 +326,9 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         // left are gone (exited, timed out, killed by a forwarded signal)
         // or have closed it. The terminal's mode is restored before this
         // returns, either way.
-        passthrough.attach(&pty)?;
+        // The keeper's events are followed meanwhile: its death is noticed
+        // even while orphans hold the terminal.
+        passthrough.attach_child(&pty, &mut child)?;
         // The master stays open until the program has exited: closing it
         // hangs the terminal up, and a program that closed its terminal
         // just before exiting (GNU tools do) would die of that SIGHUP.
@@ -341,13 +350,35 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     let pid = child.id();
     let session = child.session_id().to_string();
     let session_id = child.session_id().clone();
-    let output = child.wait_with_output_limited(args.max_output)?;
-    let status = output.status;
-    recording.end(&session_id, &status);
+    // The keeper's events are followed while the output is read: its
+    // death is noticed at once even while orphans hold the pipes, and the
+    // result says so, with the output read until then.
+    let (output, waited) = child.wait_with_captured_output(args.max_output);
+    let (status, error, orphans_killed) = match waited {
+        Ok(status) => {
+            recording.end(&session_id, &status);
+            (Some(status), None, None)
+        }
+        // The command started: there is a result to print, and the error
+        // is its cause (plain mode prints the error alone). The journal
+        // says the run ended without saying how, as after a SIGKILL.
+        Err(e @ (Error::KeeperLost { .. } | Error::Keeper(_) | Error::Io(_))) => {
+            let orphans_killed = match &e {
+                Error::KeeperLost { orphans_killed } => Some(*orphans_killed),
+                _ => None,
+            };
+            eprintln!("tether: {e}");
+            (None, Some(e.to_string()), orphans_killed)
+        }
+        Err(e) => return Err(e),
+    };
+    let limit_hit = status.and_then(|s| s.limit_hit());
     let result = JsonResult {
-        exit_code: status.code(),
-        signal: status.code().is_none().then(|| status.shell_code() - 128),
-        timed_out: status.timed_out(),
+        exit_code: status.and_then(|s| s.code()),
+        signal: status
+            .filter(|s| s.code().is_none())
+            .map(|s| s.shell_code() - 128),
+        timed_out: status.is_some_and(|s| s.timed_out()),
         duration_ms: started.elapsed().as_millis() as u64,
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
@@ -355,17 +386,17 @@ fn run(args: RunArgs) -> Result<i32, Error> {
         stderr_truncated: output.stderr_dropped > 0,
         stdout_dropped_bytes: output.stdout_dropped,
         stderr_dropped_bytes: output.stderr_dropped,
-        descendants_killed: status.descendants_killed(),
+        descendants_killed: status.map_or(0, |s| s.descendants_killed()),
         containment,
         pid,
         session,
         limits,
-        limit_hit: status.limit_hit().map(|hit| hit.name()),
-        oom_kills: match status.limit_hit() {
+        limit_hit: limit_hit.map(|hit| hit.name()),
+        oom_kills: match limit_hit {
             Some(tether::LimitHit::Memory { victims }) => victims,
             _ => 0,
         },
-        oom_killed_outside: status.oom_killed_outside(),
+        oom_killed_outside: status.map_or(0, |s| s.oom_killed_outside()),
         limits_escaped: output
             .limits_escaped
             .iter()
@@ -374,9 +405,11 @@ fn run(args: RunArgs) -> Result<i32, Error> {
                 cgroup: e.cgroup.clone(),
             })
             .collect(),
+        error,
+        orphans_killed,
     };
     println!("{}", serde_json::to_string(&result).expect("serializable"));
-    Ok(exit_code(&status))
+    Ok(status.map_or(i32::from(EXIT_TETHER_ERROR), |s| exit_code(&s)))
 }
 
 /// `limits not enforced: memory 64 MiB (reason), pids 8 (reason)` for the

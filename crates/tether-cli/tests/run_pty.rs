@@ -195,3 +195,56 @@ fn window_size_changes_reach_the_program() {
     screen.expect("size=33 99");
     child.kill().unwrap();
 }
+
+/// Issue 34, item 6, with `--pty`: the pass-through copied until nobody
+/// held the program's terminal, so a SIGKILLed keeper went unnoticed while
+/// its orphans held it — nothing supervised them until they ended. The
+/// keeper's death is now an event of the pass-through: the orphans are
+/// killed, tether says so and exits 125, the terminal's mode restored.
+#[test]
+fn a_killed_keeper_is_noticed_while_orphans_hold_the_terminal() {
+    let guard = tether_testkit::TagGuard::new("pty-keeper-death");
+    let script = format!(
+        "stty -g; echo; {tether} run --pty -- sh -c 'sleep 1000 & setsid sleep 1000 & \
+         echo inner-ready; wait'; echo \"rc=$?\"; stty -g",
+        tether = support::tether_path().display(),
+    );
+    let mut child = Command::new("/bin/sh")
+        .args(["-c", &script])
+        .env("TETHER_HOME", support::home())
+        .env(tether_testkit::TAG_VAR, guard.tag())
+        .pty(PtySize::new(24, 80).unwrap())
+        .spawn()
+        .expect("start the shell on a terminal");
+    let mut screen = Screen::new(child.pty.take().unwrap());
+    screen.expect("inner-ready");
+    // The outer shell, tether run, the inner `sh` and its two sleeps.
+    assert!(tether_testkit::wait_for_count(guard.tag(), 5, BOUND) >= 5);
+    let tether = child
+        .descendants()
+        .into_iter()
+        .find(|d| d.command.contains(" run --pty"))
+        .expect("tether run is running on the terminal");
+    let keeper = support::keeper_of(tether.pid).expect("its keeper");
+    // SAFETY: kill(2) of tether run's keeper, which tether run does not reap
+    // before it sees the keeper's socket close: its pid cannot be reused.
+    assert_eq!(unsafe { libc::kill(keeper as i32, libc::SIGKILL) }, 0);
+
+    let (before, after, rc) = modes_and_code(screen.finish());
+    assert_eq!(rc, "rc=125", "{}", screen.text);
+    assert!(
+        screen.text.contains("keeper died unexpectedly"),
+        "{}",
+        screen.text
+    );
+    // Counted, never "0 orphaned" (a sleep of the terminal's foreground
+    // group may die of the kernel's SIGHUP when its session leader is
+    // killed, before it is counted).
+    assert!(!screen.text.contains("; 0 orphaned"), "{}", screen.text);
+    assert_eq!(after, before, "the terminal's mode was not restored");
+    child.wait().unwrap();
+    assert!(
+        tether_testkit::wait_all_dead(guard.tag(), BOUND).is_empty(),
+        "survived the keeper's death"
+    );
+}

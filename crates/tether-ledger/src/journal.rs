@@ -120,11 +120,28 @@ impl RunJournal {
     /// [`LedgerError::Io`] if the line cannot be written (the journal then
     /// says the run ended without saying how, as after a `SIGKILL`).
     pub fn finish(self, outcome: Outcome, limit_hit: Option<tether::LimitHit>) -> Result<()> {
+        let (install, session) = (self.install.clone(), self.session.clone());
+        self.close(Some((outcome, limit_hit)))?;
+        if fold_turn(&session) {
+            let _ = crate::Ledger::open_to_record(&install);
+        }
+        Ok(())
+    }
+
+    /// Appends the end line, if there is one, and releases the journal,
+    /// without ever opening the store: what a recorder does at its owner's
+    /// end with the writes the store has not taken yet (another process
+    /// holds its lock), so its shutdown never waits on the store.
+    pub(crate) fn close(self, end: Option<(Outcome, Option<tether::LimitHit>)>) -> Result<()> {
         let RunJournal {
             mut file,
             install,
             session,
         } = self;
+        let Some((outcome, limit_hit)) = end else {
+            // Closing drops the lock: a run over without saying how.
+            return Ok(());
+        };
         let (kind, code, signal) = outcome.columns();
         let line = Line {
             start: None,
@@ -142,11 +159,7 @@ impl RunJournal {
         written.map_err(|source| LedgerError::Io {
             path: journal_path(&install, &session),
             source,
-        })?;
-        if fold_turn(&session) {
-            let _ = crate::Ledger::open_to_record(&install);
-        }
-        Ok(())
+        })
     }
 }
 

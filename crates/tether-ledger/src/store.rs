@@ -318,6 +318,20 @@ impl Ledger {
         })
     }
 
+    /// [`record_owner_end`](Ledger::record_owner_end), failing at once
+    /// (`SQLITE_BUSY`) rather than waiting while another process holds the
+    /// store's lock: an owner's last write must not hold up its exit. (An
+    /// owner whose end is not written is judged by its identity, as after
+    /// a `SIGKILL`.)
+    pub(crate) fn record_owner_end_now(&mut self, owner: OwnerId) -> Result<()> {
+        self.conn
+            .busy_timeout(std::time::Duration::ZERO)
+            .map_err(|e| self.sql(e))?;
+        let ended = self.record_owner_end(owner);
+        let _ = self.conn.busy_timeout(BUSY_TIMEOUT);
+        ended
+    }
+
     /// Records a session's start under `owner` (idempotent: the same
     /// session id again replaces its row, so no duplicates).
     ///

@@ -6,7 +6,7 @@ use crate::contain::Descendant;
 use crate::contain::{Tree, TreeEvent, TreeHandle};
 use crate::containment::Containment;
 use crate::error::{Error, Result};
-use crate::exit::{ExitStatus, Output};
+use crate::exit::{Captured, ExitStatus, Output};
 use crate::identity::ProcessIdentity;
 use crate::limits::{LimitEscape, LimitHit, LimitReport};
 use crate::session_id::SessionId;
@@ -345,22 +345,89 @@ impl Child {
     /// # #[cfg(not(unix))]
     /// # fn main() {}
     /// ```
-    pub fn wait_with_output_limited(mut self, max_per_stream: usize) -> Result<Output> {
+    pub fn wait_with_output_limited(self, max_per_stream: usize) -> Result<Output> {
+        let (captured, status) = self.wait_with_captured_output(max_per_stream);
+        Ok(Output {
+            status: status?,
+            stdout: captured.stdout,
+            stderr: captured.stderr,
+            stdout_dropped: captured.stdout_dropped,
+            stderr_dropped: captured.stderr_dropped,
+            limits_escaped: captured.limits_escaped,
+        })
+    }
+
+    /// Like [`wait_with_output_limited`](Child::wait_with_output_limited),
+    /// but what was read is returned however the wait ended — with the
+    /// status, or with the error that ended it (a keeper that died:
+    /// [`Error::KeeperLost`], its orphans killed and counted).
+    ///
+    /// The tree's events are followed while the pipes are read: a keeper
+    /// that dies while processes of its tree hold the pipes open is
+    /// noticed at once, not when they end by themselves — they are killed
+    /// then (the owner is their subreaper, or finds them by spawn tag),
+    /// which ends the pipes.
+    ///
+    /// The captured bytes are empty when reading a pipe failed
+    /// ([`Error::Io`]).
+    pub fn wait_with_captured_output(
+        mut self,
+        max_per_stream: usize,
+    ) -> (Captured, Result<ExitStatus>) {
         drop(self.stdin.take());
-        let (stdout, stderr) = crate::contain::read_both(
+        // Without a copy of the keeper's socket (no descriptor left), the
+        // pipes are read as before: to EOF, then the wait.
+        let events = self.event_source();
+        let mut ended: Option<Error> = None;
+        let read = crate::contain::read_both(
             self.stdout.take().map(ChildStdout::into_file),
             self.stderr.take().map(ChildStderr::into_file),
             max_per_stream,
-        )?;
-        let status = self.wait()?;
-        Ok(Output {
-            status,
-            stdout: stdout.0,
-            stderr: stderr.0,
-            stdout_dropped: stdout.1,
-            stderr_dropped: stderr.1,
+            events,
+            || self.take_events(&mut ended),
+        );
+        let ((stdout, stdout_dropped), (stderr, stderr_dropped)) = match read {
+            Ok(kept) => kept,
+            Err(e) => return (Captured::default(), Err(Error::Io(e))),
+        };
+        let status = match ended {
+            Some(e) => Err(e),
+            None => self.wait(),
+        };
+        let captured = Captured {
+            stdout,
+            stderr,
+            stdout_dropped,
+            stderr_dropped,
             limits_escaped: std::mem::take(&mut self.escaped),
-        })
+        };
+        (captured, status)
+    }
+
+    /// What to poll for this child's events beside its streams (see
+    /// `contain::read_both`); `None` once settled, or without a descriptor
+    /// to spare (the streams are then read to their end, as before).
+    pub(crate) fn event_source(&self) -> Option<crate::contain::EventSource> {
+        self.tree.event_source().ok().flatten()
+    }
+
+    /// Takes in every event ready now; says whether to keep watching —
+    /// not once the tree is settled (the keeper may serve another session
+    /// then) or the wait ended with an error, kept in `ended` (a lost
+    /// keeper: its orphans are killed by now, which ends the streams they
+    /// held).
+    pub(crate) fn take_events(&mut self, ended: &mut Option<Error>) -> bool {
+        loop {
+            match self.next_event(Some(Duration::ZERO)) {
+                Ok(Some(_)) if self.progress.settled.is_some() => return false,
+                Ok(Some(_)) => {}
+                Ok(None) => return true,
+                Err(e) => {
+                    *ended = Some(e);
+                    return false;
+                }
+            }
+        }
     }
 
     fn finished(&self) -> Option<ExitStatus> {

@@ -158,3 +158,23 @@ pub struct Output {
     /// limits), and where: see [`ExitStatus::limits_escaped`].
     pub limits_escaped: Vec<crate::limits::LimitEscape>,
 }
+
+/// What a command wrote to its piped stdout and stderr, as far as it was
+/// read: what [`Child::wait_with_captured_output`] returns beside the end
+/// of the wait, whatever that was (a keeper's death included).
+///
+/// [`Child::wait_with_captured_output`]: crate::Child::wait_with_captured_output
+#[derive(Clone, Debug, Default)]
+pub struct Captured {
+    /// Its standard output (the last bytes, within the limit asked for).
+    pub stdout: Vec<u8>,
+    /// Its standard error likewise.
+    pub stderr: Vec<u8>,
+    /// Bytes of stdout dropped from the front to stay within the limit.
+    pub stdout_dropped: u64,
+    /// Bytes of stderr dropped from the front likewise.
+    pub stderr_dropped: u64,
+    /// Processes of the session found outside its cgroups (out of its
+    /// limits), and where: see [`ExitStatus::limits_escaped`].
+    pub limits_escaped: Vec<crate::limits::LimitEscape>,
+}

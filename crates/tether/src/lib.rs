@@ -172,8 +172,13 @@
 //! owner that called [`become_subreaper`] (the `tether` CLI and `tether mcp`
 //! do) kills them all, tagged or not; a library owner that is not a
 //! subreaper kills them by spawn tag when it next talks to the child
-//! ([`Error::KeeperLost`]). Dropping a [`Child`] cuts its lifeline the same
-//! way.
+//! ([`Error::KeeperLost`]). Every wait follows the keeper while it waits —
+//! reading the output pipes ([`Child::wait_with_output`]) or a terminal
+//! ([`Passthrough::attach_child`](terminal::Passthrough::attach_child)) —
+//! so the loss is seen at once, also while orphans hold those open; a host
+//! with an event loop of its own polls `tether::unix::ChildEventsExt`'s
+//! descriptor beside its pipes. Dropping a [`Child`] cuts its lifeline the
+//! same way.
 //!
 //! ## Identity, the ledger and reap's proofs
 //!
@@ -315,7 +320,7 @@ pub use contain::ext::*;
 pub use contain::sys;
 pub use containment::{Containment, ContainmentPolicy};
 pub use error::{Error, Result, Survivor, TagError, WithholdError};
-pub use exit::{ExitStatus, Output};
+pub use exit::{Captured, ExitStatus, Output};
 pub use forward::{SignalForwarder, absorb_parent_signals};
 pub use identity::ProcessIdentity;
 pub use install::Install;

@@ -63,9 +63,9 @@ pub(crate) use event::{Termination, TreeEvent};
 pub(crate) use imp::init;
 pub(crate) use imp::spill;
 pub(crate) use imp::{
-    AsyncReader, AsyncWriter, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle, TreeWatcher,
-    become_subreaper, duplicate_descriptor, output_pipe, owner_identity, platform_state_dir,
-    read_both, set_keeper_program, set_warm_keepers, spawn, start_keeper_ahead,
+    AsyncReader, AsyncWriter, EventSource, Forwarder, OwnedIo, PipeEnd, Tree, TreeHandle,
+    TreeWatcher, become_subreaper, duplicate_descriptor, output_pipe, owner_identity,
+    platform_state_dir, read_both, set_keeper_program, set_warm_keepers, spawn, start_keeper_ahead,
 };
 pub(crate) use imp::{Console, Pty, WinchWatcher};
 pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};

@@ -72,8 +72,31 @@ impl Passthrough {
         // an error of the copy is returned.
         let copied = {
             let console = Console::raw()?;
-            console.pass_through(&pty.0, &self.winch)
+            console.pass_through(&pty.0, &self.winch, None, || false)
         };
         Ok(copied?)
+    }
+
+    /// [`attach`](Self::attach), following `child`'s events meanwhile —
+    /// `pty` is its terminal: a keeper that dies while processes of its
+    /// tree hold the terminal open is noticed at once, not when they end
+    /// by themselves; they are killed then (which ends the terminal), and
+    /// the keeper's loss is returned ([`Error::KeeperLost`](crate::Error::KeeperLost)
+    /// with the count) once the terminal's mode is restored.
+    ///
+    /// # Errors
+    /// As [`attach`](Self::attach); and as [`Child::wait`](crate::Child::wait)
+    /// for what ended the child's events.
+    pub fn attach_child(&self, pty: &Pty, child: &mut crate::Child) -> Result<()> {
+        let events = child.event_source();
+        let mut ended = None;
+        let copied = {
+            let console = Console::raw()?;
+            console.pass_through(&pty.0, &self.winch, events, || {
+                child.take_events(&mut ended)
+            })
+        };
+        copied?;
+        ended.map_or(Ok(()), Err)
     }
 }

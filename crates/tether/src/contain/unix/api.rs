@@ -91,6 +91,93 @@ impl ChildExt for Child {
     }
 }
 
+/// The readiness of a [`Child`]'s events, for a host that waits in an
+/// event loop of its own (a `select` over the child's pipes, Python's
+/// `selectors`) rather than in [`Child::wait`].
+///
+/// Reading a child's pipes to their end is not enough to follow it: if
+/// its keeper is `SIGKILL`ed, processes of its tree may hold the pipes
+/// open as long as they live, unsupervised. Poll [`events`](Self::events)
+/// beside the pipes; when it is readable, call [`Child::try_wait`]: it
+/// takes the events in — a lost keeper is [`Error::KeeperLost`], its
+/// orphans killed by then, which ends the pipes they held.
+///
+/// [`Error::KeeperLost`]: crate::Error::KeeperLost
+///
+/// ```standalone_crate
+/// # #[cfg(target_os = "linux")]
+/// # fn main() -> tether::Result<()> {
+/// # tether::keeper::run_if_requested();
+/// use std::io::Read;
+/// use std::os::fd::AsRawFd;
+/// use tether::unix::ChildEventsExt;
+/// use tether::{Command, Error, Stdio};
+///
+/// // A background sleep holds stdout open after the keeper is gone.
+/// let mut child = Command::new("sh")
+///     .args(["-c", "sleep 1000 & echo ready; wait"])
+///     .stdout(Stdio::Piped)
+///     .spawn()?;
+/// let mut stdout = child.stdout.take().unwrap();
+/// let mut ready = [0u8; 6];
+/// stdout.read_exact(&mut ready)?;
+/// let events = child.events().expect("a live tree has events");
+/// // SAFETY: kill(2) of our own keeper, unreaped until its socket's EOF.
+/// unsafe { libc::kill(child.keeper_pid().unwrap() as i32, libc::SIGKILL) };
+/// let mut fds = [
+///     libc::pollfd { fd: stdout.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+///     libc::pollfd { fd: events.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+/// ];
+/// let lost = loop {
+///     // SAFETY: two valid pollfds.
+///     unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+///     if fds[1].revents != 0 {
+///         break child.try_wait();
+///     }
+///     fds[0].revents = 0;
+/// };
+/// // The main `sh` and its sleep, killed the moment the loss was seen.
+/// assert!(matches!(lost, Err(Error::KeeperLost { orphans_killed: 2 })));
+/// let mut rest = Vec::new();
+/// stdout.read_to_end(&mut rest)?; // at its end: no writer is left
+/// # tether_testkit::assert_nothing_left();
+/// # Ok(())
+/// # }
+/// # #[cfg(not(target_os = "linux"))]
+/// # fn main() {}
+/// ```
+pub trait ChildEventsExt {
+    /// A descriptor that is readable when the child has events to take in
+    /// with [`Child::try_wait`] (the end of its main process, of its tree,
+    /// its keeper's death). `None` once the tree is settled (nothing more
+    /// will come) or when no descriptor can be had. Keep it no longer
+    /// than the child; drop it when done polling.
+    fn events(&self) -> Option<Events>;
+}
+
+impl ChildEventsExt for Child {
+    fn events(&self) -> Option<Events> {
+        self.event_source().map(Events)
+    }
+}
+
+/// See [`ChildEventsExt::events`]: a copy of the keeper's socket, to poll
+/// for readability only (reading it would take the child's events).
+#[derive(Debug)]
+pub struct Events(crate::contain::EventSource);
+
+impl AsFd for Events {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl AsRawFd for Events {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
 /// Unix-only settings of a [`Command`].
 pub trait CommandExt {
     /// Start the command in a new session (`setsid`) rather than only its

@@ -105,7 +105,13 @@ impl Console {
     /// and passes window-size changes on. At the end of stdin the PTY gets
     /// its end-of-file character once (a pipe fed into a PTY command ends
     /// as a closed pipe would).
-    pub(crate) fn pass_through(&self, pty: &Pty, winch: &WinchWatcher) -> io::Result<()> {
+    pub(crate) fn pass_through(
+        &self,
+        pty: &Pty,
+        winch: &WinchWatcher,
+        mut events: Option<super::EventSource>,
+        mut on_events: impl FnMut() -> bool,
+    ) -> io::Result<()> {
         let master = pty.try_clone()?;
         let fd = master.into_fd();
         // Non-blocking, so a command that does not read its input can
@@ -128,11 +134,18 @@ impl Console {
                 ),
                 PollFd::new(winch.changes.as_fd(), PollFlags::POLLIN),
             ];
+            // The tree's events (see `read_both`): a keeper's death is
+            // noticed while its orphans hold the terminal open.
+            let events_at = events.as_ref().map(|source| {
+                fds.push(PollFd::new(source.as_fd(), PollFlags::POLLIN));
+                fds.len() - 1
+            });
             // Input waits while earlier input is still pending: memory
             // stays bounded by one read.
-            if stdin_open && pending.is_empty() {
+            let stdin_at = (stdin_open && pending.is_empty()).then(|| {
                 fds.push(PollFd::new(stdin(), PollFlags::POLLIN));
-            }
+                fds.len() - 1
+            });
             match nix::poll::poll(&mut fds, PollTimeout::NONE) {
                 Ok(_) => {}
                 Err(nix::errno::Errno::EINTR) => continue,
@@ -143,8 +156,13 @@ impl Console {
                     .and_then(PollFd::revents)
                     .is_some_and(|r| !r.is_empty())
             };
-            let (master_ready, winch_ready, stdin_ready) = (ready(0), ready(1), ready(2));
+            let (master_ready, winch_ready) = (ready(0), ready(1));
+            let events_ready = events_at.is_some_and(ready);
+            let stdin_ready = stdin_at.is_some_and(ready);
             drop(fds);
+            if events_ready && !on_events() {
+                events = None;
+            }
             // The terminal may be gone already: then nothing is resized.
             if winch_ready
                 && winch.take()

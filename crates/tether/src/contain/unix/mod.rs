@@ -34,7 +34,7 @@ pub(crate) use orphans::become_subreaper;
 pub(crate) use pool::set_warm_keepers;
 pub(crate) use pty::Pty;
 pub(crate) use spawn::{resolve, spawn, start_keeper_ahead};
-pub(crate) use stdio::{OwnedIo, PipeEnd, output_pipe, read_both};
+pub(crate) use stdio::{EventSource, OwnedIo, PipeEnd, output_pipe, read_both};
 pub(crate) use tree::{Tree, TreeHandle};
 pub(crate) use watcher::{AsyncReader, AsyncWriter, TreeWatcher};
 

@@ -97,12 +97,26 @@ impl Tail {
 /// A stream's kept bytes and how many were dropped before them.
 pub(crate) type Kept = (Vec<u8>, u64);
 
+/// What [`read_both`] polls beside the pipes for the tree's events: a copy
+/// of the keeper socket.
+pub(crate) type EventSource = super::fork::Lifeline;
+
 /// Reads two pipes to EOF at once, so neither can fill up and block the
 /// child while the other is being read. Keeps the last `max` bytes of each.
+///
+/// While `events` is given, it is polled with the pipes and `on_events`
+/// runs each time it is readable: it takes the tree's events in and says
+/// whether to keep watching. That is how a keeper's death is noticed while
+/// orphans hold the pipes open: the pipes would never reach EOF, and
+/// nothing would supervise the tree, until the orphans ended by
+/// themselves. `on_events` kills them (see `orphans.rs`) and the pipes
+/// then end with their last writer.
 pub(crate) fn read_both(
     out: Option<File>,
     err: Option<File>,
     max: usize,
+    mut events: Option<EventSource>,
+    mut on_events: impl FnMut() -> bool,
 ) -> io::Result<(Kept, Kept)> {
     let mut streams: [(Option<File>, Tail); 2] = [(out, Tail::default()), (err, Tail::default())];
     let mut chunk = vec![0u8; 64 * 1024];
@@ -115,25 +129,33 @@ pub(crate) fn read_both(
         if open.is_empty() {
             break;
         }
-        let ready = {
+        let (ready, event_ready) = {
             let files: Vec<&File> = streams.iter().filter_map(|(f, _)| f.as_ref()).collect();
             let mut pfds: Vec<PollFd> = files
                 .iter()
                 .map(|f| PollFd::new(f.as_fd(), PollFlags::POLLIN))
                 .collect();
+            if let Some(source) = &events {
+                pfds.push(PollFd::new(source.as_fd(), PollFlags::POLLIN));
+            }
             match nix::poll::poll(&mut pfds, PollTimeout::NONE) {
                 Ok(_) => {}
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(e) => return Err(e.into()),
             }
+            let is_ready = |p: &PollFd| p.revents().is_some_and(|r| !r.is_empty());
+            let event_ready = events.is_some() && pfds.last().is_some_and(is_ready);
             let ready: Vec<RawFd> = pfds
                 .iter()
                 .zip(&open)
-                .filter(|(p, _)| p.revents().is_some_and(|r| !r.is_empty()))
+                .filter(|(p, _)| is_ready(p))
                 .map(|(_, fd)| *fd)
                 .collect();
-            ready
+            (ready, event_ready)
         };
+        if event_ready && !on_events() {
+            events = None;
+        }
         for fd in ready {
             let (file, tail) = streams
                 .iter_mut()

@@ -28,6 +28,10 @@ pub(crate) struct Tree {
     terminal: Option<Terminal>,
     /// The limits as the keeper applied them.
     limits: LimitReport,
+    /// The keeper died without reporting the tree empty, and this many
+    /// orphans were killed: every later wait says so again (the cleanup
+    /// ran once; a second would find nothing and report 0).
+    lost: Option<usize>,
 }
 
 impl Tree {
@@ -48,6 +52,7 @@ impl Tree {
             settled: false,
             terminal: None,
             limits,
+            lost: None,
         }
     }
 
@@ -99,6 +104,9 @@ impl Tree {
     pub(crate) fn recv(&mut self, timeout: Option<Duration>) -> Result<Option<TreeEvent>> {
         if let Some(owner) = self.link.inherited_from() {
             return Err(Error::InheritedAcrossFork { owner });
+        }
+        if let Some(orphans_killed) = self.lost {
+            return Err(Error::KeeperLost { orphans_killed });
         }
         loop {
             let event = match self.link.recv(timeout) {
@@ -207,6 +215,17 @@ impl Tree {
         TreeWatcher::new(self.link.event_lifeline()?)
     }
 
+    /// What to poll, beside the output pipes, for this tree's events (see
+    /// [`read_both`](super::read_both)): a copy of the keeper socket, whose
+    /// EOF is the keeper's death. `None` once the tree is settled (the
+    /// keeper may serve another session by then).
+    pub(crate) fn event_source(&self) -> io::Result<Option<super::EventSource>> {
+        if self.settled {
+            return Ok(None);
+        }
+        self.link.event_lifeline().map(Some)
+    }
+
     /// The keeper died without reporting an empty tree. With a PID
     /// namespace the kernel took the tree down with it. Otherwise its
     /// orphans went to the nearest subreaper (this process, if it is one)
@@ -221,6 +240,7 @@ impl Tree {
         // The keeper cannot remove the session's cgroups any more: the
         // empty ones go now (the rest is `tether reap`'s).
         crate::contain::os::remove_leftover_cgroups(&self.limits.cgroups);
+        self.lost = Some(orphans_killed);
         Error::KeeperLost { orphans_killed }
     }
 }

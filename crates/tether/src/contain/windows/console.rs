@@ -127,7 +127,13 @@ impl Console {
     /// once (a pipe fed into a PTY command ends as a closed pipe would).
     /// An input error (the console is gone) returns at once, as on Unix;
     /// the output thread then finishes on its own at the output's end.
-    pub(crate) fn pass_through(&self, pty: &Pty, _winch: &WinchWatcher) -> io::Result<()> {
+    pub(crate) fn pass_through(
+        &self,
+        pty: &Pty,
+        _winch: &WinchWatcher,
+        _events: Option<super::EventSource>,
+        _on_events: impl FnMut() -> bool,
+    ) -> io::Result<()> {
         // Set by the output thread at the end of the output; shared, as
         // the thread outlives this call when the input side fails first.
         let done = Arc::new(event()?);

@@ -138,12 +138,18 @@ pub(crate) fn output_pipe() -> io::Result<(PipeEnd, OwnedIo)> {
 /// A stream's kept bytes and how many were dropped before them.
 pub(crate) type Kept = (Vec<u8>, u64);
 
+/// Nothing to poll beside the pipes on Windows: no keeper can die while
+/// its tree lives on (the job holds the tree, and the job dies with us).
+pub(crate) enum EventSource {}
+
 /// Reads both streams to EOF at once (a thread for stderr), keeping the
-/// last `max` bytes of each.
+/// last `max` bytes of each. (`events` is never given on Windows.)
 pub(crate) fn read_both(
     out: Option<File>,
     err: Option<File>,
     max: usize,
+    _events: Option<EventSource>,
+    _on_events: impl FnMut() -> bool,
 ) -> io::Result<(Kept, Kept)> {
     let err_thread = err.map(|file| std::thread::spawn(move || read_kept(file, max)));
     let out = match out {

@@ -127,6 +127,12 @@ impl Tree {
         out
     }
 
+    /// What to poll beside the output pipes for this tree's events: nothing
+    /// on Windows (see [`EventSource`](super::EventSource)).
+    pub(crate) fn event_source(&self) -> io::Result<Option<super::EventSource>> {
+        Ok(None)
+    }
+
     /// Readiness of this tree's events for an async event loop.
     pub(crate) fn watcher(&self) -> io::Result<TreeWatcher> {
         Ok(TreeWatcher {
