@@ -125,7 +125,16 @@ impl OsArg {
     }
 }
 
-/// Non-UTF-8 bytes as an `OsString` where the platform allows them.
+/// Non-UTF-8 bytes as an `OsString`: as they are on Unix (`os.fsencode`'s
+/// output: what `subprocess` passes to `execve`).
+#[cfg(unix)]
+fn os_from_bytes(bytes: Vec<u8>) -> PyResult<OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    Ok(OsString::from_vec(bytes))
+}
+
+/// Non-UTF-8 bytes as an `OsString`: decoded as `os.fsdecode` does.
+#[cfg(not(unix))]
 fn os_from_bytes(bytes: Vec<u8>) -> PyResult<OsString> {
     Python::attach(|py| {
         let fsdecode = py.import("os")?.getattr("fsdecode")?;
@@ -146,9 +155,68 @@ fn stdio(fd: Option<i32>) -> PyResult<tether::Stdio> {
     }
 }
 
+/// `subprocess.Popen`'s settings of the command's side of the spawn (Unix;
+/// see `tether.Popen`): a dict with every key.
+#[derive(FromPyObject, Default)]
+#[pyo3(from_item_all)]
+pub(crate) struct Setup {
+    executable: Option<OsArg>,
+    new_session: bool,
+    /// (the command's number, our descriptor).
+    pass_fds: Vec<(i32, i32)>,
+    umask: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    groups: Option<Vec<u32>>,
+    ignore_signals: Vec<i32>,
+}
+
+#[cfg(unix)]
+fn apply_setup(command: &mut tether::Command, setup: Setup) -> PyResult<()> {
+    use std::os::fd::{BorrowedFd, RawFd};
+    use tether::unix::CommandExt;
+    command.new_session(setup.new_session);
+    for (target, fd) in setup.pass_fds {
+        // SAFETY: the caller's descriptor, borrowed for the duplication.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd as RawFd) };
+        command.pass_fd(target, borrowed.try_clone_to_owned()?);
+    }
+    if let Some(mask) = setup.umask {
+        command.umask(mask);
+    }
+    if let Some(uid) = setup.uid {
+        command.uid(uid);
+    }
+    if let Some(gid) = setup.gid {
+        command.gid(gid);
+    }
+    if let Some(groups) = setup.groups {
+        command.groups(&groups);
+    }
+    command.ignore_signals(&setup.ignore_signals);
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn apply_setup(_command: &mut tether::Command, setup: Setup) -> PyResult<()> {
+    let any = setup.new_session
+        || !setup.pass_fds.is_empty()
+        || setup.umask.is_some()
+        || setup.uid.is_some()
+        || setup.gid.is_some()
+        || setup.groups.is_some()
+        || !setup.ignore_signals.is_empty();
+    if any {
+        return Err(PyValueError::new_err(
+            "start_new_session, pass_fds, umask, user, group, extra_groups and restore_signals=False are Unix-only",
+        ));
+    }
+    Ok(())
+}
+
 /// Starts `argv` contained (see `tether.Popen` for every argument).
 #[pyfunction]
-#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None))]
+#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, setup=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     py: Python<'_>,
@@ -165,14 +233,28 @@ pub(crate) fn spawn(
     memory: Option<Bound<'_, PyAny>>,
     pids: Option<Bound<'_, PyAny>>,
     cpu: Option<Bound<'_, PyAny>>,
+    setup: Option<Setup>,
 ) -> PyResult<Child> {
     let limits = crate::limits::from_py(py, memory.as_ref(), pids.as_ref(), cpu.as_ref())?;
+    let mut setup = setup.unwrap_or_default();
     let mut argv = argv.into_iter();
-    let program = argv
+    let first = argv
         .next()
         .ok_or_else(|| PyValueError::new_err("args must name a program"))?
         .into_os()?;
-    let mut command = tether::Command::new(program);
+    let mut command = match setup.executable.take() {
+        // The executable runs; argv[0] stays what the caller gave (Unix;
+        // Windows has no argv[0] of its own to keep).
+        Some(executable) => {
+            let mut command = tether::Command::new(executable.into_os()?);
+            #[cfg(unix)]
+            tether::unix::CommandExt::arg0(&mut command, first);
+            #[cfg(not(unix))]
+            drop(first);
+            command
+        }
+        None => tether::Command::new(first),
+    };
     for arg in argv {
         command.arg(arg.into_os()?);
     }
@@ -196,6 +278,7 @@ pub(crate) fn spawn(
     if let Some(timeout) = timeout {
         command.timeout(seconds("timeout", timeout)?);
     }
+    apply_setup(&mut command, setup)?;
     let child = py.detach(|| command.spawn()).py_err(py)?;
     drop(command);
     Ok(Child {
@@ -331,6 +414,30 @@ impl Child {
                     }
                 }
             }
+        }
+    }
+
+    /// `SIGKILL` to every process of the tree at once, without waiting
+    /// (`subprocess`'s `kill()`): the keeper sends it, then goes on until
+    /// the tree is empty. Nothing once the command finished.
+    fn kill_now(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_owner(py)?;
+        if self.known().is_some() {
+            return Ok(());
+        }
+        #[cfg(unix)]
+        let started = {
+            use tether::unix::ChildExt;
+            // SIGKILL (9) as the only rung: the tree gets it at once.
+            self.handle.interrupt(9)
+        };
+        #[cfg(not(unix))]
+        let started = self.handle.start_kill_with_grace(Duration::ZERO);
+        match started {
+            Ok(()) => Ok(()),
+            // The keeper is done: the command already finished.
+            Err(tether::Error::Keeper(_)) => Ok(()),
+            Err(e) => Err(crate::error::to_py(py, e)),
         }
     }
 

@@ -44,6 +44,28 @@ pub(crate) struct SpawnPlan {
     pub pty: Option<PtySize>,
     /// Resource limits for the whole session (empty: none).
     pub limits: Limits,
+    /// Unix: what the command's side of the spawn sets up besides the
+    /// usual (descriptors passed on, umask, credentials, ignored signals).
+    #[cfg_attr(windows, allow(dead_code))]
+    pub setup: ChildSetup,
+}
+
+/// Unix: what the command's side of a spawn does besides the usual, as
+/// `subprocess.Popen` offers it (`tether::unix::CommandExt`). Empty by
+/// default: the command gets only its three streams, the keeper's umask
+/// and credentials (the owner's), and no signal ignored.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ChildSetup {
+    /// Descriptors the command gets besides its three streams: (its number
+    /// in the command, 3 or above; the descriptor, duplicated per spawn).
+    pub fds: Vec<(i32, std::sync::Arc<std::fs::File>)>,
+    pub umask: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Supplementary groups (`setgroups`).
+    pub groups: Option<Vec<u32>>,
+    /// Signals the command starts with ignored (`SIG_IGN`).
+    pub ignore_signals: Vec<i32>,
 }
 
 /// How a kill of a tree begins, before the forced end.

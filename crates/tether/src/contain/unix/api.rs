@@ -121,6 +121,36 @@ pub trait CommandExt {
     /// # fn main() {}
     /// ```
     fn kill_signals(&mut self, signals: &[i32]) -> &mut Command;
+
+    /// The command's `argv[0]`, when it should not be the program as given
+    /// (`subprocess`'s `executable=`: the program runs, `argv[0]` stays).
+    fn arg0(&mut self, arg0: impl AsRef<std::ffi::OsStr>) -> &mut Command;
+
+    /// Passes `fd` on to the command as its descriptor `target` (3 or
+    /// above), inheritable there (`subprocess`'s `pass_fds`). `fd` is
+    /// duplicated for each spawn.
+    ///
+    /// # Errors
+    /// At spawn: [`Error::InvalidInput`](crate::Error::InvalidInput) for a
+    /// `target` below 3 or given twice.
+    fn pass_fd(&mut self, target: RawFd, fd: OwnedFd) -> &mut Command;
+
+    /// The command's umask (default: the owner's).
+    fn umask(&mut self, mask: u32) -> &mut Command;
+
+    /// Run the command as user `uid` (`setreuid` before exec; needs the
+    /// privilege to).
+    fn uid(&mut self, uid: u32) -> &mut Command;
+
+    /// Run the command with group `gid` (`setregid` before exec).
+    fn gid(&mut self, gid: u32) -> &mut Command;
+
+    /// The command's supplementary groups (`setgroups` before exec).
+    fn groups(&mut self, groups: &[u32]) -> &mut Command;
+
+    /// Signals the command starts with ignored (default: none — every
+    /// disposition at its default, whatever the owner ignores).
+    fn ignore_signals(&mut self, signals: &[i32]) -> &mut Command;
 }
 
 impl CommandExt for Command {
@@ -131,6 +161,43 @@ impl CommandExt for Command {
 
     fn kill_signals(&mut self, signals: &[i32]) -> &mut Command {
         self.ladder = Ladder::Signals(signals.to_vec());
+        self
+    }
+
+    fn arg0(&mut self, arg0: impl AsRef<std::ffi::OsStr>) -> &mut Command {
+        self.arg0 = Some(arg0.as_ref().to_owned());
+        self
+    }
+
+    fn pass_fd(&mut self, target: RawFd, fd: OwnedFd) -> &mut Command {
+        self.setup
+            .fds
+            .push((target, std::sync::Arc::new(std::fs::File::from(fd))));
+        self
+    }
+
+    fn umask(&mut self, mask: u32) -> &mut Command {
+        self.setup.umask = Some(mask);
+        self
+    }
+
+    fn uid(&mut self, uid: u32) -> &mut Command {
+        self.setup.uid = Some(uid);
+        self
+    }
+
+    fn gid(&mut self, gid: u32) -> &mut Command {
+        self.setup.gid = Some(gid);
+        self
+    }
+
+    fn groups(&mut self, groups: &[u32]) -> &mut Command {
+        self.setup.groups = Some(groups.to_vec());
+        self
+    }
+
+    fn ignore_signals(&mut self, signals: &[i32]) -> &mut Command {
+        self.setup.ignore_signals = signals.to_vec();
         self
     }
 }
