@@ -267,6 +267,11 @@ class Popen:
     stderr: Optional[IO[Any]]
     pid: int
     returncode: Optional[int]
+    encoding: Optional[str]
+    errors: Optional[str]
+    text_mode: Any
+    pipesize: int
+    _child: _native.Child
 
     def __init__(
         self,
@@ -306,7 +311,7 @@ class Popen:
         _timeout: Optional[float] = None,
     ) -> None:
         # Set first: __del__ looks at them whatever fails below.
-        self._child = None
+        self._child = None  # type: ignore[assignment]
         self.returncode = None
         self.stdin = self.stdout = self.stderr = None
         if bufsize is None:
@@ -391,8 +396,7 @@ class Popen:
             raise OverflowError("gid is greater than maximum")
         if any(g >= 1 << 32 for g in gids or ()):
             raise ValueError("extra_groups: a group id is greater than maximum")
-        if cwd is not None:
-            cwd = _os_arg(cwd)
+        child_cwd = _os_arg(cwd) if cwd is not None else None
         to_close: List[int] = []  # the child's ends of pipes we made
         ours: List[int] = []  # our ends, closed if the spawn fails
         try:
@@ -424,7 +428,7 @@ class Popen:
             }
             self._child = _native.spawn(
                 argv,
-                cwd=cwd,
+                cwd=child_cwd,
                 env=pairs,
                 stdin=child_in,
                 stdout=child_out,
@@ -462,7 +466,9 @@ class Popen:
             if self._text:
                 self.stderr = io.TextIOWrapper(self.stderr, encoding=self._encoding, errors=self._errors)
 
-    __class_getitem__ = classmethod(types.GenericAlias)
+    def __class_getitem__(cls, item: Any) -> types.GenericAlias:
+        """``Popen[bytes]``, as ``subprocess.Popen[bytes]``."""
+        return types.GenericAlias(cls, item)
 
     @property
     def universal_newlines(self) -> bool:
