@@ -246,9 +246,13 @@ pub(crate) fn spawn(
         // The executable runs; argv[0] stays what the caller gave (Unix;
         // Windows has no argv[0] of its own to keep).
         Some(executable) => {
-            let mut command = tether::Command::new(executable.into_os()?);
+            let command = tether::Command::new(executable.into_os()?);
             #[cfg(unix)]
-            tether::unix::CommandExt::arg0(&mut command, first);
+            let command = {
+                let mut command = command;
+                tether::unix::CommandExt::arg0(&mut command, first);
+                command
+            };
             #[cfg(not(unix))]
             drop(first);
             command

@@ -55,6 +55,7 @@ pub(crate) struct SpawnPlan {
 /// default: the command gets only its three streams, the keeper's umask
 /// and credentials (the owner's), and no signal ignored.
 #[derive(Clone, Debug, Default)]
+#[cfg_attr(windows, allow(dead_code))]
 pub(crate) struct ChildSetup {
     /// Descriptors the command gets besides its three streams: (its number
     /// in the command, 3 or above; the descriptor, duplicated per spawn).
