@@ -81,6 +81,19 @@ pub(crate) fn seconds(what: &str, value: f64) -> PyResult<Duration> {
     })
 }
 
+/// `subprocess.SubprocessError(message)`.
+#[cfg(unix)]
+fn subprocess_error(py: Python<'_>, message: &str) -> PyErr {
+    let made = py
+        .import("subprocess")
+        .and_then(|m| m.getattr("SubprocessError"))
+        .and_then(|class| class.call1((message,)));
+    match made {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(e) => e,
+    }
+}
+
 /// The error of a call on a handle that was closed before its command ended.
 fn closed() -> PyErr {
     PyValueError::new_err("the command's handle was closed (its tree was let go and killed)")
@@ -214,9 +227,53 @@ fn apply_setup(_command: &mut tether::Command, setup: Setup) -> PyResult<()> {
     Ok(())
 }
 
+/// What the keeper's process reports when `preexec_fn` raised: not an errno
+/// of any platform's (Linux's stop at 133 with 125 ECANCELED, which exec
+/// never gives; macOS's at 106), the only part of the error that crosses
+/// the exec.
+#[cfg(unix)]
+const PREEXEC_FAILED: i32 = 125;
+
+/// Runs `func` in the fresh keeper's process before its exec (see
+/// `tether.Popen`'s `preexec_fn`), as `_posixsubprocess` runs it in its
+/// child: this thread holds the GIL across the fork.
+#[cfg(unix)]
+fn set_preexec(command: &mut tether::Command, func: Py<PyAny>) {
+    let hook = move || {
+        // SAFETY: in the forked child, whose only thread is the one that
+        // held the GIL at the fork (see `spawn_holding_gil`).
+        unsafe {
+            pyo3::ffi::PyOS_AfterFork_Child();
+            let py = Python::assume_attached();
+            match func.call0(py) {
+                Ok(_) => Ok(()),
+                Err(_) => Err(std::io::Error::from_raw_os_error(PREEXEC_FAILED)),
+            }
+        }
+    };
+    // SAFETY: as CPython's own preexec_fn, the callable is the caller's to
+    // keep fork-safe (subprocess documents the same hazard).
+    unsafe {
+        tether::unix::CommandExt::pre_exec_keeper(command, hook);
+    }
+}
+
+/// Spawns with the GIL held across the fork of the keeper's process, with
+/// CPython's fork protocol around it (what `os.fork` and
+/// `_posixsubprocess` do), so that `preexec_fn` can run Python there.
+#[cfg(unix)]
+fn spawn_holding_gil(command: &mut tether::Command) -> tether::Result<tether::Child> {
+    // SAFETY: called with the GIL held, in pairs, as CPython documents.
+    unsafe { pyo3::ffi::PyOS_BeforeFork() };
+    let spawned = command.spawn();
+    // SAFETY: as above.
+    unsafe { pyo3::ffi::PyOS_AfterFork_Parent() };
+    spawned
+}
+
 /// Starts `argv` contained (see `tether.Popen` for every argument).
 #[pyfunction]
-#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, setup=None))]
+#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, setup=None, preexec_fn=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     py: Python<'_>,
@@ -234,6 +291,7 @@ pub(crate) fn spawn(
     pids: Option<Bound<'_, PyAny>>,
     cpu: Option<Bound<'_, PyAny>>,
     setup: Option<Setup>,
+    preexec_fn: Option<Py<PyAny>>,
 ) -> PyResult<Child> {
     let limits = crate::limits::from_py(py, memory.as_ref(), pids.as_ref(), cpu.as_ref())?;
     let mut setup = setup.unwrap_or_default();
@@ -283,7 +341,25 @@ pub(crate) fn spawn(
         command.timeout(seconds("timeout", timeout)?);
     }
     apply_setup(&mut command, setup)?;
-    let child = py.detach(|| command.spawn()).py_err(py)?;
+    let child = match preexec_fn {
+        #[cfg(unix)]
+        Some(func) => {
+            set_preexec(&mut command, func);
+            match spawn_holding_gil(&mut command) {
+                Err(tether::Error::Keeper(e)) if e.raw_os_error() == Some(PREEXEC_FAILED) => {
+                    return Err(subprocess_error(py, "Exception occurred in preexec_fn."));
+                }
+                spawned => spawned.py_err(py)?,
+            }
+        }
+        #[cfg(not(unix))]
+        Some(_) => {
+            return Err(PyValueError::new_err(
+                "preexec_fn is not supported on Windows",
+            ));
+        }
+        None => py.detach(|| command.spawn()).py_err(py)?,
+    };
     drop(command);
     Ok(Child {
         limits: Py::new(py, LimitReport::new(py, child.limits())?)?,

@@ -68,14 +68,10 @@ INTERNAL: Dict[str, str] = {
 
 #: Applicable tests that still fail, each with the reason (the same list,
 #: in words, is in docs/python.md, "Moving from subprocess").
-_PREEXEC = ("preexec_fn is refused (ValueError): the command is the keeper's child, "
-            "not forked from this process, so there is no child of ours to run it in")
 KNOWN: Dict[str, str] = {
-    "POSIXProcessTestCase.test_preexec": _PREEXEC,
-    "POSIXProcessTestCase.test_preexec_exception": _PREEXEC,
-    "POSIXProcessTestCase.test_preexec_gc_module_failure": _PREEXEC,
-    "POSIXProcessTestCase.test_close_fds_after_preexec": _PREEXEC,
-    "POSIXProcessTestCase.test_surrogates_error_message": _PREEXEC,
+    "POSIXProcessTestCase.test_preexec": "preexec_fn runs in the keeper's process, before it "
+                                         "execs the keeper: an os.putenv there does not reach "
+                                         "the command, whose environment the owner builds",
     "ProcessTestCase.test_communicate_eintr": "a child signalling its parent (the keeper) kills "
                                               "the keeper; the keeper's hardening fixes it",
 }

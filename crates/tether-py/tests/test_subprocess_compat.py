@@ -228,3 +228,26 @@ def test_dropped_running_popen_warns_and_is_killed(tag: str) -> None:
         del p
         gc.collect()
     assert wait_all_dead(tag, 10) == []
+
+
+def test_preexec_fn_runs_before_the_keeper_and_is_passed_on(tag: str) -> None:
+    import resource
+
+    def prepare() -> None:
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (123, 123))
+
+    code = "import os, resource; print(os.getsid(0), os.getppid(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+    out = tether.check_output([PY, "-c", code], preexec_fn=prepare, text=True, env=tagged_env(tag))
+    sid, parent, nofile = map(int, out.split())
+    # The keeper (the command's parent) ran it: its session, its limit.
+    assert sid == parent and sid != os.getsid(0)
+    assert nofile == 123
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] != 123  # not in this process
+    for module in (subprocess, tether):
+        with pytest.raises(subprocess.SubprocessError, match="Exception occurred in preexec_fn"):
+            module.run(["true"], preexec_fn=lambda: 1 / 0)
+    # Still contained: what the command leaves is killed.
+    p = tether.Popen("sleep 1000 & exit 0", shell=True, preexec_fn=os.setsid, env=tagged_env(tag))
+    assert p.wait(timeout=30) == 0
+    assert tagged_pids(tag) == []

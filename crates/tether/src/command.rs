@@ -88,6 +88,8 @@ pub struct Command {
     pub(crate) arg0: Option<OsString>,
     /// Unix: the command's side of the spawn beyond the usual.
     pub(crate) setup: crate::contain::ChildSetup,
+    /// Unix: run in a fresh keeper's process before its exec.
+    pub(crate) keeper_hook: Option<crate::contain::KeeperHook>,
 }
 
 impl Command {
@@ -120,6 +122,7 @@ impl Command {
             limits: Limits::default(),
             arg0: None,
             setup: crate::contain::ChildSetup::default(),
+            keeper_hook: None,
         }
     }
 

@@ -79,6 +79,7 @@ impl Command {
             pty: self.pty,
             limits: self.limits,
             setup: self.setup.clone(),
+            keeper_hook: self.keeper_hook.clone(),
         };
         let spawned = contain::spawn(plan, [&stdin, &stdout, &stderr])?;
         // Our duplicates of the child's ends go now, or a pipe would never

@@ -35,6 +35,7 @@ def spawn(
     pids: Optional[int] = None,
     cpu: Optional[float] = None,
     setup: Optional[Dict[str, Any]] = None,
+    preexec_fn: Optional[Callable[[], object]] = None,
 ) -> Child: ...
 
 @final

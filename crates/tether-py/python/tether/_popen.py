@@ -320,12 +320,8 @@ class Popen:
             raise TypeError("bufsize must be an integer")
         if pipesize is None:
             pipesize = -1
-        if preexec_fn is not None:
-            raise ValueError(
-                "preexec_fn is not supported: the command is started by tether's keeper, not "
-                "forked from this process (start_new_session, process_group, umask, user, "
-                "group, extra_groups and pass_fds cover its usual uses)"
-            )
+        if preexec_fn is not None and not callable(preexec_fn):
+            raise TypeError("preexec_fn must be callable")
         if sys.platform != "win32":
             if pass_fds and not close_fds:
                 warnings.warn("pass_fds overriding close_fds.", RuntimeWarning)
@@ -441,6 +437,7 @@ class Popen:
                 pids=pids,
                 cpu=cpu,
                 setup=setup,
+                preexec_fn=preexec_fn,
             )
         except BaseException:
             for fd in ours:

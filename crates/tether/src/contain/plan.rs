@@ -48,6 +48,26 @@ pub(crate) struct SpawnPlan {
     /// usual (descriptors passed on, umask, credentials, ignored signals).
     #[cfg_attr(windows, allow(dead_code))]
     pub setup: ChildSetup,
+    /// Unix: code the keeper's process runs before it becomes the keeper
+    /// (a fresh keeper of this command's own, never a warm one).
+    #[cfg_attr(windows, allow(dead_code))]
+    pub keeper_hook: Option<KeeperHook>,
+}
+
+/// Code a fresh keeper's process runs between its fork and its exec
+/// (`tether::unix::CommandExt::pre_exec_keeper`): what it changes in that
+/// process (its session, limits, umask, …) the keeper passes on to the
+/// command.
+#[derive(Clone)]
+pub(crate) struct KeeperHook(
+    #[cfg_attr(windows, allow(dead_code))]
+    pub  std::sync::Arc<std::sync::Mutex<dyn FnMut() -> std::io::Result<()> + Send + 'static>>,
+);
+
+impl std::fmt::Debug for KeeperHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeeperHook")
+    }
 }
 
 /// Unix: what the command's side of a spawn does besides the usual, as

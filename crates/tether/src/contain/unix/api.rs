@@ -151,6 +151,24 @@ pub trait CommandExt {
     /// Signals the command starts with ignored (default: none — every
     /// disposition at its default, whatever the owner ignores).
     fn ignore_signals(&mut self, signals: &[i32]) -> &mut Command;
+
+    /// Runs `hook` in the process that becomes this command's keeper,
+    /// between its fork from the owner and its exec of the keeper program
+    /// (`subprocess`'s `preexec_fn`, one process up): what it changes there
+    /// — a new session, resource limits, the umask, credentials, the
+    /// working directory of the keeper — the keeper passes on to the
+    /// command, as an exec would. The command gets a fresh keeper of its own
+    /// (never a warm one, nor kept warm after). An `Err` from `hook` fails
+    /// the spawn with [`Error::Keeper`](crate::Error::Keeper) carrying that
+    /// error's `raw_os_error` (the only part that crosses the exec).
+    ///
+    /// # Safety
+    /// `hook` runs in a child forked from a possibly multi-threaded owner:
+    /// as `std::os::unix::process::CommandExt::pre_exec`'s closure, it must
+    /// not take a lock another thread may hold (no allocation, in general).
+    unsafe fn pre_exec_keeper<F>(&mut self, hook: F) -> &mut Command
+    where
+        F: FnMut() -> std::io::Result<()> + Send + 'static;
 }
 
 impl CommandExt for Command {
@@ -198,6 +216,16 @@ impl CommandExt for Command {
 
     fn ignore_signals(&mut self, signals: &[i32]) -> &mut Command {
         self.setup.ignore_signals = signals.to_vec();
+        self
+    }
+
+    unsafe fn pre_exec_keeper<F>(&mut self, hook: F) -> &mut Command
+    where
+        F: FnMut() -> std::io::Result<()> + Send + 'static,
+    {
+        self.keeper_hook = Some(crate::contain::KeeperHook(std::sync::Arc::new(
+            std::sync::Mutex::new(hook),
+        )));
         self
     }
 }

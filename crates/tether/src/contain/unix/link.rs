@@ -123,11 +123,52 @@ impl KeeperLink {
         Ok(link)
     }
 
+    /// [`start`](Self::start) with `hook` run in the keeper's process
+    /// before its exec (see `CommandExt::pre_exec_keeper`): forked, not
+    /// `posix_spawn`ed. Its process group is set after the hook (a group
+    /// leader could not `setsid` in it), unless the hook made it a session
+    /// leader. Never noted for the pool: what the hook did is this
+    /// command's alone.
+    pub(crate) fn start_hooked(
+        keeper: &Path,
+        keeper_tag: &str,
+        hook: &crate::contain::KeeperHook,
+    ) -> Result<KeeperLink> {
+        let hook = hook.0.clone();
+        let mut link = Self::launch(keeper, keeper_tag, move |command| {
+            // SAFETY: the closure makes async-signal-safe calls besides
+            // the hook, whose caller vouched for it (`pre_exec_keeper`).
+            unsafe {
+                command.pre_exec(move || {
+                    let mut hook = hook.lock().unwrap_or_else(|e| e.into_inner());
+                    (*hook)()?;
+                    if libc::getsid(0) != libc::getpid() && libc::setpgid(0, 0) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                })
+            };
+        })?;
+        link.busy();
+        Ok(link)
+    }
+
     /// Starts a keeper that waits for its first session: ours to signal,
     /// but not patrolled by the guard until [`busy`](Self::busy) (an idle
     /// keeper has no command that could stop it; see
     /// [`detach`](Self::detach)).
     pub(crate) fn start_idle(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
+        Self::launch(keeper, keeper_tag, |command| {
+            command.process_group(0);
+        })
+    }
+
+    /// Starts the keeper program, `prepare` adding to its command.
+    fn launch(
+        keeper: &Path,
+        keeper_tag: &str,
+        prepare: impl FnOnce(&mut std::process::Command),
+    ) -> Result<KeeperLink> {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
         crate::contain::os::prepare_socket(&ours);
         crate::contain::os::prepare_socket(&theirs);
@@ -141,17 +182,16 @@ impl KeeperLink {
         if debug {
             command.env(DEBUG_VAR, "1");
         }
-        let process = command
+        command
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
             .stderr(if debug {
                 Stdio::inherit()
             } else {
                 Stdio::null()
-            })
-            .process_group(0)
-            .spawn()
-            .map_err(Error::Keeper)?;
+            });
+        prepare(&mut command);
+        let process = command.spawn().map_err(Error::Keeper)?;
         let pid = process.id();
         guard().adopt(pid);
         let owner = std::process::id();

@@ -69,7 +69,10 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         ..plan.tag.clone()
     }
     .to_string();
-    let (mut link, warm) = super::pool::take(&keeper, &keeper_tag)?;
+    let (mut link, warm) = match &plan.keeper_hook {
+        Some(hook) => (KeeperLink::start_hooked(&keeper, &keeper_tag, hook)?, false),
+        None => super::pool::take(&keeper, &keeper_tag)?,
+    };
     // The three streams, then the descriptors passed on (`SetupSpec`).
     let fds: Vec<std::os::fd::RawFd> = [
         stdin_fd.as_raw_fd(),
@@ -87,7 +90,10 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         link.recv(None)
     };
     let mut reply = ask(&mut link);
-    if reply.is_err() && link.refused_other_build() {
+    if reply.is_err() && link.refused_other_build() && plan.keeper_hook.is_some() {
+        // Once more would run the hook twice.
+        return Err(other_build(&keeper));
+    } else if reply.is_err() && link.refused_other_build() {
         // A keeper program of another build of tether (a stale
         // `tether-keeper` beside this program) exits before reading
         // anything: the command never started. Once more with the
