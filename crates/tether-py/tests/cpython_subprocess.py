@@ -69,9 +69,6 @@ INTERNAL: Dict[str, str] = {
 #: Applicable tests that still fail, each with the reason (the same list,
 #: in words, is in docs/python.md, "Moving from subprocess").
 KNOWN: Dict[str, str] = {
-    "POSIXProcessTestCase.test_preexec": "preexec_fn runs in the keeper's process, before it "
-                                         "execs the keeper: an os.putenv there does not reach "
-                                         "the command, whose environment the owner builds",
     "ProcessTestCase.test_communicate_eintr": "a child signalling its parent (the keeper) kills "
                                               "the keeper; the keeper's hardening fixes it",
 }

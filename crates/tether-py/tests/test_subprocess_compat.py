@@ -247,6 +247,12 @@ def test_preexec_fn_runs_before_the_keeper_and_is_passed_on(tag: str) -> None:
     for module in (subprocess, tether):
         with pytest.raises(subprocess.SubprocessError, match="Exception occurred in preexec_fn"):
             module.run(["true"], preexec_fn=lambda: 1 / 0)
+        # Its environment changes reach a command that sets none of its own.
+        fruit = [PY, "-c", "import os; print(os.getenv('FRUIT'))"]
+        assert module.check_output(fruit, preexec_fn=lambda: os.putenv("FRUIT", "apple")) == b"apple\n"
+        assert module.check_output(fruit, preexec_fn=lambda: os.putenv("FRUIT", "apple"),
+                                   env={"PATH": os.environ["PATH"]}) == b"None\n"
+    assert "FRUIT" not in os.environ
     # Still contained: what the command leaves is killed.
     p = tether.Popen("sleep 1000 & exit 0", shell=True, preexec_fn=os.setsid, env=tagged_env(tag))
     assert p.wait(timeout=30) == 0

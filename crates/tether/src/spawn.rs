@@ -78,7 +78,13 @@ impl Command {
             tag,
             pty: self.pty,
             limits: self.limits,
-            setup: self.setup.clone(),
+            setup: crate::contain::ChildSetup {
+                // What a hook does to the keeper's environment reaches a
+                // command that sets none of its own, as an exec after a
+                // `preexec_fn` would have it.
+                keeper_env: self.keeper_hook.is_some() && !self.env_clear && self.env.is_empty(),
+                ..self.setup.clone()
+            },
             keeper_hook: self.keeper_hook.clone(),
         };
         let spawned = contain::spawn(plan, [&stdin, &stdout, &stderr])?;

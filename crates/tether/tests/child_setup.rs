@@ -88,22 +88,25 @@ fn credentials_are_changed_before_exec() {
 #[test]
 fn the_keeper_hook_runs_in_the_keepers_process_and_is_passed_on() {
     let mut command = Command::new("sh");
-    command.args(["-c", "echo $PPID $(cut -d' ' -f6 /proc/$$/stat)"]);
-    // SAFETY: setsid(2) is async-signal-safe.
+    command.args(["-c", "echo $PPID $(cut -d' ' -f6 /proc/$$/stat) $FRUIT"]);
+    // SAFETY: setsid(2) is async-signal-safe; setenv is not, but nothing
+    // else runs in the child.
     unsafe {
         command.pre_exec_keeper(|| {
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            libc::setenv(c"FRUIT".as_ptr(), c"apple".as_ptr(), 1);
             Ok(())
         });
     }
     let output = command.output().unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
-    let ids: Vec<u32> = stdout
-        .split_whitespace()
-        .map(|n| n.parse().unwrap())
-        .collect();
+    let mut words = stdout.split_whitespace();
+    let ids: Vec<u32> = words.by_ref().take(2).map(|n| n.parse().unwrap()).collect();
+    // The environment as the hook left it reaches a command that sets
+    // none of its own.
+    assert_eq!(words.next(), Some("apple"), "{stdout}");
     // The command's session is its parent's, the keeper's: the hook made
     // the keeper a session leader, not the owner (this process).
     assert_eq!(ids[0], ids[1], "{stdout}");

@@ -87,6 +87,9 @@ pub(crate) struct ChildSetup {
     pub groups: Option<Vec<u32>>,
     /// Signals the command starts with ignored (`SIG_IGN`).
     pub ignore_signals: Vec<i32>,
+    /// The command inherits its keeper's environment (a hooked keeper's,
+    /// when the command sets none of its own).
+    pub keeper_env: bool,
 }
 
 /// How a kill of a tree begins, before the forced end.

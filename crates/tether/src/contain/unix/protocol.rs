@@ -182,6 +182,10 @@ pub(crate) struct SetupSpec {
     pub groups: Option<Vec<u32>>,
     /// Signals below 32 (bit `sig`) the command starts with ignored.
     pub ignore: u32,
+    /// The command's environment is the keeper's own (a hooked keeper's:
+    /// the owner's as the hook left it), with the command's tag in place of
+    /// the keeper's: `envp` is used only for that tag.
+    pub keeper_env: bool,
 }
 
 impl SetupSpec {
@@ -367,6 +371,7 @@ impl Writer {
             None => self.u8(0),
         }
         self.u32(setup.ignore);
+        self.bool(setup.keeper_env);
     }
     fn limits(&mut self, spec: &LimitSpec) {
         self.limit(&spec.memory);
@@ -548,6 +553,7 @@ impl Reader<'_> {
                 None
             },
             ignore: self.u32()?,
+            keeper_env: self.bool()?,
         })
     }
     fn limits(&mut self) -> io::Result<LimitSpec> {
@@ -969,6 +975,7 @@ mod tests {
                 gid: None,
                 groups: Some(vec![10, 20]),
                 ignore: 1 << 13,
+                keeper_env: true,
             },
         })));
         round_trip_request(Request::Signal {

@@ -285,6 +285,7 @@ fn setup_of(setup: &crate::contain::ChildSetup) -> Result<SetupSpec> {
         gid: setup.gid,
         groups: setup.groups.clone(),
         ignore,
+        keeper_env: setup.keeper_env,
     })
 }
 

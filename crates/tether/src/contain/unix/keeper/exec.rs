@@ -42,7 +42,14 @@ impl Exec {
         Ok(Exec {
             program: c(&spec.program)?,
             argv: spec.argv.iter().map(|a| c(a)).collect::<Result<_, _>>()?,
-            envp: spec.envp.iter().map(|e| c(e)).collect::<Result<_, _>>()?,
+            envp: if spec.setup.keeper_env {
+                keeper_environment(&spec.envp)
+                    .iter()
+                    .map(|e| c(e))
+                    .collect::<Result<_, _>>()?
+            } else {
+                spec.envp.iter().map(|e| c(e)).collect::<Result<_, _>>()?
+            },
             cwd: spec.cwd.as_deref().map(c).transpose()?,
             new_session: spec.new_session || spec.controlling_tty,
             controlling_tty: spec.controlling_tty,
@@ -63,6 +70,24 @@ impl Exec {
     pub(crate) fn envp_ptrs(&self) -> Vec<*mut libc::c_char> {
         pointers(&self.envp)
     }
+}
+
+/// This keeper's own environment for its command (`SetupSpec::keeper_env`):
+/// every variable but the keeper's tag, then the command's tag from `envp`.
+fn keeper_environment(envp: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let tag_var = crate::spawn_tag::SPAWN_TAG_VAR.as_bytes();
+    let is_tag = |entry: &[u8]| {
+        entry
+            .strip_prefix(tag_var)
+            .is_some_and(|rest| rest.first() == Some(&b'='))
+    };
+    let mut vars: Vec<Vec<u8>> = std::env::vars_os()
+        .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+        .filter(|entry| !is_tag(entry))
+        .collect();
+    vars.extend(envp.iter().filter(|entry| is_tag(entry)).cloned());
+    vars
 }
 
 fn pointers(items: &[CString]) -> Vec<*mut libc::c_char> {
