@@ -203,10 +203,14 @@ def _child(mode: str, args: argparse.Namespace) -> Dict[str, object]:
             command += ["-k", args.k]
         if args.verbose:
             command.append("-v")
-        # The suite's children write to the terminal; keep ours quiet.
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        # The suite's children write to the terminal (and the suite warns
+        # on stderr): shown only with -v or if the run itself failed.
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=None if args.verbose else subprocess.PIPE)
         text = out.read()
         if done.returncode != 0 or not text:
+            if done.stderr:
+                sys.stderr.write(done.stderr.decode(errors="replace")[-20000:])
             sys.exit(f"cpython_subprocess: the {mode} run exited with {done.returncode}")
         return json.loads(text)
 

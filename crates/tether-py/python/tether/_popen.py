@@ -248,8 +248,16 @@ class Popen:
     process's spawn tag (``[A-Za-z0-9._-]``, 1–64). ``keep_descendants``:
     let what the main process leaves behind run on (still contained, killed
     by ``kill()``, the context manager's exit, or the owner's death).
-    ``start_new_session`` is accepted and changes nothing: the command
-    always runs in a process group of its own.
+
+    ``subprocess.Popen``'s arguments, in its order, behave as there:
+    ``start_new_session`` (``setsid``), ``process_group`` (0 only: the
+    command always has a group of its own), ``pass_fds``/``close_fds``
+    (passed on through the keeper), ``user``/``group``/``extra_groups``/
+    ``umask``/``restore_signals``, ``pipesize``. ``preexec_fn`` runs in a
+    fresh keeper's process (forked from this one) before it becomes the
+    keeper; what it changes there reaches the command (see
+    docs/python.md). ``startupinfo``/``creationflags`` are Windows-only
+    (``ValueError`` elsewhere, as ``subprocess``).
 
     Limits, for the whole tree together (default: none): ``memory`` in
     bytes or as a size string (``"512M"``, ``"2G"``; past it the kernel's
