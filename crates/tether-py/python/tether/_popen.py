@@ -202,9 +202,8 @@ def _ignored_signals(restore_signals: bool) -> List[int]:
     less ``SIGPIPE``/``SIGXFSZ`` with ``restore_signals``."""
     # `_signal`'s, not `signal`'s: the latter's enum conversion was ~1 µs
     # a call, 29 per spawn.
-    import _signal
-
-    getsignal, ignore = _signal.getsignal, _signal.SIG_IGN
+    raw = __import__("_signal")
+    getsignal, ignore = raw.getsignal, raw.SIG_IGN
     return [
         sig for sig in _IGNORABLE
         if getsignal(sig) == ignore and not (restore_signals and sig in _RESTORED)
