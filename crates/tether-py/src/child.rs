@@ -81,6 +81,19 @@ pub(crate) fn seconds(what: &str, value: f64) -> PyResult<Duration> {
     })
 }
 
+/// `subprocess.SubprocessError(message)`.
+#[cfg(unix)]
+fn subprocess_error(py: Python<'_>, message: &str) -> PyErr {
+    let made = py
+        .import("subprocess")
+        .and_then(|m| m.getattr("SubprocessError"))
+        .and_then(|class| class.call1((message,)));
+    match made {
+        Ok(exception) => PyErr::from_value(exception),
+        Err(e) => e,
+    }
+}
+
 /// The error of a call on a handle that was closed before its command ended.
 fn closed() -> PyErr {
     PyValueError::new_err("the command's handle was closed (its tree was let go and killed)")
@@ -125,7 +138,16 @@ impl OsArg {
     }
 }
 
-/// Non-UTF-8 bytes as an `OsString` where the platform allows them.
+/// Non-UTF-8 bytes as an `OsString`: as they are on Unix (`os.fsencode`'s
+/// output: what `subprocess` passes to `execve`).
+#[cfg(unix)]
+fn os_from_bytes(bytes: Vec<u8>) -> PyResult<OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    Ok(OsString::from_vec(bytes))
+}
+
+/// Non-UTF-8 bytes as an `OsString`: decoded as `os.fsdecode` does.
+#[cfg(not(unix))]
 fn os_from_bytes(bytes: Vec<u8>) -> PyResult<OsString> {
     Python::attach(|py| {
         let fsdecode = py.import("os")?.getattr("fsdecode")?;
@@ -146,9 +168,112 @@ fn stdio(fd: Option<i32>) -> PyResult<tether::Stdio> {
     }
 }
 
+/// `subprocess.Popen`'s settings of the command's side of the spawn (Unix;
+/// see `tether.Popen`): a dict with every key.
+#[derive(FromPyObject, Default)]
+#[pyo3(from_item_all)]
+pub(crate) struct Setup {
+    executable: Option<OsArg>,
+    new_session: bool,
+    /// (the command's number, our descriptor).
+    pass_fds: Vec<(i32, i32)>,
+    umask: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    groups: Option<Vec<u32>>,
+    ignore_signals: Vec<i32>,
+}
+
+#[cfg(unix)]
+fn apply_setup(command: &mut tether::Command, setup: Setup) -> PyResult<()> {
+    use std::os::fd::{BorrowedFd, RawFd};
+    use tether::unix::CommandExt;
+    command.new_session(setup.new_session);
+    for (target, fd) in setup.pass_fds {
+        // SAFETY: the caller's descriptor, borrowed for the duplication.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd as RawFd) };
+        command.pass_fd(target, borrowed.try_clone_to_owned()?);
+    }
+    if let Some(mask) = setup.umask {
+        command.umask(mask);
+    }
+    if let Some(uid) = setup.uid {
+        command.uid(uid);
+    }
+    if let Some(gid) = setup.gid {
+        command.gid(gid);
+    }
+    if let Some(groups) = setup.groups {
+        command.groups(&groups);
+    }
+    command.ignore_signals(&setup.ignore_signals);
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn apply_setup(_command: &mut tether::Command, setup: Setup) -> PyResult<()> {
+    let any = setup.new_session
+        || !setup.pass_fds.is_empty()
+        || setup.umask.is_some()
+        || setup.uid.is_some()
+        || setup.gid.is_some()
+        || setup.groups.is_some()
+        || !setup.ignore_signals.is_empty();
+    if any {
+        return Err(PyValueError::new_err(
+            "start_new_session, pass_fds, umask, user, group, extra_groups and restore_signals=False are Unix-only",
+        ));
+    }
+    Ok(())
+}
+
+/// What the keeper's process reports when `preexec_fn` raised: not an errno
+/// of any platform's (Linux's stop at 133 with 125 ECANCELED, which exec
+/// never gives; macOS's at 106), the only part of the error that crosses
+/// the exec.
+#[cfg(unix)]
+const PREEXEC_FAILED: i32 = 125;
+
+/// Runs `func` in the fresh keeper's process before its exec (see
+/// `tether.Popen`'s `preexec_fn`), as `_posixsubprocess` runs it in its
+/// child: this thread holds the GIL across the fork.
+#[cfg(unix)]
+fn set_preexec(command: &mut tether::Command, func: Py<PyAny>) {
+    let hook = move || {
+        // SAFETY: in the forked child, whose only thread is the one that
+        // held the GIL at the fork (see `spawn_holding_gil`).
+        unsafe {
+            pyo3::ffi::PyOS_AfterFork_Child();
+            let py = Python::assume_attached();
+            match func.call0(py) {
+                Ok(_) => Ok(()),
+                Err(_) => Err(std::io::Error::from_raw_os_error(PREEXEC_FAILED)),
+            }
+        }
+    };
+    // SAFETY: as CPython's own preexec_fn, the callable is the caller's to
+    // keep fork-safe (subprocess documents the same hazard).
+    unsafe {
+        tether::unix::CommandExt::pre_exec_keeper(command, hook);
+    }
+}
+
+/// Spawns with the GIL held across the fork of the keeper's process, with
+/// CPython's fork protocol around it (what `os.fork` and
+/// `_posixsubprocess` do), so that `preexec_fn` can run Python there.
+#[cfg(unix)]
+fn spawn_holding_gil(command: &mut tether::Command) -> tether::Result<tether::Child> {
+    // SAFETY: called with the GIL held, in pairs, as CPython documents.
+    unsafe { pyo3::ffi::PyOS_BeforeFork() };
+    let spawned = command.spawn();
+    // SAFETY: as above.
+    unsafe { pyo3::ffi::PyOS_AfterFork_Parent() };
+    spawned
+}
+
 /// Starts `argv` contained (see `tether.Popen` for every argument).
 #[pyfunction]
-#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, foreground=false, require_limits=false))]
+#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, foreground=false, require_limits=false, setup=None, preexec_fn=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     py: Python<'_>,
@@ -167,6 +292,8 @@ pub(crate) fn spawn(
     cpu: Option<Bound<'_, PyAny>>,
     foreground: bool,
     require_limits: bool,
+    setup: Option<Setup>,
+    preexec_fn: Option<Py<PyAny>>,
 ) -> PyResult<Child> {
     let limits = crate::limits::from_py(
         py,
@@ -175,12 +302,29 @@ pub(crate) fn spawn(
         cpu.as_ref(),
         require_limits,
     )?;
+    let mut setup = setup.unwrap_or_default();
     let mut argv = argv.into_iter();
-    let program = argv
+    let first = argv
         .next()
         .ok_or_else(|| PyValueError::new_err("args must name a program"))?
         .into_os()?;
-    let mut command = tether::Command::new(program);
+    let mut command = match setup.executable.take() {
+        // The executable runs; argv[0] stays what the caller gave (Unix;
+        // Windows has no argv[0] of its own to keep).
+        Some(executable) => {
+            let command = tether::Command::new(executable.into_os()?);
+            #[cfg(unix)]
+            let command = {
+                let mut command = command;
+                tether::unix::CommandExt::arg0(&mut command, first);
+                command
+            };
+            #[cfg(not(unix))]
+            drop(first);
+            command
+        }
+        None => tether::Command::new(first),
+    };
     for arg in argv {
         command.arg(arg.into_os()?);
     }
@@ -205,7 +349,26 @@ pub(crate) fn spawn(
     if let Some(timeout) = timeout {
         command.timeout(seconds("timeout", timeout)?);
     }
-    let child = crate::gil::detach(py, || command.spawn()).py_err(py)?;
+    apply_setup(&mut command, setup)?;
+    let child = match preexec_fn {
+        #[cfg(unix)]
+        Some(func) => {
+            set_preexec(&mut command, func);
+            match spawn_holding_gil(&mut command) {
+                Err(tether::Error::Keeper(e)) if e.raw_os_error() == Some(PREEXEC_FAILED) => {
+                    return Err(subprocess_error(py, "Exception occurred in preexec_fn."));
+                }
+                spawned => spawned.py_err(py)?,
+            }
+        }
+        #[cfg(not(unix))]
+        Some(_) => {
+            return Err(PyValueError::new_err(
+                "preexec_fn is not supported on Windows",
+            ));
+        }
+        None => crate::gil::detach(py, || command.spawn()).py_err(py)?,
+    };
     drop(command);
     Ok(Child {
         limits: Py::new(py, LimitReport::new(py, child.limits())?)?,
@@ -340,6 +503,30 @@ impl Child {
                     }
                 }
             }
+        }
+    }
+
+    /// `SIGKILL` to every process of the tree at once, without waiting
+    /// (`subprocess`'s `kill()`): the keeper sends it, then goes on until
+    /// the tree is empty. Nothing once the command finished.
+    fn kill_now(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_owner(py)?;
+        if self.known().is_some() {
+            return Ok(());
+        }
+        #[cfg(unix)]
+        let started = {
+            use tether::unix::ChildExt;
+            // SIGKILL (9) as the only rung: the tree gets it at once.
+            self.handle.interrupt(9)
+        };
+        #[cfg(not(unix))]
+        let started = self.handle.start_kill_with_grace(Duration::ZERO);
+        match started {
+            Ok(()) => Ok(()),
+            // The keeper is done: the command already finished.
+            Err(tether::Error::Keeper(_)) => Ok(()),
+            Err(e) => Err(crate::error::to_py(py, e)),
         }
     }
 

@@ -90,7 +90,7 @@ def test_handles_inherited_across_fork_refuse_and_the_child_runs_its_own() -> No
     assert _in_child(child) == 0
     # The parent's handles are untouched by what the child did.
     assert p.poll() is None and s.poll() is None
-    assert p.kill().returncode == -15
+    assert p.kill_tree().returncode == -15
     assert s.kill().state == "killed"
 
 

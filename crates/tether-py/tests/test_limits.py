@@ -85,12 +85,12 @@ def test_a_fork_bomb_under_32_pids_is_contained(tag: str) -> None:
         # Still at most 32, however long it keeps trying.
         for _ in range(20):
             assert len(tagged_pids(tag)) <= 32
-        killed = p.kill(grace=0)
+        killed = p.kill_tree(grace=0)
         assert killed.descendants_killed >= 31
         assert p.limit_hit == "pids"
         assert tagged_pids(tag) == []
     finally:
-        p.kill(grace=0)
+        p.kill_tree(grace=0)
 
 
 def test_the_report_says_how_each_limit_is_enforced(tag: str) -> None:
@@ -117,11 +117,11 @@ def test_the_report_says_how_each_limit_is_enforced(tag: str) -> None:
             lines.append(line.decode())
         leaf = os.path.basename(limits.cgroup)
         assert any(line.rstrip().endswith("/" + leaf) for line in lines), lines
-        p.kill()
+        p.kill_tree()
         assert not os.path.exists(limits.cgroup), "the leaf goes with the session"
         assert p.limit_hit is None
     finally:
-        p.kill(grace=0)
+        p.kill_tree(grace=0)
     # No limit asked for: an empty report, nothing hit.
     done = tether.run(["true"])
     assert not done.limits and done.limits.memory is None and done.limit_hit is None

@@ -66,7 +66,7 @@ def test_kill_is_a_verified_tree_kill(tag: str) -> None:
     p = tether.Popen(ESCAPING_TREE, shell=True, env=tagged_env(tag), stdout=tether.PIPE)
     assert p.stdout is not None and p.stdout.readline() == b"ready\n"
     assert wait_for_count(tag, ESCAPING_TREE_MIN, 10) >= ESCAPING_TREE_MIN
-    killed = p.kill()
+    killed = p.kill_tree()
     # Verified before returning: not one tagged process is left.
     assert tagged_pids(tag) == []
     assert killed.descendants_killed >= ESCAPING_TREE_MIN - 1

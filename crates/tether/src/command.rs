@@ -84,6 +84,12 @@ pub struct Command {
     pub(crate) install: Option<Install>,
     pub(crate) pty: Option<PtySize>,
     pub(crate) limits: Limits,
+    /// Unix: `argv[0]` when it is not the program as given.
+    pub(crate) arg0: Option<OsString>,
+    /// Unix: the command's side of the spawn beyond the usual.
+    pub(crate) setup: crate::contain::ChildSetup,
+    /// Unix: run in a fresh keeper's process before its exec.
+    pub(crate) keeper_hook: Option<crate::contain::KeeperHook>,
 }
 
 impl Command {
@@ -114,6 +120,9 @@ impl Command {
             install: None,
             pty: None,
             limits: Limits::default(),
+            arg0: None,
+            setup: crate::contain::ChildSetup::default(),
+            keeper_hook: None,
         }
     }
 

@@ -57,7 +57,7 @@ impl Command {
         let stdout = self.stdout.as_ref().unwrap_or(&out_default).to_child_io()?;
         let stderr = self.stderr.as_ref().unwrap_or(&err_default).to_child_io()?;
 
-        let mut argv = vec![self.program.clone()];
+        let mut argv = vec![self.arg0.clone().unwrap_or_else(|| self.program.clone())];
         argv.extend(self.args.iter().cloned());
         let plan = SpawnPlan {
             program,
@@ -78,6 +78,14 @@ impl Command {
             tag,
             pty: self.pty,
             limits: self.limits,
+            setup: crate::contain::ChildSetup {
+                // What a hook does to the keeper's environment reaches a
+                // command that sets none of its own, as an exec after a
+                // `preexec_fn` would have it.
+                keeper_env: self.keeper_hook.is_some() && !self.env_clear && self.env.is_empty(),
+                ..self.setup.clone()
+            },
+            keeper_hook: self.keeper_hook.clone(),
         };
         let spawned = contain::spawn(plan, [&stdin, &stdout, &stderr])?;
         // Our duplicates of the child's ends go now, or a pipe would never

@@ -36,7 +36,20 @@ from ._errors import (
 )
 from ._keeper import executable
 from ._native import Limit, LimitReport
-from ._popen import DEVNULL, PIPE, STDOUT, CompletedProcess, KillResult, Popen, run
+from ._popen import (
+    DEVNULL,
+    PIPE,
+    STDOUT,
+    CompletedProcess,
+    KillResult,
+    Popen,
+    call,
+    check_call,
+    check_output,
+    getoutput,
+    getstatusoutput,
+    run,
+)
 from ._session import (
     AsyncSession,
     Match,
@@ -98,7 +111,12 @@ __all__ = [
     "TooManySessions",
     "Unsupported",
     "WaitResult",
+    "call",
+    "check_call",
+    "check_output",
     "executable",
+    "getoutput",
+    "getstatusoutput",
     "run",
     "session",
     "sessions",

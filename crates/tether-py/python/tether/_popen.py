@@ -11,8 +11,10 @@ What differs from ``subprocess``:
   then ``SIGKILL`` after ``grace`` seconds), so ``wait()`` and
   ``communicate()`` return even when a grandchild holds the pipe
   (``keep_descendants=True`` lets them run on, still contained);
-* ``kill()`` ends the whole tree and returns only once it is verified
-  empty (else ``KillIncomplete`` lists the survivors);
+* ``kill()`` sends ``SIGKILL`` to the whole tree at once (returncode
+  ``-9``, as ``subprocess``); ``kill_tree()`` is the graceful kill
+  (``SIGTERM``, ``grace``, ``SIGKILL``) that returns only once the tree is
+  verified empty (else ``KillIncomplete`` lists the survivors);
 * ``run(timeout=…)`` raises ``TimeoutExpired`` after the whole tree is
   dead, never with a grandchild still holding the pipe;
 * ``memory=``, ``pids=`` and ``cpu=`` limit the whole tree (see
@@ -23,18 +25,24 @@ What differs from ``subprocess``:
 from __future__ import annotations
 
 import io
+import math
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any, List, Mapping, Optional, Sequence, Tuple, Union
+import types
+import warnings
+from typing import IO, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._errors import CalledProcessError, TimeoutExpired
 
-__all__ = ["PIPE", "STDOUT", "DEVNULL", "Popen", "run", "CompletedProcess", "KillResult"]
+__all__ = [
+    "PIPE", "STDOUT", "DEVNULL", "Popen", "run", "call", "check_call", "check_output",
+    "getoutput", "getstatusoutput", "CompletedProcess", "KillResult",
+]
 
 PIPE = subprocess.PIPE
 STDOUT = subprocess.STDOUT
@@ -81,7 +89,7 @@ class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
 
 
 class KillResult:
-    """What ``Popen.kill()`` did: the main process's ``returncode``,
+    """What ``Popen.kill_tree()`` did: the main process's ``returncode``,
     ``descendants_killed`` (exact, from the keeper) and ``descendants``, the
     ``(pid, command)`` of the tree's other processes seen as the kill
     began."""
@@ -112,9 +120,30 @@ def _holds_terminal() -> bool:
         return False
 
 
-def _argv(args: Args, shell: bool, executable: Optional[StrOrBytesPath]) -> List[Any]:
-    if isinstance(args, (str, bytes, os.PathLike)):
+def _os_arg(value: Any) -> Any:
+    """``value`` as ``subprocess`` passes it to ``execve``: ``os.fsencode``
+    (bytes, surrogate escapes undone) on POSIX; a NUL is a ``ValueError``."""
+    value = os.fspath(value)
+    if not isinstance(value, (str, bytes)):
+        raise TypeError(f"expected str, bytes or os.PathLike object, not {type(value).__name__}")
+    if ("\0" in value) if isinstance(value, str) else (b"\0" in value):
+        raise ValueError("embedded null byte")
+    if os.name == "posix" and isinstance(value, str) and not value.isascii():
+        return os.fsencode(value)
+    return value
+
+
+def _argv(
+    args: Args, shell: bool, executable: Optional[StrOrBytesPath]
+) -> Tuple[List[Any], Optional[Any]]:
+    """(argv, the program to run when it is not argv[0]), as
+    ``subprocess``'s ``_execute_child`` builds them."""
+    if isinstance(args, (str, bytes)):
         argv: List[Any] = [args]
+    elif isinstance(args, os.PathLike):
+        if shell:
+            raise TypeError("path-like args is not allowed when shell is true")
+        argv = [args]
     else:
         argv = list(args)
     if shell:
@@ -122,15 +151,14 @@ def _argv(args: Args, shell: bool, executable: Optional[StrOrBytesPath]) -> List
             argv = [os.environ.get("COMSPEC", "cmd.exe"), "/d", "/s", "/c", " ".join(map(str, argv))]
         else:
             argv = ["/bin/sh", "-c", *argv]
+        if executable is not None:
+            # As subprocess: with a shell, `executable` replaces it.
+            argv[0] = executable
+            executable = None
     if not argv:
         raise ValueError("args must name a program")
-    argv = [os.fspath(a) for a in argv]
-    for a in argv:
-        if not isinstance(a, (str, bytes)):
-            raise TypeError(f"expected str, bytes or os.PathLike object, not {type(a).__name__}")
-    if executable is not None:
-        argv[0] = os.fspath(executable)
-    return argv
+    argv = [_os_arg(a) for a in argv]
+    return argv, (_os_arg(executable) if executable is not None else None)
 
 
 def _environment(env: Optional[Mapping[Any, Any]]) -> Optional[List[Tuple[Any, Any]]]:
@@ -143,8 +171,73 @@ def _environment(env: Optional[Mapping[Any, Any]]) -> Optional[List[Tuple[Any, A
             raise TypeError("environment keys and values must be str or bytes")
         if (b"=" in key) if isinstance(key, bytes) else ("=" in key):
             raise ValueError(f"illegal environment variable name: {key!r}")
-        pairs.append((key, value))
+        pairs.append((_os_arg(key), _os_arg(value)))
     return pairs
+
+
+def _finite(timeout: Optional[float]) -> Optional[float]:
+    """``None`` for no timeout or an infinite one (``subprocess`` takes
+    ``float('inf')``)."""
+    if timeout is not None and math.isinf(timeout) and timeout > 0:
+        return None
+    return timeout
+
+
+def _gid(group: Any) -> int:
+    if isinstance(group, str):
+        import grp
+
+        return grp.getgrnam(group).gr_gid
+    if isinstance(group, int):
+        return group
+    raise TypeError(f"Group must be a string or an integer, not {type(group)}")
+
+
+#: What ``restore_signals=True`` resets in ``subprocess`` (CPython ignores
+#: them in itself).
+_RESTORED = {getattr(signal, n) for n in ("SIGPIPE", "SIGXFZ", "SIGXFSZ") if hasattr(signal, n)}
+
+
+#: The signals a disposition can be asked of (below 32: what the keeper
+#: passes on), listed once: `signal.valid_signals()` per spawn cost ~75 µs.
+_IGNORABLE = (
+    [int(s) for s in signal.valid_signals() if 0 < s < 32 and s not in (signal.SIGKILL, signal.SIGSTOP)]
+    if os.name == "posix" else []
+)
+
+
+def _ignored_signals(restore_signals: bool) -> List[int]:
+    """The signals a command starts with ignored, as it would from
+    ``subprocess``: those this process ignores (an exec keeps them),
+    less ``SIGPIPE``/``SIGXFSZ`` with ``restore_signals``."""
+    # `_signal`'s, not `signal`'s: the latter's enum conversion was ~1 µs
+    # a call, 29 per spawn.
+    raw = __import__("_signal")
+    getsignal, ignore = raw.getsignal, raw.SIG_IGN
+    return [
+        sig for sig in _IGNORABLE
+        if getsignal(sig) == ignore and not (restore_signals and sig in _RESTORED)
+    ]
+
+
+def _inheritable_fds(skip: Sequence[int]) -> List[int]:
+    """This process's inheritable descriptors above 2 (what a command
+    started with ``close_fds=False`` gets)."""
+    try:
+        names = os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")
+    except OSError:
+        return []
+    fds = []
+    for name in names:
+        fd = int(name)
+        if fd <= 2 or fd in skip:
+            continue
+        try:
+            if os.get_inheritable(fd):
+                fds.append(fd)
+        except OSError:  # the directory's own descriptor, closed by now
+            continue
+    return sorted(fds)
 
 
 def _text_encoding(encoding: Optional[str]) -> str:
@@ -167,13 +260,21 @@ class Popen:
     process's spawn tag (``[A-Za-z0-9._-]``, 1–64). ``keep_descendants``:
     let what the main process leaves behind run on (still contained, killed
     by ``kill()``, the context manager's exit, or the owner's death).
-    ``start_new_session`` is accepted and changes nothing: the command
-    always runs in a process group of its own. ``foreground=True``: when
-    stdin is a terminal whose foreground this process holds, the command's
-    group gets it while it runs (so it can read the terminal, and Ctrl-C
-    reaches it, not this process) and this process has it back once the
-    command's end is seen (``wait``, ``poll``, ``kill``) — as ``run``
-    does from the main thread.
+
+    ``subprocess.Popen``'s arguments, in its order, behave as there:
+    ``start_new_session`` (``setsid``), ``process_group`` (0 only: the
+    command always has a group of its own), ``pass_fds``/``close_fds``
+    (passed on through the keeper), ``user``/``group``/``extra_groups``/
+    ``umask``/``restore_signals``, ``pipesize``. ``preexec_fn`` runs in a
+    fresh keeper's process (forked from this one) before it becomes the
+    keeper; what it changes there reaches the command (see
+    docs/python.md). ``startupinfo``/``creationflags`` are Windows-only
+    (``ValueError`` elsewhere, as ``subprocess``).
+    ``foreground=True``: when stdin is a terminal whose foreground this
+    process holds, the command's group gets it while it runs (so it can
+    read the terminal, and Ctrl-C reaches it, not this process) and this
+    process has it back once the command's end is seen (``wait``, ``poll``,
+    ``kill``) — as ``run`` does from the main thread.
 
     Limits, for the whole tree together (default: none): ``memory`` in
     bytes or as a size string (``"512M"``, ``"2G"``; past it the kernel's
@@ -193,6 +294,11 @@ class Popen:
     stderr: Optional[IO[Any]]
     pid: int
     returncode: Optional[int]
+    encoding: Optional[str]
+    errors: Optional[str]
+    text_mode: Any
+    pipesize: int
+    _child: _native.Child
 
     def __init__(
         self,
@@ -202,16 +308,27 @@ class Popen:
         stdin: File = None,
         stdout: File = None,
         stderr: File = None,
+        preexec_fn: Optional[Any] = None,
+        close_fds: bool = True,
         shell: bool = False,
         cwd: Optional[StrOrBytesPath] = None,
         env: Optional[Mapping[Any, Any]] = None,
         universal_newlines: Optional[bool] = None,
+        startupinfo: Optional[Any] = None,
+        creationflags: int = 0,
+        restore_signals: bool = True,
+        start_new_session: bool = False,
+        pass_fds: Sequence[int] = (),
         *,
-        text: Optional[bool] = None,
+        user: Optional[Union[str, int]] = None,
+        group: Optional[Union[str, int]] = None,
+        extra_groups: Optional[Sequence[Union[str, int]]] = None,
         encoding: Optional[str] = None,
         errors: Optional[str] = None,
-        close_fds: bool = True,
-        start_new_session: bool = False,
+        text: Optional[bool] = None,
+        umask: int = -1,
+        pipesize: int = -1,
+        process_group: Optional[int] = None,
         grace: float = 2.0,
         purpose: str = "run",
         keep_descendants: bool = False,
@@ -222,27 +339,89 @@ class Popen:
         require_limits: bool = False,
         _timeout: Optional[float] = None,
     ) -> None:
-        if not close_fds:
-            raise ValueError("tether always closes the owner's descriptors in the child (close_fds=True)")
-        del start_new_session
+        # Set first: __del__ looks at them whatever fails below.
+        self._child = None  # type: ignore[assignment]
+        self.returncode = None
+        self.stdin = self.stdout = self.stderr = None
         if bufsize is None:
             bufsize = -1
         if not isinstance(bufsize, int):
             raise TypeError("bufsize must be an integer")
+        if pipesize is None:
+            pipesize = -1
+        if preexec_fn is not None and not callable(preexec_fn):
+            raise TypeError("preexec_fn must be callable")
+        if sys.platform != "win32":
+            if pass_fds and not close_fds:
+                warnings.warn("pass_fds overriding close_fds.", RuntimeWarning)
+                close_fds = True
+            if startupinfo is not None:
+                raise ValueError("startupinfo is only supported on Windows platforms")
+            if creationflags != 0:
+                raise ValueError("creationflags is only supported on Windows platforms")
+        elif startupinfo is not None or creationflags != 0 or pass_fds or not close_fds:
+            raise ValueError("tether starts Windows commands itself: startupinfo, creationflags, "
+                             "pass_fds and close_fds=False are not supported")
+        if process_group is not None and process_group != 0:
+            raise ValueError(
+                "process_group must be 0 or None: the command's tree is held with its own "
+                "process group (it cannot join another)"
+            )
+        if (text is not None and universal_newlines is not None
+                and bool(universal_newlines) != bool(text)):
+            raise subprocess.SubprocessError(
+                "Cannot disambiguate when both text and universal_newlines are supplied but "
+                "different. Pass one or the other.")
         self.args = args
-        self.returncode = None
-        self._text = bool(text or universal_newlines or encoding or errors)
-        self._encoding = _text_encoding(encoding) if self._text else None
+        self.encoding = encoding
+        self.errors = errors
+        self.pipesize = pipesize
+        self.text_mode = encoding or errors or text or universal_newlines
+        if self.text_mode and encoding is None:
+            self.encoding = encoding = _text_encoding(None)
+        line_buffering = False
+        if self.text_mode and bufsize == 1:
+            line_buffering = True
+            # The binary streams underneath cannot buffer by lines.
+            bufsize = -1
+        self._text = bool(self.text_mode)
+        self._encoding = encoding if self._text else None
         self._errors = errors or "strict"
         self._communication_started = False
         self._output: dict = {}
         self._input_offset = 0
         self._input: Optional[bytes] = None
         self._status: Optional[Any] = None
-        self.stdin = self.stdout = self.stderr = None
-        self._timeout = _timeout
-        argv = _argv(args, shell, executable)
+        self._timeout = _finite(_timeout)
+        argv, program = _argv(args, shell, executable)
         pairs = _environment(env)
+        gid = None if group is None else _gid(group)
+        gids = None
+        if extra_groups is not None:
+            if isinstance(extra_groups, str):
+                raise ValueError("Groups must be a list, not a string")
+            gids = [_gid(g) for g in extra_groups]
+        uid = None
+        if user is not None:
+            if isinstance(user, str):
+                import pwd
+
+                uid = pwd.getpwnam(user).pw_uid
+            elif isinstance(user, int):
+                uid = user
+            else:
+                raise TypeError("User must be a string or an integer")
+        for what, value in (("Group", gid), ("User", uid), *(("Group", g) for g in gids or ())):
+            if value is not None and value < 0:
+                raise ValueError(f"{what} ID cannot be negative, got {value}")
+        # Ids are 32-bit (uid_t, gid_t): the errors _posixsubprocess gives.
+        if uid is not None and uid >= 1 << 32:
+            raise OverflowError("uid is greater than maximum")
+        if gid is not None and gid >= 1 << 32:
+            raise OverflowError("gid is greater than maximum")
+        if any(g >= 1 << 32 for g in gids or ()):
+            raise ValueError("extra_groups: a group id is greater than maximum")
+        child_cwd = _os_arg(cwd) if cwd is not None else None
         to_close: List[int] = []  # the child's ends of pipes we made
         ours: List[int] = []  # our ends, closed if the spawn fails
         try:
@@ -253,15 +432,34 @@ class Popen:
                 our_err = None
             else:
                 child_err, our_err = self._stdio(stderr, "stderr", to_close, ours)
+            if pipesize > 0 and sys.platform != "win32":
+                import fcntl
+
+                if hasattr(fcntl, "F_SETPIPE_SZ"):
+                    for fd in ours:
+                        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, pipesize)
+            passed = sorted({int(fd) for fd in pass_fds})
+            if not close_fds:
+                passed = _inheritable_fds(skip=to_close + ours)
+            setup: Dict[str, Any] = {
+                "executable": program,
+                "new_session": bool(start_new_session),
+                "pass_fds": [(fd, fd) for fd in passed],
+                "umask": umask if umask >= 0 else None,
+                "uid": uid,
+                "gid": gid,
+                "groups": gids,
+                "ignore_signals": _ignored_signals(restore_signals),
+            }
             self._child = _native.spawn(
                 argv,
-                cwd=os.fspath(cwd) if cwd is not None else None,
+                cwd=child_cwd,
                 env=pairs,
                 stdin=child_in,
                 stdout=child_out,
                 stderr=child_err,
                 grace=grace,
-                timeout=_timeout,
+                timeout=self._timeout,
                 purpose=purpose,
                 keep_descendants=keep_descendants,
                 memory=memory,
@@ -269,6 +467,8 @@ class Popen:
                 cpu=cpu,
                 foreground=foreground,
                 require_limits=require_limits,
+                setup=setup,
+                preexec_fn=preexec_fn,
             )
         except BaseException:
             for fd in ours:
@@ -283,7 +483,7 @@ class Popen:
             if self._text:
                 self.stdin = io.TextIOWrapper(
                     self.stdin, encoding=self._encoding, errors=self._errors,
-                    write_through=True, line_buffering=(bufsize == 1),
+                    write_through=True, line_buffering=line_buffering,
                 )
         if our_out is not None:
             self.stdout = io.open(our_out, "rb", bufsize)
@@ -293,6 +493,19 @@ class Popen:
             self.stderr = io.open(our_err, "rb", bufsize)
             if self._text:
                 self.stderr = io.TextIOWrapper(self.stderr, encoding=self._encoding, errors=self._errors)
+
+    def __class_getitem__(cls, item: Any) -> types.GenericAlias:
+        """``Popen[bytes]``, as ``subprocess.Popen[bytes]``."""
+        return types.GenericAlias(cls, item)
+
+    @property
+    def universal_newlines(self) -> bool:
+        """``text_mode`` (its old name)."""
+        return bool(self.text_mode)
+
+    @universal_newlines.setter
+    def universal_newlines(self, value: bool) -> None:
+        self.text_mode = bool(value)
 
     @staticmethod
     def _stdio(
@@ -373,6 +586,7 @@ class Popen:
         ``KeyboardInterrupt`` at once and the tree stays contained."""
         if self.returncode is not None:
             return self.returncode
+        timeout = _finite(timeout)
         status = self._child.wait(timeout)
         if status is None:
             raise TimeoutExpired(self.args, timeout if timeout is not None else 0.0)
@@ -380,19 +594,31 @@ class Popen:
 
     def send_signal(self, sig: int) -> None:
         """Sends ``sig`` to the main process's process group (the command and
-        what it started without leaving its group). Nothing once it exited."""
+        what it started without leaving its group). Nothing once it exited
+        (looked at first, as ``subprocess`` does)."""
+        self.poll()
         if self.returncode is None:
             self._child.send_signal(sig)
 
     def terminate(self) -> None:
-        """``SIGTERM`` to the main process's group (what ``kill()`` starts with)."""
+        """``SIGTERM`` to the main process's group, as ``subprocess``'s."""
         self.send_signal(signal.SIGTERM)
 
-    def kill(self, grace: Optional[float] = None) -> KillResult:
-        """Kills the whole tree — ``SIGTERM``, ``grace`` seconds (default:
-        the ``Popen``'s), ``SIGKILL``, until nothing is left — and returns
-        once it is verified empty. Also after the main process exited (ends
-        what it left). Raises ``KillIncomplete`` with the survivors."""
+    def kill(self) -> None:
+        """``SIGKILL`` to every process of the tree at once, as
+        ``subprocess``'s ``kill()`` (``returncode`` -9; returns at once,
+        ``wait()`` for the end). Nothing once the command finished. For the
+        graceful kill that returns once the tree is verified empty, see
+        ``kill_tree``."""
+        if self.returncode is None:
+            self._child.kill_now()
+
+    def kill_tree(self, grace: Optional[float] = None) -> KillResult:
+        """Kills the whole tree gracefully — ``SIGTERM``, ``grace`` seconds
+        (default: the ``Popen``'s), ``SIGKILL``, until nothing is left — and
+        returns once it is verified empty (what the context manager's exit
+        does). Also after the main process exited (ends what it left).
+        Raises ``KillIncomplete`` with the survivors."""
         seen = [] if self._status is not None else self.descendants()
         status = self._child.kill(grace)
         self._settle(status)
@@ -409,6 +635,7 @@ class Popen:
         ``TimeoutExpired``, call again to go on (nothing read is lost)."""
         if self._communication_started and input:
             raise ValueError("Cannot send input after starting communication")
+        timeout = _finite(timeout)
         if (
             timeout is None
             and not self._communication_started
@@ -544,12 +771,11 @@ class Popen:
         return text.replace("\r\n", "\n").replace("\r", "\n")
 
     def _partial(self) -> Tuple[Any, Any]:
+        """What was read so far, in bytes (``None`` for nothing), as
+        ``subprocess``'s ``TimeoutExpired`` carries it."""
         out = self._output.get(id(self.stdout)) if self.stdout is not None else None
         err = self._output.get(id(self.stderr)) if self.stderr is not None else None
-        return (
-            b"".join(out) if out is not None else None,
-            b"".join(err) if err is not None else None,
-        )
+        return (b"".join(out) if out else None, b"".join(err) if err else None)
 
     def _collect(self) -> Tuple[Any, Any]:
         out = self._output.get(id(self.stdout)) if self.stdout is not None else None
@@ -569,100 +795,82 @@ class Popen:
             if s is not None:
                 s.close()
         try:
-            self._close_stdin()
+            # As subprocess: an error flushing stdin (BrokenPipeError) is
+            # raised, after the wait below.
+            if self.stdin is not None:
+                self.stdin.close()
         finally:
             if exc_type is None:
                 # As subprocess: wait for the main process; then nothing of
                 # the tree may outlive the block.
                 self.wait()
-                self.kill()
+                self.kill_tree()
             else:
                 # An exception (Ctrl-C among them) leaves the block: the
                 # tree must not outlive it.
                 try:
-                    self.kill()
+                    self.kill_tree()
                 except Exception:
                     pass
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        # As subprocess: a running command dropped is a ResourceWarning.
+        # Unlike subprocess, it does not run on: the handle's end kills the
+        # tree (its keeper does, with the grace).
+        if getattr(self, "_child", None) is None or self.returncode is not None:
+            return
+        try:
+            if self.poll() is None:
+                _warn(f"subprocess {self.pid} is still running", ResourceWarning, source=self)
+        except Exception:
+            pass
 
     def __repr__(self) -> str:
         return f"<tether.Popen: returncode: {self.returncode} args: {self.args!r}>"
 
 
 def run(
-    args: Args,
-    *,
-    stdin: File = None,
+    *popenargs: Any,
     input: Optional[Union[str, bytes]] = None,
-    stdout: File = None,
-    stderr: File = None,
     capture_output: bool = False,
-    shell: bool = False,
-    cwd: Optional[StrOrBytesPath] = None,
-    env: Optional[Mapping[Any, Any]] = None,
     timeout: Optional[float] = None,
     check: bool = False,
-    text: Optional[bool] = None,
-    encoding: Optional[str] = None,
-    errors: Optional[str] = None,
-    universal_newlines: Optional[bool] = None,
-    grace: float = 2.0,
-    purpose: str = "run",
-    executable: Optional[StrOrBytesPath] = None,
-    memory: Optional[Size] = None,
-    pids: Optional[int] = None,
-    cpu: Optional[float] = None,
-    require_limits: bool = False,
+    **kwargs: Any,
 ) -> CompletedProcess:
-    """Runs ``args`` contained and returns a ``CompletedProcess``, as
-    ``subprocess.run`` does. With ``timeout``, the keeper kills the whole
-    tree when it passes (``SIGTERM``, ``grace``, ``SIGKILL``) and then
-    ``TimeoutExpired`` is raised with the output so far. ``check=True``
-    raises ``CalledProcessError`` for a non-zero exit. ``memory``/``pids``/
-    ``cpu`` limit the whole tree (see ``Popen``); the result's ``limits``
-    and ``limit_hit`` say how they were enforced and which one hit;
-    ``require_limits=True`` refuses to run without them (see ``Popen``).
+    """Runs the command contained and returns a ``CompletedProcess``, as
+    ``subprocess.run`` does (every ``Popen`` argument, positional ones
+    included). With ``timeout``, the keeper kills the whole tree when it
+    passes (``SIGTERM``, ``grace``, ``SIGKILL``) and then ``TimeoutExpired``
+    is raised with the output so far (bytes, as ``subprocess``'s).
+    ``check=True`` raises ``CalledProcessError`` for a non-zero exit.
+    ``memory``/``pids``/``cpu`` limit the whole tree (see ``Popen``); the
+    result's ``limits`` and ``limit_hit`` say how they were enforced and
+    which one hit; ``require_limits=True`` refuses to run without them.
     Called from the main thread, the command is the terminal's foreground
     job while it runs (``Popen``'s ``foreground``): it can read the terminal,
     and a Ctrl-C typed there reaches it; if that ends it, this process gets
     the ``SIGINT`` too (``KeyboardInterrupt``), as under ``subprocess``."""
     if input is not None:
-        if stdin is not None:
+        if kwargs.get("stdin") is not None:
             raise ValueError("stdin and input arguments may not both be used.")
-        stdin = PIPE
+        kwargs["stdin"] = PIPE
     if capture_output:
-        if stdout is not None or stderr is not None:
+        if kwargs.get("stdout") is not None or kwargs.get("stderr") is not None:
             raise ValueError("stdout and stderr arguments may not be used with capture_output.")
-        stdout = stderr = PIPE
+        kwargs["stdout"] = PIPE
+        kwargs["stderr"] = PIPE
+    timeout = _finite(timeout)
     if timeout is not None and timeout < 0:
         raise ValueError(f"timeout must be >= 0, not {timeout}")
     # As a shell runs a job without `&`: the command may read the terminal
     # (subprocess's child shares our process group). Only from the main
     # thread: a `run` in a worker thread must not take the terminal from a
     # main thread that reads it.
-    foreground = threading.current_thread() is threading.main_thread()
+    foreground = kwargs.setdefault(
+        "foreground", threading.current_thread() is threading.main_thread()
+    )
     held = foreground and _holds_terminal()
-    with Popen(
-        args,
-        stdin=stdin,
-        stdout=stdout,
-        stderr=stderr,
-        shell=shell,
-        cwd=cwd,
-        env=env,
-        text=text,
-        encoding=encoding,
-        errors=errors,
-        universal_newlines=universal_newlines,
-        grace=grace,
-        purpose=purpose,
-        executable=executable,
-        memory=memory,
-        pids=pids,
-        cpu=cpu,
-        foreground=foreground,
-        require_limits=require_limits,
-        _timeout=timeout,
-    ) as process:
+    with Popen(*popenargs, _timeout=timeout, **kwargs) as process:
         out, err = process.communicate(input)
         status = process._status
     if held and process.returncode == -signal.SIGINT:
@@ -672,8 +880,15 @@ def run(
         # where both got it.
         signal.raise_signal(signal.SIGINT)
     if status is not None and status.timed_out:
+        # As subprocess: what was read, in bytes, None for nothing.
+        def raw(data: Any) -> Optional[bytes]:
+            if isinstance(data, str):
+                data = data.encode(process._encoding or "utf-8", process._errors)
+            return data or None
+
         raise TimeoutExpired(
-            process.args, timeout or 0.0, out, err, descendants_killed=status.descendants_killed
+            process.args, timeout or 0.0, raw(out), raw(err),
+            descendants_killed=status.descendants_killed,
         )
     retcode = process.returncode if process.returncode is not None else 0
     if check and retcode:
@@ -692,3 +907,62 @@ def run(
         limits=process.limits,
         limit_hit=process.limit_hit,
     )
+
+
+def call(*popenargs: Any, timeout: Optional[float] = None, **kwargs: Any) -> int:
+    """Runs the command contained, waits, returns its ``returncode`` (as
+    ``subprocess.call``; on a timeout the whole tree is killed)."""
+    with Popen(*popenargs, **kwargs) as p:
+        try:
+            return p.wait(timeout=timeout)
+        except BaseException:
+            p.kill()
+            raise
+
+
+def check_call(*popenargs: Any, **kwargs: Any) -> int:
+    """``call``, raising ``CalledProcessError`` for a non-zero exit."""
+    retcode = call(*popenargs, **kwargs)
+    if retcode:
+        cmd = kwargs.get("args")
+        if cmd is None:
+            cmd = popenargs[0]
+        raise CalledProcessError(retcode, cmd)
+    return 0
+
+
+def check_output(*popenargs: Any, timeout: Optional[float] = None, **kwargs: Any) -> Any:
+    """The command's stdout (as ``subprocess.check_output``), contained;
+    ``CalledProcessError`` for a non-zero exit."""
+    for kw in ("stdout", "check"):
+        if kw in kwargs:
+            raise ValueError(f"{kw} argument not allowed, it will be overridden.")
+    if "input" in kwargs and kwargs["input"] is None:
+        # As subprocess: input=None means no input, not an inherited stdin.
+        if kwargs.get("universal_newlines") or kwargs.get("text") or kwargs.get("encoding") \
+                or kwargs.get("errors"):
+            empty: Any = ""
+        else:
+            empty = b""
+        kwargs["input"] = empty
+    return run(*popenargs, stdout=PIPE, timeout=timeout, check=True, **kwargs).stdout
+
+
+def getstatusoutput(cmd: Any, *, encoding: Optional[str] = None, errors: Optional[str] = None) -> Tuple[int, str]:
+    """``(exitcode, output)`` of ``cmd`` in a shell, contained (as
+    ``subprocess.getstatusoutput``)."""
+    try:
+        data = check_output(cmd, shell=True, text=True, stderr=STDOUT, encoding=encoding, errors=errors)
+        exitcode = 0
+    except subprocess.CalledProcessError as ex:
+        data = ex.output
+        exitcode = ex.returncode
+    if data[-1:] == "\n":
+        data = data[:-1]
+    return exitcode, data
+
+
+def getoutput(cmd: Any, *, encoding: Optional[str] = None, errors: Optional[str] = None) -> str:
+    """The output of ``cmd`` in a shell, contained (as
+    ``subprocess.getoutput``)."""
+    return getstatusoutput(cmd, encoding=encoding, errors=errors)[1]

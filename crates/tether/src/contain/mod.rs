@@ -68,7 +68,7 @@ pub(crate) use imp::{
     platform_state_dir, read_both, set_keeper_program, set_warm_keepers, spawn, start_keeper_ahead,
 };
 pub(crate) use imp::{Console, Pty, WinchWatcher};
-pub(crate) use plan::{ChildIo, Ladder, SpawnPlan};
+pub(crate) use plan::{ChildIo, ChildSetup, KeeperHook, Ladder, SpawnPlan};
 
 /// Runs a spawn whose child the calling thread waits for at once and never
 /// hands out, so that no thread of ours need guard its keeper meanwhile

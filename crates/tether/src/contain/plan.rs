@@ -44,6 +44,52 @@ pub(crate) struct SpawnPlan {
     pub pty: Option<PtySize>,
     /// Resource limits for the whole session (empty: none).
     pub limits: Limits,
+    /// Unix: what the command's side of the spawn sets up besides the
+    /// usual (descriptors passed on, umask, credentials, ignored signals).
+    #[cfg_attr(windows, allow(dead_code))]
+    pub setup: ChildSetup,
+    /// Unix: code the keeper's process runs before it becomes the keeper
+    /// (a fresh keeper of this command's own, never a warm one).
+    #[cfg_attr(windows, allow(dead_code))]
+    pub keeper_hook: Option<KeeperHook>,
+}
+
+/// Code a fresh keeper's process runs between its fork and its exec
+/// (`tether::unix::CommandExt::pre_exec_keeper`): what it changes in that
+/// process (its session, limits, umask, …) the keeper passes on to the
+/// command.
+#[derive(Clone)]
+pub(crate) struct KeeperHook(
+    #[cfg_attr(windows, allow(dead_code))]
+    pub  std::sync::Arc<std::sync::Mutex<dyn FnMut() -> std::io::Result<()> + Send + 'static>>,
+);
+
+impl std::fmt::Debug for KeeperHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeeperHook")
+    }
+}
+
+/// Unix: what the command's side of a spawn does besides the usual, as
+/// `subprocess.Popen` offers it (`tether::unix::CommandExt`). Empty by
+/// default: the command gets only its three streams, the keeper's umask
+/// and credentials (the owner's), and no signal ignored.
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(windows, allow(dead_code))]
+pub(crate) struct ChildSetup {
+    /// Descriptors the command gets besides its three streams: (its number
+    /// in the command, 3 or above; the descriptor, duplicated per spawn).
+    pub fds: Vec<(i32, std::sync::Arc<std::fs::File>)>,
+    pub umask: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Supplementary groups (`setgroups`).
+    pub groups: Option<Vec<u32>>,
+    /// Signals the command starts with ignored (`SIG_IGN`).
+    pub ignore_signals: Vec<i32>,
+    /// The command inherits its keeper's environment (a hooked keeper's,
+    /// when the command sets none of its own).
+    pub keeper_env: bool,
 }
 
 /// How a kill of a tree begins, before the forced end.

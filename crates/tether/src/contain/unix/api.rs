@@ -208,6 +208,54 @@ pub trait CommandExt {
     /// # fn main() {}
     /// ```
     fn kill_signals(&mut self, signals: &[i32]) -> &mut Command;
+
+    /// The command's `argv[0]`, when it should not be the program as given
+    /// (`subprocess`'s `executable=`: the program runs, `argv[0]` stays).
+    fn arg0(&mut self, arg0: impl AsRef<std::ffi::OsStr>) -> &mut Command;
+
+    /// Passes `fd` on to the command as its descriptor `target` (3 or
+    /// above), inheritable there (`subprocess`'s `pass_fds`). `fd` is
+    /// duplicated for each spawn.
+    ///
+    /// # Errors
+    /// At spawn: [`Error::InvalidInput`](crate::Error::InvalidInput) for a
+    /// `target` below 3 or given twice.
+    fn pass_fd(&mut self, target: RawFd, fd: OwnedFd) -> &mut Command;
+
+    /// The command's umask (default: the owner's).
+    fn umask(&mut self, mask: u32) -> &mut Command;
+
+    /// Run the command as user `uid` (`setreuid` before exec; needs the
+    /// privilege to).
+    fn uid(&mut self, uid: u32) -> &mut Command;
+
+    /// Run the command with group `gid` (`setregid` before exec).
+    fn gid(&mut self, gid: u32) -> &mut Command;
+
+    /// The command's supplementary groups (`setgroups` before exec).
+    fn groups(&mut self, groups: &[u32]) -> &mut Command;
+
+    /// Signals the command starts with ignored (default: none — every
+    /// disposition at its default, whatever the owner ignores).
+    fn ignore_signals(&mut self, signals: &[i32]) -> &mut Command;
+
+    /// Runs `hook` in the process that becomes this command's keeper,
+    /// between its fork from the owner and its exec of the keeper program
+    /// (`subprocess`'s `preexec_fn`, one process up): what it changes there
+    /// — a new session, resource limits, the umask, credentials, the
+    /// working directory of the keeper — the keeper passes on to the
+    /// command, as an exec would. The command gets a fresh keeper of its own
+    /// (never a warm one, nor kept warm after). An `Err` from `hook` fails
+    /// the spawn with [`Error::Keeper`](crate::Error::Keeper) carrying that
+    /// error's `raw_os_error` (the only part that crosses the exec).
+    ///
+    /// # Safety
+    /// `hook` runs in a child forked from a possibly multi-threaded owner:
+    /// as `std::os::unix::process::CommandExt::pre_exec`'s closure, it must
+    /// not take a lock another thread may hold (no allocation, in general).
+    unsafe fn pre_exec_keeper<F>(&mut self, hook: F) -> &mut Command
+    where
+        F: FnMut() -> std::io::Result<()> + Send + 'static;
 }
 
 impl CommandExt for Command {
@@ -218,6 +266,53 @@ impl CommandExt for Command {
 
     fn kill_signals(&mut self, signals: &[i32]) -> &mut Command {
         self.ladder = Ladder::Signals(signals.to_vec());
+        self
+    }
+
+    fn arg0(&mut self, arg0: impl AsRef<std::ffi::OsStr>) -> &mut Command {
+        self.arg0 = Some(arg0.as_ref().to_owned());
+        self
+    }
+
+    fn pass_fd(&mut self, target: RawFd, fd: OwnedFd) -> &mut Command {
+        self.setup
+            .fds
+            .push((target, std::sync::Arc::new(std::fs::File::from(fd))));
+        self
+    }
+
+    fn umask(&mut self, mask: u32) -> &mut Command {
+        self.setup.umask = Some(mask);
+        self
+    }
+
+    fn uid(&mut self, uid: u32) -> &mut Command {
+        self.setup.uid = Some(uid);
+        self
+    }
+
+    fn gid(&mut self, gid: u32) -> &mut Command {
+        self.setup.gid = Some(gid);
+        self
+    }
+
+    fn groups(&mut self, groups: &[u32]) -> &mut Command {
+        self.setup.groups = Some(groups.to_vec());
+        self
+    }
+
+    fn ignore_signals(&mut self, signals: &[i32]) -> &mut Command {
+        self.setup.ignore_signals = signals.to_vec();
+        self
+    }
+
+    unsafe fn pre_exec_keeper<F>(&mut self, hook: F) -> &mut Command
+    where
+        F: FnMut() -> std::io::Result<()> + Send + 'static,
+    {
+        self.keeper_hook = Some(crate::contain::KeeperHook(std::sync::Arc::new(
+            std::sync::Mutex::new(hook),
+        )));
         self
     }
 }

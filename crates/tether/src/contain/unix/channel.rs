@@ -8,6 +8,10 @@ use nix::sys::socket::{ControlMessage, ControlMessageOwned, recvmsg, sendmsg};
 use super::protocol::FrameBuffer;
 use crate::contain::os;
 
+/// Most descriptors a spawn passes on besides its three streams (one
+/// `SCM_RIGHTS` message carries at most 253, Linux's `SCM_MAX_FD`).
+pub(crate) const MAX_PASSED_FDS: usize = 250;
+
 /// Writes a whole frame, attaching `fds` (if any) to its first byte.
 pub(crate) fn send_frame(sock: BorrowedFd<'_>, frame: &[u8], fds: &[RawFd]) -> io::Result<()> {
     let mut sent = 0;
@@ -49,7 +53,8 @@ fn recv_with(
     frames: &mut FrameBuffer,
     buf: &mut [u8],
 ) -> io::Result<(usize, Vec<OwnedFd>)> {
-    let mut space = nix::cmsg_space!([RawFd; 8]);
+    // Room for a spawn's three streams and the descriptors it passes on.
+    let mut space = nix::cmsg_space!([RawFd; 3 + MAX_PASSED_FDS]);
     loop {
         let mut iov = [IoSliceMut::new(buf)];
         let result = recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut space), os::RECV_FLAGS);

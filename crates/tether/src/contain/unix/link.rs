@@ -123,35 +123,89 @@ impl KeeperLink {
         Ok(link)
     }
 
+    /// [`start`](Self::start) with `hook` run in the keeper's process
+    /// before its exec (see `CommandExt::pre_exec_keeper`): forked, not
+    /// `posix_spawn`ed. Its process group is set after the hook (a group
+    /// leader could not `setsid` in it), unless the hook made it a session
+    /// leader. Never noted for the pool: what the hook did is this
+    /// command's alone. Its environment is this process's as the hook
+    /// left it (an exec with no environment of its own: `os.putenv` in a
+    /// `preexec_fn` is seen), its tag set last; a command whose own
+    /// environment is not set gets it (`SetupSpec::keeper_env`).
+    pub(crate) fn start_hooked(
+        keeper: &Path,
+        keeper_tag: &str,
+        hook: &crate::contain::KeeperHook,
+    ) -> Result<KeeperLink> {
+        let hook = hook.0.clone();
+        let nul = |e| Error::Keeper(io::Error::new(io::ErrorKind::InvalidInput, e));
+        let tag_var = std::ffi::CString::new(crate::spawn_tag::SPAWN_TAG_VAR).map_err(nul)?;
+        let tag = std::ffi::CString::new(keeper_tag).map_err(nul)?;
+        let mut link = Self::launch(keeper, keeper_tag, false, move |command| {
+            // SAFETY: the closure makes async-signal-safe calls besides
+            // the hook and `setenv`, whose caller vouched for them
+            // (`pre_exec_keeper`: the hook runs arbitrary code already).
+            unsafe {
+                command.pre_exec(move || {
+                    let mut hook = hook.lock().unwrap_or_else(|e| e.into_inner());
+                    (*hook)()?;
+                    if libc::getsid(0) != libc::getpid() && libc::setpgid(0, 0) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    if libc::setenv(tag_var.as_ptr(), tag.as_ptr(), 1) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                })
+            };
+        })?;
+        link.busy();
+        Ok(link)
+    }
+
     /// Starts a keeper that waits for its first session: ours to signal,
     /// but not patrolled by the guard until [`busy`](Self::busy) (an idle
     /// keeper has no command that could stop it; see
     /// [`detach`](Self::detach)).
     pub(crate) fn start_idle(keeper: &Path, keeper_tag: &str) -> Result<KeeperLink> {
+        Self::launch(keeper, keeper_tag, true, |command| {
+            command.process_group(0);
+        })
+    }
+
+    /// Starts the keeper program, `prepare` adding to its command.
+    /// `clear_env`: the keeper gets no variable but its tag and
+    /// `DEBUG_VAR` (else `prepare` sees to its environment).
+    fn launch(
+        keeper: &Path,
+        keeper_tag: &str,
+        clear_env: bool,
+        prepare: impl FnOnce(&mut std::process::Command),
+    ) -> Result<KeeperLink> {
         let (ours, theirs) = UnixStream::pair().map_err(Error::Keeper)?;
         crate::contain::os::prepare_socket(&ours);
         crate::contain::os::prepare_socket(&theirs);
         let debug = std::env::var_os(DEBUG_VAR).is_some();
         let mut command = std::process::Command::new(keeper);
-        command
-            .arg(KEEPER_ARG)
-            .arg(BUILD_ID)
-            .env_clear()
-            .env(crate::spawn_tag::SPAWN_TAG_VAR, keeper_tag);
-        if debug {
-            command.env(DEBUG_VAR, "1");
+        command.arg(KEEPER_ARG).arg(BUILD_ID);
+        if clear_env {
+            command
+                .env_clear()
+                .env(crate::spawn_tag::SPAWN_TAG_VAR, keeper_tag);
+            if debug {
+                command.env(DEBUG_VAR, "1");
+            }
         }
-        let process = command
+        command
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
             .stderr(if debug {
                 Stdio::inherit()
             } else {
                 Stdio::null()
-            })
-            .process_group(0)
-            .spawn()
-            .map_err(Error::Keeper)?;
+            });
+        prepare(&mut command);
+        let process = command.spawn().map_err(Error::Keeper)?;
         let pid = process.id();
         guard().adopt(pid);
         let owner = std::process::id();

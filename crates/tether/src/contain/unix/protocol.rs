@@ -183,6 +183,34 @@ pub(crate) struct SpawnSpec {
     pub take_terminal: bool,
     /// Resource limits and where to enforce them.
     pub limits: LimitSpec,
+    /// The command's side of the spawn beyond the usual.
+    pub setup: SetupSpec,
+}
+
+/// What the command's side of a spawn does besides the usual (see
+/// `contain::ChildSetup`). The descriptors passed on travel as
+/// `SCM_RIGHTS` after the three stdio ones, in the order of `fds`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SetupSpec {
+    /// The number each passed descriptor gets in the command.
+    pub fds: Vec<i32>,
+    pub umask: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub groups: Option<Vec<u32>>,
+    /// Signals below 32 (bit `sig`) the command starts with ignored.
+    pub ignore: u32,
+    /// The command's environment is the keeper's own (a hooked keeper's:
+    /// the owner's as the hook left it), with the command's tag in place of
+    /// the keeper's: `envp` is used only for that tag.
+    pub keeper_env: bool,
+}
+
+impl SetupSpec {
+    /// Nothing beyond the usual.
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == SetupSpec::default()
+    }
 }
 
 /// Owner → keeper.
@@ -341,6 +369,39 @@ impl Writer {
             None => self.u8(0),
         }
     }
+    fn opt_u32(&mut self, v: Option<u32>) {
+        match v {
+            Some(v) => {
+                self.u8(1);
+                self.u32(v);
+            }
+            None => self.u8(0),
+        }
+    }
+    fn u32s(&mut self, v: &[u32]) {
+        self.u32(v.len() as u32);
+        for &item in v {
+            self.u32(item);
+        }
+    }
+    fn setup(&mut self, setup: &SetupSpec) {
+        self.u32(setup.fds.len() as u32);
+        for &fd in &setup.fds {
+            self.i32(fd);
+        }
+        self.opt_u32(setup.umask);
+        self.opt_u32(setup.uid);
+        self.opt_u32(setup.gid);
+        match &setup.groups {
+            Some(groups) => {
+                self.u8(1);
+                self.u32s(groups);
+            }
+            None => self.u8(0),
+        }
+        self.u32(setup.ignore);
+        self.bool(setup.keeper_env);
+    }
     fn limits(&mut self, spec: &LimitSpec) {
         self.limit(&spec.memory);
         self.limit(&spec.pids);
@@ -495,6 +556,34 @@ impl Reader<'_> {
             Some((self.u64()?, self.route()?))
         } else {
             None
+        })
+    }
+    fn opt_u32(&mut self) -> io::Result<Option<u32>> {
+        Ok(if self.bool()? {
+            Some(self.u32()?)
+        } else {
+            None
+        })
+    }
+    fn u32s(&mut self) -> io::Result<Vec<u32>> {
+        let n = self.count(4)?;
+        (0..n).map(|_| self.u32()).collect()
+    }
+    fn setup(&mut self) -> io::Result<SetupSpec> {
+        let n = self.count(4)?;
+        let fds = (0..n).map(|_| self.i32()).collect::<io::Result<_>>()?;
+        Ok(SetupSpec {
+            fds,
+            umask: self.opt_u32()?,
+            uid: self.opt_u32()?,
+            gid: self.opt_u32()?,
+            groups: if self.bool()? {
+                Some(self.u32s()?)
+            } else {
+                None
+            },
+            ignore: self.u32()?,
+            keeper_env: self.bool()?,
         })
     }
     fn limits(&mut self) -> io::Result<LimitSpec> {
@@ -660,6 +749,7 @@ impl Request {
                 w.bool(spec.controlling_tty);
                 w.bool(spec.take_terminal);
                 w.limits(&spec.limits);
+                w.setup(&spec.setup);
             }
             Request::Signal { signal, scope } => {
                 w.u8(2);
@@ -695,6 +785,7 @@ impl Request {
                 controlling_tty: r.bool()?,
                 take_terminal: r.bool()?,
                 limits: r.limits()?,
+                setup: r.setup()?,
             })),
             2 => Request::Signal {
                 signal: r.i32()?,
@@ -937,6 +1028,15 @@ mod tests {
                 cpu_millis: Some((1500, Route::Unavailable(b"no cpu controller".to_vec()))),
                 v2_base: Some(b"/sys/fs/cgroup/unified".to_vec()),
                 require: true,
+            },
+            setup: SetupSpec {
+                fds: vec![3, 7],
+                umask: Some(0o077),
+                uid: Some(1000),
+                gid: None,
+                groups: Some(vec![10, 20]),
+                ignore: 1 << 13,
+                keeper_env: true,
             },
         })));
         round_trip_request(Request::Signal {

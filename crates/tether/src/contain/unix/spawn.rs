@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::discovery::keeper_path;
 use super::link::KeeperLink;
-use super::protocol::{Event, Request, Rung, Scope, SpawnSpec, SpawnStage};
+use super::protocol::{Event, Request, Rung, Scope, SetupSpec, SpawnSpec, SpawnStage};
 use super::tree::{Tree, millis};
 use crate::contain::{ChildIo, Ladder, SpawnPlan, Spawned};
 use crate::error::{Error, Result};
@@ -69,12 +69,19 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         ..plan.tag.clone()
     }
     .to_string();
-    let (mut link, warm) = super::pool::take(&keeper, &keeper_tag)?;
-    let fds = [
+    let (mut link, warm) = match &plan.keeper_hook {
+        Some(hook) => (KeeperLink::start_hooked(&keeper, &keeper_tag, hook)?, false),
+        None => super::pool::take(&keeper, &keeper_tag)?,
+    };
+    // The three streams, then the descriptors passed on (`SetupSpec`).
+    let fds: Vec<std::os::fd::RawFd> = [
         stdin_fd.as_raw_fd(),
         stdout_fd.as_raw_fd(),
         stderr_fd.as_raw_fd(),
-    ];
+    ]
+    .into_iter()
+    .chain(plan.setup.fds.iter().map(|(_, fd)| fd.as_raw_fd()))
+    .collect();
     let ladder = spec.ladder.clone();
     let take_terminal = spec.take_terminal;
     let request = Request::Spawn(Box::new(spec));
@@ -93,7 +100,10 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         }
     };
     let mut reply = ask(&mut link);
-    if reply.is_err() && link.refused_other_build() {
+    if reply.is_err() && link.refused_other_build() && plan.keeper_hook.is_some() {
+        // Once more would run the hook twice.
+        return Err(other_build(&keeper));
+    } else if reply.is_err() && link.refused_other_build() {
         // A keeper program of another build of tether (a stale
         // `tether-keeper` beside this program) exits before reading
         // anything: the command never started. Once more with the
@@ -287,6 +297,53 @@ fn spec_of(plan: &SpawnPlan) -> Result<SpawnSpec> {
         controlling_tty: plan.pty.is_some(),
         take_terminal: plan.foreground && plan.pty.is_none() && super::foreground::holds_terminal(),
         limits,
+        setup: setup_of(&plan.setup)?,
+    })
+}
+
+/// The wire form of a plan's `ChildSetup`, checked.
+fn setup_of(setup: &crate::contain::ChildSetup) -> Result<SetupSpec> {
+    let invalid = |reason: String| Error::InvalidInput {
+        what: "descriptor passed on",
+        reason,
+    };
+    let mut targets: Vec<i32> = Vec::with_capacity(setup.fds.len());
+    for &(target, _) in &setup.fds {
+        if target < 3 {
+            return Err(invalid(format!(
+                "{target}: the command's stdin, stdout and stderr are set as streams"
+            )));
+        }
+        if targets.contains(&target) {
+            return Err(invalid(format!("{target} is given twice")));
+        }
+        targets.push(target);
+    }
+    if targets.len() > super::channel::MAX_PASSED_FDS {
+        return Err(invalid(format!(
+            "{} descriptors; at most {} can be passed on",
+            targets.len(),
+            super::channel::MAX_PASSED_FDS
+        )));
+    }
+    let mut ignore = 0u32;
+    for &signal in &setup.ignore_signals {
+        if !(1..32).contains(&signal) || signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            return Err(Error::InvalidInput {
+                what: "ignored signal",
+                reason: format!("{signal} cannot be ignored"),
+            });
+        }
+        ignore |= 1 << signal;
+    }
+    Ok(SetupSpec {
+        fds: targets,
+        umask: setup.umask,
+        uid: setup.uid,
+        gid: setup.gid,
+        groups: setup.groups.clone(),
+        ignore,
+        keeper_env: setup.keeper_env,
     })
 }
 

@@ -9,7 +9,8 @@ use nix::errno::Errno;
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
-use crate::contain::unix::protocol::{SpawnSpec, SpawnStage};
+use crate::contain::unix::channel::MAX_PASSED_FDS;
+use crate::contain::unix::protocol::{SetupSpec, SpawnSpec, SpawnStage};
 
 /// Everything `execve` needs, built before starting anything.
 pub(crate) struct Exec {
@@ -27,6 +28,12 @@ pub(crate) struct Exec {
     /// (itself) to each before anything else, so it runs in them from its
     /// first instruction. Non-empty means the fork path ([`fork_exec`]).
     pub(crate) cgroup_procs: Vec<RawFd>,
+    /// What the command's side does beyond the usual.
+    pub(crate) setup: SetupSpec,
+    /// The descriptors passed on: (the keeper's, the command's number).
+    pub(crate) passed: Vec<(RawFd, i32)>,
+    /// `setgroups`'s list (prepared here: no allocation after the fork).
+    groups: Vec<libc::gid_t>,
 }
 
 impl Exec {
@@ -35,12 +42,22 @@ impl Exec {
         Ok(Exec {
             program: c(&spec.program)?,
             argv: spec.argv.iter().map(|a| c(a)).collect::<Result<_, _>>()?,
-            envp: spec.envp.iter().map(|e| c(e)).collect::<Result<_, _>>()?,
+            envp: if spec.setup.keeper_env {
+                keeper_environment(&spec.envp)
+                    .iter()
+                    .map(|e| c(e))
+                    .collect::<Result<_, _>>()?
+            } else {
+                spec.envp.iter().map(|e| c(e)).collect::<Result<_, _>>()?
+            },
             cwd: spec.cwd.as_deref().map(c).transpose()?,
             new_session: spec.new_session || spec.controlling_tty,
             controlling_tty: spec.controlling_tty,
             take_terminal: spec.take_terminal && !spec.new_session && !spec.controlling_tty,
             cgroup_procs: Vec::new(),
+            setup: spec.setup.clone(),
+            passed: Vec::new(),
+            groups: spec.setup.groups.clone().unwrap_or_default(),
         })
     }
 
@@ -53,6 +70,24 @@ impl Exec {
     pub(crate) fn envp_ptrs(&self) -> Vec<*mut libc::c_char> {
         pointers(&self.envp)
     }
+}
+
+/// This keeper's own environment for its command (`SetupSpec::keeper_env`):
+/// every variable but the keeper's tag, then the command's tag from `envp`.
+fn keeper_environment(envp: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let tag_var = crate::spawn_tag::SPAWN_TAG_VAR.as_bytes();
+    let is_tag = |entry: &[u8]| {
+        entry
+            .strip_prefix(tag_var)
+            .is_some_and(|rest| rest.first() == Some(&b'='))
+    };
+    let mut vars: Vec<Vec<u8>> = std::env::vars_os()
+        .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+        .filter(|entry| !is_tag(entry))
+        .collect();
+    vars.extend(envp.iter().filter(|entry| is_tag(entry)).cloned());
+    vars
 }
 
 fn pointers(items: &[CString]) -> Vec<*mut libc::c_char> {
@@ -280,6 +315,9 @@ pub(crate) unsafe fn exec_child(
         {
             fail(SpawnStage::Chdir);
         }
+        if !exec.setup.is_empty() && setup(exec).is_err() {
+            fail(SpawnStage::Setup);
+        }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -290,6 +328,56 @@ pub(crate) unsafe fn exec_child(
         );
         fail(SpawnStage::Exec)
     }
+}
+
+/// What `SetupSpec` asks of the command's side, after its streams and its
+/// directory, in `_posixsubprocess`'s order: the descriptors passed on
+/// (lifted above every target first, so that installing one cannot
+/// clobber another), the umask, the ignored signals, then the
+/// credentials — supplementary groups, group, user — last, while the
+/// privilege to change them lasts. Async-signal-safe.
+///
+/// # Safety
+/// As [`exec_child`]'s.
+unsafe fn setup(exec: &Exec) -> Result<(), ()> {
+    let check = |rc: libc::c_int| if rc < 0 { Err(()) } else { Ok(()) };
+    // SAFETY (whole block): async-signal-safe libc calls on valid data.
+    unsafe {
+        // Close-on-exec copies at or above `above` (never a target), all
+        // made before the first target is written: a descriptor passed on
+        // may sit on another's target.
+        let above = exec.passed.iter().map(|&(_, t)| t).max().unwrap_or(2) + 1;
+        let mut high: [RawFd; MAX_PASSED_FDS] = [-1; MAX_PASSED_FDS];
+        for (slot, &(fd, _)) in high.iter_mut().zip(&exec.passed) {
+            *slot = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, above);
+            check(*slot)?;
+        }
+        for (&copy, &(_, target)) in high.iter().zip(&exec.passed) {
+            // dup2 clears close-on-exec on the target: inheritable.
+            check(libc::dup2(copy, target))?;
+        }
+        if let Some(mask) = exec.setup.umask {
+            libc::umask(mask as libc::mode_t);
+        }
+        for sig in 1..32 {
+            if exec.setup.ignore & (1 << sig) != 0 {
+                libc::signal(sig, libc::SIG_IGN);
+            }
+        }
+        if exec.setup.groups.is_some() {
+            check(libc::setgroups(
+                exec.groups.len() as _,
+                exec.groups.as_ptr(),
+            ))?;
+        }
+        if let Some(gid) = exec.setup.gid {
+            check(libc::setregid(gid, gid))?;
+        }
+        if let Some(uid) = exec.setup.uid {
+            check(libc::setreuid(uid, uid))?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes `0` (the calling process) to each `cgroup.procs` descriptor:

@@ -79,7 +79,8 @@ pub(crate) fn serve() -> io::Result<()> {
         let Some((spec, fds)) = keeper.next_spawn()? else {
             return Ok(());
         };
-        if fds.len() != 3 {
+        // The three streams, then one per descriptor passed on.
+        if fds.len() != 3 + spec.setup.fds.len() {
             keeper.send(&Event::SpawnFailed {
                 errno: libc::EBADF,
                 stage: SpawnStage::Stdio,
@@ -354,6 +355,11 @@ impl Keeper {
             }
         };
         exec.cgroup_procs = cgroups.procs();
+        exec.passed = stdio[3..]
+            .iter()
+            .zip(&spec.setup.fds)
+            .map(|(fd, &target)| (fd.as_raw_fd(), target))
+            .collect();
         // Every process of the session is the OOM killer's first choice:
         // raised here, inherited by the command however it starts.
         let started = {
@@ -448,7 +454,13 @@ impl Keeper {
                 // The platform's spawn can neither give a controlling
                 // terminal nor enter cgroups before exec: those take the
                 // fork path.
-                let pid = if exec.controlling_tty || !exec.cgroup_procs.is_empty() {
+                // Nor, portably, set up what `SetupSpec` asks for (and
+                // `setuid` in a `CLONE_VM` child is what CPython avoids
+                // vfork for): those take it too.
+                let pid = if exec.controlling_tty
+                    || !exec.cgroup_procs.is_empty()
+                    || !exec.setup.is_empty()
+                {
                     fork_exec(exec, stdio, None, |_| {})?
                 } else {
                     os::spawn(exec, stdio)?
