@@ -44,7 +44,68 @@ pub(crate) fn prepare() -> io::Result<()> {
     // process's exit status would be lost.
     // SAFETY: setting a disposition to SIG_DFL installs no handler code.
     unsafe { nix::sys::signal::signal(Signal::SIGCHLD, nix::sys::signal::SigHandler::SigDfl) }?;
+    default_real_time_signals();
     Ok(())
+}
+
+/// Puts every real-time signal (32 and up) this keeper inherited ignored
+/// back to its default, so that no command inherits it ignored. glibc's
+/// `posix_spawn`, which starts the keeper, leaves its own internal signals
+/// (32, 33: `SIGCANCEL`, `SIGSETXID`) ignored in the new program: every
+/// command started `SigIgn: 0000000180000000` where `subprocess` gives 0
+/// (found running CPython's `test_subprocess` against `tether.Popen`).
+/// The C library's `sigaction` refuses those two, so the system call is
+/// made directly. The keeper uses neither (no threads, no cancellation, no
+/// timers), and it blocks every signal it does not wait for.
+fn default_real_time_signals() {
+    /// The kernel's `struct sigaction` on x86_64 and the other 64-bit
+    /// architectures tether builds for: handler, flags, restorer, mask.
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: libc::c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    let rt_max = libc::SIGRTMAX().min(64);
+    for sig in 32..=rt_max {
+        let mut old = KernelSigaction {
+            handler: 0,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        // SAFETY: rt_sigaction with no new action only fills `old`, which
+        // we own and which has the kernel's layout; 8 is its mask's size.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                std::ptr::null::<KernelSigaction>(),
+                &mut old as *mut KernelSigaction,
+                8usize,
+            )
+        };
+        if rc != 0 || old.handler != libc::SIG_IGN {
+            continue;
+        }
+        let default = KernelSigaction {
+            handler: libc::SIG_DFL,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        // SAFETY: as above; SIG_DFL installs no handler code.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                &default as *const KernelSigaction,
+                std::ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            )
+        };
+    }
 }
 
 /// The bounds of one session's tree. On Linux everything of the session
