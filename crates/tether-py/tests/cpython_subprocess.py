@@ -68,10 +68,7 @@ INTERNAL: Dict[str, str] = {
 
 #: Applicable tests that still fail, each with the reason (the same list,
 #: in words, is in docs/python.md, "Moving from subprocess").
-KNOWN: Dict[str, str] = {
-    "ProcessTestCase.test_communicate_eintr": "a child signalling its parent (the keeper) kills "
-                                              "the keeper; the keeper's hardening fixes it",
-}
+KNOWN: Dict[str, str] = {}
 
 
 def _test_name(test: unittest.TestCase) -> str:
