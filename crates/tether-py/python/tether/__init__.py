@@ -47,6 +47,7 @@ from ._session import (
     start,
     start_async,
 )
+from ._spawn import EOF, TIMEOUT, spawn
 
 __version__: str = _native.__version__
 
@@ -80,6 +81,7 @@ __all__ = [
     "ContainmentUnavailable",
     "DEFAULT_WARM_KEEPERS",
     "DEVNULL",
+    "EOF",
     "InheritedHandleError",
     "KeeperError",
     "KillIncomplete",
@@ -93,6 +95,7 @@ __all__ = [
     "Session",
     "SessionNotFound",
     "StdinQueueFull",
+    "TIMEOUT",
     "TetherError",
     "TimeoutExpired",
     "TooManySessions",
@@ -102,6 +105,7 @@ __all__ = [
     "run",
     "session",
     "sessions",
+    "spawn",
     "set_warm_keepers",
     "start",
     "start_async",
