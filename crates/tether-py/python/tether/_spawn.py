@@ -42,6 +42,11 @@ class TIMEOUT(TetherError):
 #: Seconds each wait of the pump thread lasts before it waits again.
 _PUMP_WAIT = 3600.0
 
+#: What the ``echo=False`` wrapper prints once echo is off (as printf
+#: spells it), and what it prints.
+_NOECHO_SHELL = "\\033]2;\\007"
+_NOECHO = b"\x1b]2;\x07"
+
 _Marker = Union[Type[EOF], Type[TIMEOUT]]
 
 
@@ -171,7 +176,9 @@ class spawn:  # noqa: N801 — pexpect's name
         self.args = [os.fsdecode(a) if isinstance(a, bytes) else os.fspath(a) for a in argv]
         self.name = "<" + " ".join(str(a) for a in self.args) + ">"
         if not echo:
-            argv = ["/bin/sh", "-c", 'stty -echo 2>/dev/null; exec "$@"', "sh", *argv]
+            # The marker (an empty window title: nothing on the screen) says
+            # echo is off, so nothing sent after __init__ is echoed.
+            argv = ["/bin/sh", "-c", f'stty -echo 2>/dev/null; printf "{_NOECHO_SHELL}"; exec "$@"', "sh", *argv]
         self.timeout = timeout
         self.maxread = maxread
         self.searchwindowsize = searchwindowsize
@@ -211,6 +218,9 @@ class spawn:  # noqa: N801 — pexpect's name
         self._pump = _Pump(self.session.id)
         self.child_fd = self._pump.read_fd
         self.closed = False
+        if not echo:
+            self.expect_exact(_NOECHO.decode() if encoding else _NOECHO)
+            self.before = self.after = self.match = self.match_index = None
 
     # -- reading ---------------------------------------------------------
 
