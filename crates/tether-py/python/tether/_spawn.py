@@ -253,17 +253,13 @@ class spawn:  # noqa: N801 — pexpect's name
                 if tail:
                     return tail
                 raise EOF("End Of File (EOF). Exhausted the output of " + self.name)
-            if self.logfile is not None:
-                self.logfile.write(data if self._decoder is None else data.decode(self.encoding, "replace"))
-                self.logfile.flush()
-            if self.logfile_read is not None:
-                self.logfile_read.write(data if self._decoder is None else data.decode(self.encoding, "replace"))
-                self.logfile_read.flush()
-            if self._decoder is None:
-                return data
-            text = self._decoder.decode(data)
-            if text:
-                return text
+            out = data if self._decoder is None else self._decoder.decode(data)
+            for log in (self.logfile, self.logfile_read):
+                if log is not None and out:
+                    log.write(out)
+                    log.flush()
+            if out:
+                return out
             # Half a character so far: wait for the rest.
 
     def compile_pattern_list(self, patterns: Any) -> List[Any]:
@@ -321,7 +317,7 @@ class spawn:  # noqa: N801 — pexpect's name
         """``expect`` with plain strings (no regex): ``match`` is the string."""
         if not isinstance(pattern_list, list):
             pattern_list = [pattern_list]
-        patterns = [p if p is EOF or p is TIMEOUT else self._coerce(p) for p in pattern_list]
+        patterns: List[Any] = [p if p is EOF or p is TIMEOUT else self._coerce(p) for p in pattern_list]
 
         def search(buffer: Any) -> Optional[Tuple[int, int, int, Any]]:
             best = None
