@@ -17,12 +17,13 @@ import os
 import re
 import select
 import shlex
+import signal
 import threading
 import time
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 from . import _native
-from ._errors import TetherError
+from ._errors import TetherError, Unsupported
 from ._popen import Size, StrOrBytesPath
 from ._session import Session, start
 
@@ -151,15 +152,19 @@ class spawn:  # noqa: N801 — pexpect's name
         env: Optional[Mapping[Any, Any]] = None,
         ignore_sighup: bool = False,
         echo: bool = True,
+        preexec_fn: None = None,
         encoding: Optional[str] = None,
         codec_errors: str = "strict",
         dimensions: Optional[Tuple[int, int]] = None,
+        use_poll: bool = False,
         *,
         grace: float = 2.0,
         memory: Optional[Size] = None,
         pids: Optional[int] = None,
         cpu: Optional[float] = None,
     ) -> None:
+        if preexec_fn is not None:
+            raise ValueError("preexec_fn is not supported: the command starts in tether's keeper")
         if ignore_sighup:
             raise ValueError("ignore_sighup=True is not supported: the tree's kill starts with SIGHUP")
         self.closed = True  # until started: __del__ of a failed spawn does nothing
@@ -186,6 +191,8 @@ class spawn:  # noqa: N801 — pexpect's name
         self.logfile_read: Any = None
         self.logfile_send: Any = None
         self.delaybeforesend: Optional[float] = None
+        #: Compile ``expect``'s string patterns with ``re.IGNORECASE``.
+        self.ignorecase = False
         self.encoding = encoding
         self.codec_errors = codec_errors
         if encoding is None:
@@ -263,29 +270,40 @@ class spawn:  # noqa: N801 — pexpect's name
             # Half a character so far: wait for the rest.
 
     def compile_pattern_list(self, patterns: Any) -> List[Any]:
-        """``expect``'s patterns, compiled: regex str/bytes (by mode), compiled
-        patterns, ``EOF`` and ``TIMEOUT``."""
+        """``expect``'s patterns, compiled: regex strings, compiled patterns,
+        ``EOF`` and ``TIMEOUT`` (as pexpect: a bytes spawn also takes ASCII
+        ``str`` patterns, and compiled patterns are converted to its mode)."""
         if patterns is None:
             return []
         if not isinstance(patterns, list):
             patterns = [patterns]
+        flags = re.DOTALL | (re.IGNORECASE if self.ignorecase else 0)
         compiled: List[Any] = []
         for p in patterns:
             if p is EOF or p is TIMEOUT:
                 compiled.append(p)
             elif isinstance(p, (str, bytes)):
-                compiled.append(re.compile(self._coerce(p), re.DOTALL))
-            elif isinstance(p, type(re.compile(""))):
+                compiled.append(re.compile(self._coerce(p), flags))
+            elif isinstance(p, re.Pattern):
+                if self._decoder is None and isinstance(p.pattern, str):
+                    p = re.compile(p.pattern.encode("utf-8"), p.flags & ~re.UNICODE)
+                elif self._decoder is not None and isinstance(p.pattern, bytes):
+                    p = re.compile(p.pattern.decode("utf-8"), p.flags)
                 compiled.append(p)
             else:
-                raise TypeError(f"got {type(p)} ({p!r}) as pattern, must be one of: "
-                                f"{self.string_type}, a compiled pattern, tether.EOF, tether.TIMEOUT")
+                self._pattern_type_error(p)
         return compiled
 
+    def _pattern_type_error(self, p: Any) -> None:
+        allowed = "bytes, str" if self._decoder is None else "str"
+        raise TypeError(f"got {type(p)} ({p!r}) as pattern, must be one of: "
+                        f"{allowed}, a compiled pattern, tether.EOF, tether.TIMEOUT")
+
     def _coerce(self, p: Any) -> Any:
+        if self._decoder is None and isinstance(p, str):
+            return p.encode("ascii")
         if not isinstance(p, self.string_type):
-            raise TypeError(f"got {type(p)} ({p!r}) as pattern, must be one of: "
-                            f"{self.string_type}, tether.EOF, tether.TIMEOUT")
+            self._pattern_type_error(p)
         return p
 
     def expect(self, pattern: Any, timeout: Optional[float] = -1, searchwindowsize: Optional[int] = -1,
@@ -315,7 +333,7 @@ class spawn:  # noqa: N801 — pexpect's name
     def expect_exact(self, pattern_list: Any, timeout: Optional[float] = -1,
                      searchwindowsize: Optional[int] = -1, async_: bool = False) -> int:
         """``expect`` with plain strings (no regex): ``match`` is the string."""
-        if not isinstance(pattern_list, list):
+        if not isinstance(pattern_list, (list, tuple)):
             pattern_list = [pattern_list]
         patterns: List[Any] = [p if p is EOF or p is TIMEOUT else self._coerce(p) for p in pattern_list]
 
@@ -383,6 +401,10 @@ class spawn:  # noqa: N801 — pexpect's name
         index = self.expect([re.compile(b"(?s).{%d}" % size if self._decoder is None else "(?s).{%d}" % size), EOF])
         return self.after if index == 0 else self.before
 
+    def readlines(self, sizehint: int = -1) -> List[Any]:
+        """Every line until end of output."""
+        return list(self)
+
     def __iter__(self) -> "spawn":
         return self
 
@@ -420,8 +442,13 @@ class spawn:  # noqa: N801 — pexpect's name
             self.send(s)
 
     def sendcontrol(self, char: str) -> int:
-        """Sends a control character: ``sendcontrol('c')`` is Ctrl-C."""
-        return self.send(_control(char))
+        """Sends a control character: ``sendcontrol('c')`` is Ctrl-C. A
+        character with none sends nothing and returns 0 (as pexpect)."""
+        try:
+            code = _control(char)
+        except ValueError:
+            return 0
+        return self.send(code)
 
     def sendintr(self) -> None:
         self.send(b"\x03")
@@ -462,6 +489,21 @@ class spawn:  # noqa: N801 — pexpect's name
             self.session.kill(grace=0.0 if force else self.grace)
         self._note(self.session.poll())
         return not self.isalive()
+
+    def kill(self, sig: int) -> None:
+        """pexpect's ``kill(sig)``, for the signals that end a program:
+        ``SIGKILL`` is ``terminate(force=True)``; ``SIGTERM``/``SIGHUP``
+        ``terminate()`` (whose ladder ends in ``SIGKILL``: the tree always
+        dies); ``SIGINT`` the terminal's Ctrl-C. Others raise ``Unsupported``
+        (every signal tether sends goes through the keeper's verified kill)."""
+        if sig == signal.SIGKILL:
+            self.terminate(force=True)
+        elif sig in (signal.SIGTERM, signal.SIGHUP):
+            self.terminate()
+        elif sig == signal.SIGINT:
+            self.sendintr()
+        else:
+            raise Unsupported(f"kill({sig}): tether.spawn sends SIGKILL, SIGTERM, SIGHUP or SIGINT only")
 
     def close(self, force: bool = True) -> None:
         """Ends the tree (as ``terminate(force)``) and releases the
