@@ -218,3 +218,4 @@ def test_bad_input(tag: str) -> None:
         with pytest.raises(tether.Unsupported):
             c.kill(signal.SIGUSR1)
     assert tagged_pids(tag) == []
+

@@ -23,7 +23,7 @@ import time
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 from . import _native
-from ._errors import TetherError, Unsupported
+from ._errors import SessionNotFound, TetherError, Unsupported
 from ._popen import Size, StrOrBytesPath
 from ._session import Session, start
 
@@ -510,7 +510,12 @@ class spawn:  # noqa: N801 — pexpect's name
         descriptors (``fileno()`` and the thread's)."""
         if self.closed:
             return
-        self.terminate(force)
+        try:
+            # Returns at once when nothing is left: it then only reports.
+            self.session.kill(grace=0.0 if force else self.grace)
+            self._note(self.session.poll())
+        except SessionNotFound:
+            pass  # finished long ago and evicted: nothing of it is left
         self.closed = True
         if self._pump is not None:
             self._pump.stop()
