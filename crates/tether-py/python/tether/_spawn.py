@@ -136,8 +136,9 @@ class spawn:  # noqa: N801 — pexpect's name
 
     Differences from pexpect: ``terminate()`` always ends the whole tree
     (verified; ``force=True`` skips the grace), so it returns ``True``;
-    ``close()`` does too; there is no ``kill(sig)``, ``interact`` or
-    ``preexec_fn``.
+    ``close()`` does too; ``kill(sig)`` takes the signals that end a
+    program only; there is no ``interact``, ``setecho`` or ``preexec_fn``
+    (docs/python.md, "Moving from pexpect / ptyprocess").
     """
 
     def __init__(
