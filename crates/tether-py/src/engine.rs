@@ -171,6 +171,7 @@ impl Engine {
         }
         if let Some(thread) = state.stopping.take() {
             let _ = thread.join();
+            self.registry.release_ended_tasks();
         }
         let threads = Arc::clone(&self.threads);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -238,6 +239,8 @@ impl Engine {
         {
             let _ = thread.join();
             self.threads.wait_released();
+            // The runtime is gone: its finished sessions' tasks with it.
+            self.registry.release_ended_tasks();
         }
     }
 }

@@ -183,8 +183,10 @@ pub(crate) struct Session {
     /// ([`RegistryConfig::screen_lag`](crate::registry::RegistryConfig::screen_lag)).
     pub screen_lag: u64,
     /// The runtime the session was started on: its writer and screen
-    /// tasks go there, whichever thread (in a runtime or not) asks.
-    pub runtime: tokio::runtime::Handle,
+    /// tasks go there, whichever thread (in a runtime or not) asks. Let go
+    /// once that runtime shut down (`release_ended_driver`): a handle
+    /// keeps its I/O driver's epoll and eventfd open.
+    pub runtime: Mutex<Option<tokio::runtime::Handle>>,
     pub driver: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -239,7 +241,7 @@ impl Session {
             screen_parsed: AtomicU64::new(0),
             screen_worker: AtomicBool::new(false),
             screen_lag,
-            runtime: tokio::runtime::Handle::current(),
+            runtime: Mutex::new(Some(tokio::runtime::Handle::current())),
             driver: Mutex::new(None),
         });
         (session, requests)
@@ -425,6 +427,25 @@ impl Session {
         if let Some(task) = lock(&self.driver).take() {
             task.abort();
         }
+    }
+
+    /// Lets go of the runtime the session ran on once its driver's task
+    /// ended — as every task does when its runtime shuts down, and only
+    /// then (a live runtime's driver sleeps out the retention). The task's
+    /// handle and the runtime's keep that runtime's I/O driver (an epoll
+    /// and an eventfd) open.
+    pub(crate) fn release_ended_driver(&self) {
+        let mut driver = lock(&self.driver);
+        if driver.as_ref().is_some_and(JoinHandle::is_finished) {
+            driver.take();
+            lock(&self.runtime).take();
+        }
+    }
+
+    /// The runtime the session ran on, unless it was let go (it had shut
+    /// down: nothing spawned there would run).
+    pub(crate) fn runtime(&self) -> Option<tokio::runtime::Handle> {
+        lock(&self.runtime).clone()
     }
 }
 

@@ -60,6 +60,7 @@ from ._session import (
     start,
     start_async,
 )
+from ._spawn import EOF, TIMEOUT, spawn
 
 __version__: str = _native.__version__
 
@@ -93,6 +94,7 @@ __all__ = [
     "ContainmentUnavailable",
     "DEFAULT_WARM_KEEPERS",
     "DEVNULL",
+    "EOF",
     "InheritedHandleError",
     "KeeperError",
     "KillIncomplete",
@@ -106,6 +108,7 @@ __all__ = [
     "Session",
     "SessionNotFound",
     "StdinQueueFull",
+    "TIMEOUT",
     "TetherError",
     "TimeoutExpired",
     "TooManySessions",
@@ -120,6 +123,7 @@ __all__ = [
     "run",
     "session",
     "sessions",
+    "spawn",
     "set_warm_keepers",
     "start",
     "start_async",

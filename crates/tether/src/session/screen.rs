@@ -142,8 +142,13 @@ impl Session {
         {
             return;
         }
+        let Some(runtime) = self.runtime() else {
+            // Its runtime shut down (the session finished): readers parse.
+            self.screen_worker.store(false, Ordering::SeqCst);
+            return;
+        };
         let session = Arc::clone(self);
-        self.runtime.clone().spawn_blocking(move || {
+        runtime.spawn_blocking(move || {
             loop {
                 let end = session.shared().output.buffer.end_offset();
                 let parsed = session.screen_parsed.load(Ordering::SeqCst);

@@ -150,12 +150,16 @@ impl StdinQueue {
     ) -> &'a mpsc::UnboundedSender<Pending> {
         state.sender.get_or_insert_with(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
-            session.runtime.spawn(write_queue(
-                Arc::downgrade(session),
-                Arc::clone(&self.queued),
-                Arc::clone(&self.answers),
-                receiver,
-            ));
+            // No runtime: it shut down with the session finished, and the
+            // dropped receiver fails what is queued.
+            if let Some(runtime) = session.runtime() {
+                runtime.spawn(write_queue(
+                    Arc::downgrade(session),
+                    Arc::clone(&self.queued),
+                    Arc::clone(&self.answers),
+                    receiver,
+                ));
+            }
             sender
         })
     }

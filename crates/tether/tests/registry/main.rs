@@ -15,6 +15,7 @@ mod lost;
 mod observer;
 mod orphan_pipe;
 mod pty;
+mod runtimes;
 mod stdin;
 mod support;
 mod teardown;
