@@ -100,10 +100,14 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
         }
     };
     let mut reply = ask(&mut link);
-    if reply.is_err() && link.refused_other_build() && plan.keeper_hook.is_some() {
+    // Asked once: it reaps the keeper, and a second ask finds none to ask
+    // (a stale keeper beside this program then failed every spawn with
+    // "connection reset" instead of the fallback below).
+    let refused = reply.is_err() && link.refused_other_build();
+    if refused && plan.keeper_hook.is_some() {
         // Once more would run the hook twice.
         return Err(other_build(&keeper));
-    } else if reply.is_err() && link.refused_other_build() {
+    } else if refused {
         // A keeper program of another build of tether (a stale
         // `tether-keeper` beside this program) exits before reading
         // anything: the command never started. Once more with the
