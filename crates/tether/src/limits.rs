@@ -154,8 +154,8 @@ impl Limits {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a memory limit of 0 bytes, a process
-    /// limit of 0 or above [`MAX_PIDS`], or a CPU limit that is not a finite number of at least
-    /// [`MIN_CPU`] cores.
+    /// limit of 0 or above 4,194,304 (the kernel's most processes), or a
+    /// CPU limit that is not a finite number of at least [`MIN_CPU`] cores.
     pub fn validate(&self) -> Result<()> {
         let bad = |reason: String| Error::InvalidInput {
             what: "limits",
