@@ -2,9 +2,10 @@
 identified, and dead when this process is done with it — however it ends,
 ``SIGKILL`` included.
 
-``run`` and ``Popen`` have ``subprocess``'s shape; ``start`` runs
-background sessions (pipes or a PTY) to read from an offset, write to,
-wait on for a line, and kill. Errors are the exceptions Python code already
+``run`` and ``Popen`` have ``subprocess``'s shape, ``create_subprocess_exec``
+and ``create_subprocess_shell`` ``asyncio``'s; ``start`` runs background
+sessions (pipes or a PTY) to read from an offset, write to, wait on for a
+line, and kill. Errors are the exceptions Python code already
 catches (``FileNotFoundError``, ``PermissionError``, ``ValueError``,
 ``subprocess.TimeoutExpired``, ``subprocess.CalledProcessError``) or
 tether's own (``KillIncomplete``, …), all in this module.
@@ -34,6 +35,7 @@ from ._errors import (
     TooManySessions,
     Unsupported,
 )
+from ._asyncio import Process, create_subprocess_exec, create_subprocess_shell
 from ._keeper import executable
 from ._native import Limit, LimitReport
 from ._popen import DEVNULL, PIPE, STDOUT, CompletedProcess, KillResult, Popen, run
@@ -89,6 +91,7 @@ __all__ = [
     "Match",
     "PIPE",
     "Popen",
+    "Process",
     "STDOUT",
     "Session",
     "SessionNotFound",
@@ -98,6 +101,8 @@ __all__ = [
     "TooManySessions",
     "Unsupported",
     "WaitResult",
+    "create_subprocess_exec",
+    "create_subprocess_shell",
     "executable",
     "run",
     "session",
