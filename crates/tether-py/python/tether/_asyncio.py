@@ -100,8 +100,8 @@ def _watch(child: Any, loop: asyncio.AbstractEventLoop, settle: "weakref.WeakMet
     """The waiter thread: blocks (GIL released) until the keeper reports
     the main process's exit and the end of what it left, then hands the
     status to the loop. It holds the native child, never the ``Process``,
-    so a dropped ``Process`` is still collected (its finalizer closes the
-    child: the tree is killed and this wait ends)."""
+    so a dropped ``Process`` is still collected (its finalizer kills the
+    tree, which ends this wait)."""
     try:
         status: Any = child.wait()
     except BaseException as error:  # closed (the Process was collected), …
@@ -115,6 +115,13 @@ def _watch(child: Any, loop: asyncio.AbstractEventLoop, settle: "weakref.WeakMet
         loop.call_soon_threadsafe(deliver)
     except RuntimeError:
         pass  # the loop is closed: nobody awaits any more
+
+
+def _let_go(child: Any) -> None:
+    try:
+        child.start_kill()
+    except Exception:
+        pass  # inherited across fork (not ours to kill), or already gone
 
 
 class Process:
@@ -138,9 +145,12 @@ class Process:
         self._returncode: Optional[int] = None
         self._status: Any = None
         self._exit_waiters: List["asyncio.Future[None]"] = []
-        # Collected while running: the tree is let go and killed, as a
-        # collected tether.Popen's (asyncio would leave it running).
-        self._finalizer = weakref.finalize(self, child.close)
+        # Collected while running: the tree is killed, as a collected
+        # tether.Popen's (asyncio would leave it running). start_kill, not
+        # close: close waits for the waiter thread's slice (up to 100 ms)
+        # on the loop's thread; the kill ends that wait, then the thread
+        # drops the child.
+        self._finalizer = weakref.finalize(self, _let_go, child)
 
     def _settle(self, status: Any) -> None:
         if isinstance(status, BaseException):
@@ -312,10 +322,17 @@ async def _create(
     bufsize = kwds.get("bufsize", 0)
     if bufsize != 0:
         raise ValueError("bufsize must be 0")
-    if kwds.get("close_fds", True) is not True:
-        raise ValueError("tether always closes the owner's descriptors in the child (close_fds=True)")
+    # close_fds=False is accepted and changes nothing: the command gets
+    # only its three standard streams (CPython's own asyncio tests pass it
+    # for portability, not to inherit anything).
+    if kwds.get("pass_fds"):
+        raise ValueError("pass_fds is not supported by tether.create_subprocess_*: the command "
+                         "gets only its standard streams")
+    for key in ("creationflags", "startupinfo"):
+        if kwds.get(key):
+            raise ValueError(f"{key} is only supported on Windows platforms")
     unknown = set(kwds) - {"universal_newlines", "text", "encoding", "errors", "bufsize", "close_fds",
-                           "start_new_session"}
+                           "start_new_session", "pass_fds", "creationflags", "startupinfo"}
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
     pairs = _environment(env)
