@@ -42,58 +42,84 @@ _DEFAULT_LIMIT = 2**16
 File = Union[None, int, IO[Any]]
 
 
-_protocol: Any = None
+class _PipeProtocol:
+    """One end of one pipe: feeds a ``StreamReader`` (stdout/stderr), or
+    gives a ``StreamWriter`` its flow control and close waiter (stdin) —
+    what ``asyncio``'s ``FlowControlMixin`` does, written out so that
+    ``import tether`` need not import ``asyncio`` (which costs more than all
+    of tether)."""
 
+    def __init__(self, loop: "asyncio.AbstractEventLoop", reader: "Optional[asyncio.StreamReader]") -> None:
+        self._loop = loop
+        self._reader = reader
+        self._closed: "asyncio.Future[None]" = loop.create_future()
+        self._paused = False
+        self._lost = False
+        self._drain_waiters: "List[asyncio.Future[None]]" = []
 
-def _pipe_protocol() -> Any:
-    """The pipe protocol class, made at first use: ``asyncio`` is imported
-    only then (importing it costs more than all of ``import tether``)."""
-    global _protocol
-    if _protocol is not None:
-        return _protocol
-    import asyncio
+    def connection_made(self, transport: Any) -> None:
+        if self._reader is not None:
+            self._reader.set_transport(transport)
 
-    class _PipeProtocol(asyncio.streams.FlowControlMixin, asyncio.Protocol):
-        """One end of one pipe: feeds a ``StreamReader`` (stdout/stderr) or
-        gives a ``StreamWriter`` its flow control and close waiter (stdin)."""
+    def data_received(self, data: bytes) -> None:
+        if self._reader is not None:
+            self._reader.feed_data(data)
 
-        def __init__(self, loop: asyncio.AbstractEventLoop, reader: Optional[asyncio.StreamReader]) -> None:
-            super().__init__(loop=loop)
-            self._reader = reader
-            self._closed = loop.create_future()
+    def eof_received(self) -> bool:
+        if self._reader is not None:
+            self._reader.feed_eof()
+        return False
 
-        def connection_made(self, transport: Any) -> None:
-            if self._reader is not None:
-                self._reader.set_transport(transport)
+    def pause_writing(self) -> None:
+        self._paused = True
 
-        def data_received(self, data: bytes) -> None:
-            if self._reader is not None:
-                self._reader.feed_data(data)
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake(None)
 
-        def eof_received(self) -> bool:
-            if self._reader is not None:
+    def _wake(self, exc: Optional[BaseException]) -> None:
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                if exc is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(exc)
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        self._lost = True
+        if self._paused:
+            self._wake(exc)
+        if self._reader is not None:
+            if exc is None:
                 self._reader.feed_eof()
-            return False
+            else:
+                self._reader.set_exception(exc)  # type: ignore[arg-type]
+        if not self._closed.done():
+            if exc is None:
+                self._closed.set_result(None)
+            else:
+                self._closed.set_exception(exc)
+                self._closed.exception()  # retrieved: no "never retrieved" noise
 
-        def connection_lost(self, exc: Optional[Exception]) -> None:
-            super().connection_lost(exc)
-            if self._reader is not None:
-                if exc is None:
-                    self._reader.feed_eof()
-                else:
-                    self._reader.set_exception(exc)
-            if not self._closed.done():
-                if exc is None:
-                    self._closed.set_result(None)
-                else:
-                    self._closed.set_exception(exc)
-                    self._closed.exception()  # retrieved: no "never retrieved" noise
+    async def _drain_helper(self) -> None:
+        if self._lost:
+            raise ConnectionResetError("Connection lost")
+        if not self._paused:
+            return
+        waiter = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            self._drain_waiters.remove(waiter)
 
-        def _get_close_waiter(self, stream: Any) -> "asyncio.Future[None]":
-            return self._closed
+    def _get_close_waiter(self, stream: Any) -> "asyncio.Future[None]":
+        return self._closed
 
-    _protocol = _PipeProtocol
-    return _protocol
+
+def _reading(loop: "asyncio.AbstractEventLoop", reader: "asyncio.StreamReader") -> Any:
+    """A protocol factory feeding ``reader``."""
+    return lambda: _PipeProtocol(loop, reader)
 
 
 def _watch(child: Any, loop: asyncio.AbstractEventLoop, settle: "weakref.WeakMethod[Any]") -> None:
@@ -219,7 +245,8 @@ class Process:
         """``SIGKILL`` to the main process's group, at once (returncode
         −9); the keeper then kills what escaped the group. For tether's
         verified kill of the whole tree, ``await kill_tree()``."""
-        self.send_signal(signal.SIGKILL)
+        # (Windows has no SIGKILL: there, as under asyncio, it terminates.)
+        self.send_signal(getattr(signal, "SIGKILL", signal.SIGTERM))
 
     async def kill_tree(self, grace: Optional[float] = None) -> int:
         """Kills the whole tree — ``SIGTERM``, ``grace`` seconds (default:
@@ -375,16 +402,16 @@ async def _create(
         if our_in is not None:
             pipe = os.fdopen(our_in, "wb", 0)
             ours.remove(our_in)
-            protocol = _pipe_protocol()(loop, None)
+            protocol: Any = _PipeProtocol(loop, None)  # an asyncio protocol by duck typing
             transport, _ = await loop.connect_write_pipe(lambda: protocol, pipe)
             process.stdin = asyncio.StreamWriter(transport, protocol, None, loop)
-        for fd, name in ((our_out, "stdout"), (our_err, "stderr")):
-            if fd is None:
+        for end, name in ((our_out, "stdout"), (our_err, "stderr")):
+            if end is None:
                 continue
-            pipe = os.fdopen(fd, "rb", 0)
-            ours.remove(fd)
+            pipe = os.fdopen(end, "rb", 0)
+            ours.remove(end)
             reader = asyncio.StreamReader(limit=limit, loop=loop)
-            await loop.connect_read_pipe(lambda r=reader: _pipe_protocol()(loop, r), pipe)  # type: ignore[misc]
+            await loop.connect_read_pipe(_reading(loop, reader), pipe)
             setattr(process, name, reader)
     except BaseException:
         for fd in ours:
