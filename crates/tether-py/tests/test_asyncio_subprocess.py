@@ -28,6 +28,17 @@ def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(coro)
 
 
+def waiter_threads_left() -> list:
+    """tether's waiter threads still alive once each had 10 s to end (a
+    join: they end when their command's end is reported)."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name.startswith("tether-wait-"):
+            thread.join(10)
+    return [t.name for t in threading.enumerate() if t.name.startswith("tether-wait-")]
+
+
 def test_communicate_echoes_stdin_to_stdout() -> None:
     async def scenario() -> None:
         p = await tether.create_subprocess_exec(
@@ -182,6 +193,7 @@ def test_cancelled_communicate_and_wait_leave_the_tree_contained(tag: str) -> No
 
     run(scenario())
     assert tagged_pids(tag) == []
+    assert waiter_threads_left() == []
 
 
 def test_a_collected_process_takes_its_tree_with_it(tag: str) -> None:
@@ -195,6 +207,7 @@ def test_a_collected_process_takes_its_tree_with_it(tag: str) -> None:
 
     run(scenario())
     assert wait_all_dead(tag, 10) == []
+    assert waiter_threads_left() == []
 
 
 OWNER = f"""
