@@ -39,6 +39,14 @@ def waiter_threads_left() -> list:
     return [t.name for t in threading.enumerate() if t.name.startswith("tether-wait-")]
 
 
+@pytest.fixture(autouse=True)
+def no_waiter_threads_after() -> object:
+    """Later tests count this process's threads: each test here ends with
+    its waiter threads gone."""
+    yield
+    assert waiter_threads_left() == []
+
+
 def test_communicate_echoes_stdin_to_stdout() -> None:
     async def scenario() -> None:
         p = await tether.create_subprocess_exec(
