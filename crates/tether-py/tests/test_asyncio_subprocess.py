@@ -169,6 +169,20 @@ def test_escaping_tree_is_dead_after_kill(tag: str) -> None:
     assert tagged_pids(tag) == []
 
 
+def test_kill_tree_ends_the_whole_tree_verified(tag: str) -> None:
+    async def scenario() -> None:
+        p = await tether.create_subprocess_shell(ESCAPING_TREE, stdout=tether.PIPE, env=tagged_env(tag))
+        assert p.stdout is not None
+        assert await p.stdout.readline() == b"ready\n"
+        assert wait_for_count(tag, ESCAPING_TREE_MIN, 10) >= ESCAPING_TREE_MIN
+        assert await p.kill_tree(grace=0.5) == -signal.SIGTERM
+        assert p.descendants_killed >= ESCAPING_TREE_MIN - 1
+        await p.communicate()
+
+    run(scenario())
+    assert tagged_pids(tag) == []
+
+
 def test_a_grandchild_holding_stdout_does_not_delay_communicate(tag: str) -> None:
     async def scenario() -> None:
         # The grandchild keeps stdout open for 1000 s: under asyncio,
