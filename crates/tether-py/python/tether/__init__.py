@@ -2,9 +2,10 @@
 identified, and dead when this process is done with it — however it ends,
 ``SIGKILL`` included.
 
-``run`` and ``Popen`` have ``subprocess``'s shape; ``start`` runs
-background sessions (pipes or a PTY) to read from an offset, write to,
-wait on for a line, and kill. Errors are the exceptions Python code already
+``run`` and ``Popen`` have ``subprocess``'s shape, ``create_subprocess_exec``
+and ``create_subprocess_shell`` ``asyncio``'s; ``start`` runs background
+sessions (pipes or a PTY) to read from an offset, write to, wait on for a
+line, and kill. Errors are the exceptions Python code already
 catches (``FileNotFoundError``, ``PermissionError``, ``ValueError``,
 ``subprocess.TimeoutExpired``, ``subprocess.CalledProcessError``) or
 tether's own (``KillIncomplete``, …), all in this module.
@@ -34,6 +35,7 @@ from ._errors import (
     TooManySessions,
     Unsupported,
 )
+from ._asyncio import Process, create_subprocess_exec, create_subprocess_shell
 from ._keeper import executable
 from ._native import Limit, LimitReport
 from ._popen import (
@@ -104,6 +106,7 @@ __all__ = [
     "Match",
     "PIPE",
     "Popen",
+    "Process",
     "STDOUT",
     "Session",
     "SessionNotFound",
@@ -117,6 +120,8 @@ __all__ = [
     "call",
     "check_call",
     "check_output",
+    "create_subprocess_exec",
+    "create_subprocess_shell",
     "executable",
     "getoutput",
     "getstatusoutput",
