@@ -131,3 +131,37 @@ fn a_failing_keeper_hook_fails_the_spawn_with_its_errno() {
     assert!(read.as_raw_fd() > 2);
     assert_nothing_left();
 }
+
+// A descriptor passed on onto the number of the keeper's own pipe for the
+// child's report of a failed exec replaced that pipe: the spawn looked
+// started (the pipe's end closed without a word), the command "exited 127",
+// and the errno went into the passed descriptor. Found in review of the
+// `pass_fds` work (here: target 12 looked started before the fix).
+#[test]
+fn a_failed_exec_is_reported_whatever_numbers_the_passed_descriptors_take() {
+    // A file that is found and executable but that exec refuses
+    // (ENOEXEC: no ELF header, no `#!`): the failure comes from the
+    // command's side, after its descriptors are in place.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let program = dir.path().join("not-a-program");
+    std::fs::write(&program, [0u8, 1, 2, 3]).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // One descriptor per spawn, on each number a keeper's pipe may have.
+    for target in 3..=64 {
+        let (mut read, write) = std::io::pipe().unwrap();
+        let spawned = Command::new(&program)
+            .pass_fd(target, OwnedFd::from(write))
+            .spawn();
+        assert!(
+            spawned.is_err(),
+            "target {target}: the failed exec looked started"
+        );
+        // Nothing was written into the descriptor passed on: its read end
+        // sees EOF (the child and our copy are gone).
+        let mut got = Vec::new();
+        read.read_to_end(&mut got).unwrap();
+        assert!(got.is_empty(), "target {target} received {got:?}");
+    }
+    assert_nothing_left();
+}

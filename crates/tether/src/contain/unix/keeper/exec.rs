@@ -3,7 +3,7 @@
 //! here runs in the single-threaded keeper.
 
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::sys::wait::waitpid;
@@ -118,6 +118,27 @@ pub(crate) fn fork_exec(
 ) -> Result<u32, (SpawnStage, Errno)> {
     let (err_r, err_w) =
         crate::contain::unix::stdio::pipe().map_err(|e| (SpawnStage::Fork, super::errno_of(&e)))?;
+    // Above every descriptor passed on: the child's `setup` installs them
+    // with dup2, and one on the same number replaced this pipe — the spawn
+    // then looked started, and a failed exec reported its errno into the
+    // command's descriptor.
+    let above = exec
+        .passed
+        .iter()
+        .map(|&(_, target)| target + 1)
+        .max()
+        .unwrap_or(0);
+    let err_w = if err_w.as_raw_fd() < above {
+        // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor we own, or -1.
+        let lifted = unsafe { libc::fcntl(err_w.as_raw_fd(), libc::F_DUPFD_CLOEXEC, above) };
+        if lifted < 0 {
+            return Err((SpawnStage::Fork, Errno::last()));
+        }
+        // SAFETY: `lifted` is a descriptor we just made and own.
+        unsafe { OwnedFd::from_raw_fd(lifted) }
+    } else {
+        err_w
+    };
     let argv = exec.argv_ptrs();
     let envp = exec.envp_ptrs();
     // SAFETY: the init is single-threaded; the child only makes
