@@ -30,9 +30,10 @@ impl Forwarder {
         Ok(Forwarder(set))
     }
 
-    /// Forwards each signal from now on: to the command's process group,
-    /// then the whole tree is killed after `grace` unless it ended by
-    /// itself.
+    /// Forwards each signal from now on — `SIGINT` to the command's
+    /// process group, as a terminal's Ctrl-C reaches it; `SIGTERM` and
+    /// `SIGHUP` to every process of the tree at once — then the whole tree
+    /// is killed after `grace` unless it ended by itself.
     pub(crate) fn forward_to(self, tree: TreeHandle, grace: std::time::Duration) -> io::Result<()> {
         std::thread::Builder::new()
             .name("tether-signals".into())
