@@ -412,24 +412,11 @@ fn run(args: RunArgs) -> Result<i32, Error> {
     Ok(status.map_or(i32::from(EXIT_TETHER_ERROR), |s| exit_code(&s)))
 }
 
-/// `limits not enforced: memory 64 MiB (reason), pids 8 (reason)` for the
-/// limits of `report` that ended up `none`; `None` when there is none.
+/// `limits not enforced (…): memory 64 MiB (reason); pids 8 (reason)` for
+/// the limits of `report` that ended up `none`; `None` when there is none.
 fn unenforced(report: &tether::LimitReport) -> Option<String> {
-    let mut parts = Vec::new();
-    if let Some((bytes, tether::Enforcement::None(why))) = &report.memory {
-        parts.push(format!("memory {} ({why})", tether::format_size(*bytes)));
-    }
-    if let Some((n, tether::Enforcement::None(why))) = &report.pids {
-        parts.push(format!("pids {n} ({why})"));
-    }
-    if let Some((millis, tether::Enforcement::None(why))) = &report.cpu_millis {
-        parts.push(format!("cpu {} ({why})", *millis as f64 / 1000.0));
-    }
-    (!parts.is_empty()).then(|| {
-        format!(
-            "limits not enforced (--require-limits refuses to run without them): {}",
-            parts.join("; ")
-        )
+    report.unenforced_summary().map(|limits| {
+        format!("limits not enforced (--require-limits refuses to run without them): {limits}")
     })
 }
 

@@ -291,6 +291,29 @@ impl LimitReport {
         .find_map(|(name, how)| Some((name, how?.reason()?)))
     }
 
+    /// The limits asked for and not enforced, for people: `memory 64 MiB
+    /// (why); pids 8 (why)`; `None` when every one is, or none was asked
+    /// for.
+    pub fn unenforced_summary(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some((bytes, how)) = &self.memory
+            && let Some(why) = how.reason()
+        {
+            parts.push(format!("memory {} ({why})", format_size(*bytes)));
+        }
+        if let Some((n, how)) = &self.pids
+            && let Some(why) = how.reason()
+        {
+            parts.push(format!("pids {n} ({why})"));
+        }
+        if let Some((millis, how)) = &self.cpu_millis
+            && let Some(why) = how.reason()
+        {
+            parts.push(format!("cpu {} ({why})", format_cores(*millis)));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
     /// One line for people: `memory 256 MiB (cgroup1), pids 64 (none:
     /// …)`; empty when no limit was asked for.
     pub fn summary(&self) -> String {
