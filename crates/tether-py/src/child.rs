@@ -382,6 +382,24 @@ pub(crate) fn spawn(
     })
 }
 
+/// See `Child.events_fd`: a copy of the keeper's socket, handed over as
+/// a descriptor of its own (the `Events` copy is dropped at once).
+#[cfg(unix)]
+fn events_fd(child: &Child) -> std::io::Result<Option<i32>> {
+    use std::os::fd::{AsFd, IntoRawFd};
+    use tether::unix::ChildEventsExt;
+    let guard = child.child.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(events) = guard.as_ref().and_then(|c| c.events()) else {
+        return Ok(None);
+    };
+    Ok(Some(events.as_fd().try_clone_to_owned()?.into_raw_fd()))
+}
+
+#[cfg(not(unix))]
+fn events_fd(_child: &Child) -> std::io::Result<Option<i32>> {
+    Ok(None)
+}
+
 impl Child {
     fn check_owner(&self, py: Python<'_>) -> PyResult<()> {
         if std::process::id() == self.owner_pid {
@@ -569,6 +587,22 @@ impl Child {
                 })
                 .unwrap_or_default()
         }))
+    }
+
+    /// A new descriptor, the caller's to close, that is readable when the
+    /// child has events to take in with `poll()` (its end, its keeper's
+    /// death): for a `select` over its pipes beside them, so a keeper that
+    /// dies while orphans of its tree hold the pipes is noticed at once —
+    /// `poll()` then kills them (which ends the pipes) and raises
+    /// `KeeperError`. `None` once finished, or without a descriptor to
+    /// spare (Windows: no keeper).
+    fn events_fd(&self, py: Python<'_>) -> PyResult<Option<i32>> {
+        if self.known().is_some() {
+            return Ok(None);
+        }
+        self.check_owner(py)?;
+        // The lock may be a waiting thread's for a slice: without the GIL.
+        Ok(crate::gil::detach(py, || events_fd(self))?)
     }
 
     /// Lets go of the tree: the keeper kills whatever is left (with the

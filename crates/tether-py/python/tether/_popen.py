@@ -110,6 +110,10 @@ class KillResult:
         )
 
 
+#: The selector's mark for the keeper's events in `_communicate_select`.
+_EVENTS = object()
+
+
 def _holds_terminal() -> bool:
     """Whether stdin is a terminal whose foreground this process's group
     holds (what a foreground command is handed)."""
@@ -645,6 +649,7 @@ class Popen:
             # without a selector — a read-all takes large reads, several
             # times fewer system calls than 32 KiB selector rounds.
             out = err = None
+            follower = None
             if self.stdin is not None:
                 self._check_input(input)
                 if self._input is not None:
@@ -654,29 +659,66 @@ class Popen:
                         pass
                     self._close_stdin()
             elif self.stdout is not None:
-                out = self.stdout.read()
-                self.stdout.close()
+                out, follower = self._read_all(self.stdout)
             elif self.stderr is not None:
-                err = self.stderr.read()
-                self.stderr.close()
+                err, follower = self._read_all(self.stderr)
             self._communication_started = True
-            self.wait()
+            try:
+                self.wait()
+            except KeyboardInterrupt:
+                raise  # the follower ends with the command
+            except BaseException:
+                if follower is not None:
+                    follower.join()
+                raise
+            if follower is not None:
+                follower.join()
             return out, err
+        # A copy of the keeper's socket, polled beside the pipes (see
+        # _read_all).
+        events = self._child.events_fd() if os.name == "posix" and self._streams() else None
         endtime = None if timeout is None else time.monotonic() + timeout
-        self._check_input(input)
         try:
-            if os.name == "posix":
-                self._communicate_select(endtime, timeout)
-            else:
-                self._communicate_threads(endtime, timeout)
+            self._check_input(input)
+            try:
+                if os.name == "posix":
+                    self._communicate_select(endtime, timeout, events)
+                else:
+                    self._communicate_threads(endtime, timeout)
+            finally:
+                self._communication_started = True
         finally:
-            self._communication_started = True
+            if events is not None:
+                os.close(events)
         remaining = None if endtime is None else max(0.0, endtime - time.monotonic())
         try:
             self.wait(remaining)
         except subprocess.TimeoutExpired:
             raise TimeoutExpired(self.args, timeout or 0.0, *self._partial()) from None
         return self._collect()
+
+    def _read_all(self, stream: Any) -> Tuple[Any, Optional[threading.Thread]]:
+        """Reads `stream` to its end and closes it, following the keeper
+        meanwhile (POSIX): processes of the tree may hold the pipe open as
+        long as they live, so if the keeper is SIGKILLed only a wait on it
+        notices. That wait runs in a thread beside the read (returned, to
+        join after the caller's own `wait()`, which raises the loss): it
+        kills the orphans then, which ends the read."""
+        follower = None
+        if os.name == "posix":
+
+            def follow() -> None:
+                try:
+                    self._child.wait()
+                except BaseException:  # the caller's wait() raises it
+                    pass
+
+            follower = threading.Thread(target=follow, daemon=True)
+            follower.start()
+        try:
+            return stream.read(), follower
+        finally:
+            stream.close()
 
     def _check_input(self, input: Optional[Union[str, bytes]]) -> None:
         if self._communication_started or self.stdin is None:
@@ -705,7 +747,9 @@ class Popen:
     def _raw(self, stream: Any) -> Any:
         return stream.buffer if isinstance(stream, io.TextIOWrapper) else stream
 
-    def _communicate_select(self, endtime: Optional[float], timeout: Optional[float]) -> None:
+    def _communicate_select(
+        self, endtime: Optional[float], timeout: Optional[float], events: Optional[int]
+    ) -> None:
         import selectors
 
         readers = self._streams()
@@ -716,12 +760,26 @@ class Popen:
                 selector.register(self._raw(self.stdin), selectors.EVENT_WRITE)
             for s in readers:
                 selector.register(self._raw(s), selectors.EVENT_READ, s)
-            while selector.get_map():
+            # The keeper's events (`events`, see communicate) are followed
+            # while any pipe is open, not after.
+            watching = 0
+            if events is not None and selector.get_map():
+                selector.register(events, selectors.EVENT_READ, _EVENTS)
+                watching = 1
+            while len(selector.get_map()) > watching:
                 remaining = None if endtime is None else endtime - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutExpired(self.args, timeout or 0.0, *self._partial())
-                for key, events in selector.select(remaining):
-                    if key.data is None:  # stdin
+                for key, _ in selector.select(remaining):
+                    if key.data is _EVENTS:
+                        # Takes the events in. A lost keeper raises
+                        # KeeperError here, its orphans killed (which ends
+                        # the pipes they held); once the command finished,
+                        # nothing more comes.
+                        if self.poll() is not None:
+                            selector.unregister(key.fileobj)
+                            watching = 0
+                    elif key.data is None:  # stdin
                         chunk = self._input[self._input_offset : self._input_offset + _PIPE_BUF]  # type: ignore[index]
                         try:
                             self._input_offset += os.write(key.fd, chunk)
