@@ -291,7 +291,8 @@ impl TestCgroup {
             .arg("echo $$ > \"$0/cgroup.procs\" && exec \"$@\"")
             .arg(&self.0)
             .arg(support::tether_path())
-            .args(args);
+            .args(args)
+            .env("TETHER_HOME", support::home());
         cmd
     }
 }
