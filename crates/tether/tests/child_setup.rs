@@ -163,5 +163,22 @@ fn a_failed_exec_is_reported_whatever_numbers_the_passed_descriptors_take() {
         read.read_to_end(&mut got).unwrap();
         assert!(got.is_empty(), "target {target} received {got:?}");
     }
+    // And a command that starts, on each of those numbers too: the spawn
+    // returns (the first version of the fix kept a copy of the pipe's
+    // write end in the keeper, and the keeper waited for ever for the EOF
+    // a successful exec gives).
+    for target in 3..=64 {
+        let (mut read, write) = std::io::pipe().unwrap();
+        let status = Command::new("sh")
+            // (dash's `>&N` takes one digit: the descriptor's /proc name.)
+            .args(["-c", &format!("echo passed > /proc/self/fd/{target}")])
+            .pass_fd(target, OwnedFd::from(write))
+            .status()
+            .unwrap_or_else(|e| panic!("target {target}: {e}"));
+        assert!(status.success(), "target {target}: {status:?}");
+        let mut got = String::new();
+        read.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "passed\n", "target {target}");
+    }
     assert_nothing_left();
 }

@@ -134,6 +134,9 @@ pub(crate) fn fork_exec(
         if lifted < 0 {
             return Err((SpawnStage::Fork, Errno::last()));
         }
+        // The low copy goes now: held until the read below, it kept the
+        // pipe open and the read never saw the EOF a successful exec gives.
+        drop(err_w);
         // SAFETY: `lifted` is a descriptor we just made and own.
         unsafe { OwnedFd::from_raw_fd(lifted) }
     } else {
