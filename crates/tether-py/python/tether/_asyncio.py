@@ -326,6 +326,7 @@ def _stdio(
 async def _create(
     args: Any,
     argv: List[Any],
+    executable: Optional[Any],
     stdin: File,
     stdout: File,
     stderr: File,
@@ -389,6 +390,9 @@ async def _create(
             memory=memory,
             pids=pids,
             cpu=cpu,
+            # The program to run when it is not argv[0] (`executable=`, as
+            # subprocess: argv[0] is kept).
+            setup={"executable": executable} if executable is not None else None,
         )
     except BaseException:
         for fd in ours:
@@ -450,8 +454,8 @@ async def create_subprocess_exec(
     ``memory``, ``pids``, ``cpu``: as ``tether.Popen``'s."""
     if kwds.pop("shell", False):
         raise ValueError("shell must be False")
-    argv = _argv([program, *args], False, executable)
-    return await _create(argv, argv, stdin, stdout, stderr, limit, cwd, env, grace, purpose,
+    argv, exe = _argv([program, *args], False, executable)
+    return await _create(argv, argv, exe, stdin, stdout, stderr, limit, cwd, env, grace, purpose,
                          keep_descendants, memory, pids, cpu, kwds)
 
 
@@ -479,7 +483,7 @@ async def create_subprocess_shell(
         raise ValueError("cmd must be a string")
     if kwds.pop("shell", True) is not True:
         raise ValueError("shell must be True")
-    argv = _argv(cmd, True, executable)
-    return await _create(cmd, argv, stdin, stdout, stderr, limit, cwd, env, grace, purpose,
+    argv, exe = _argv(cmd, True, executable)
+    return await _create(cmd, argv, exe, stdin, stdout, stderr, limit, cwd, env, grace, purpose,
                          keep_descendants, memory, pids, cpu, kwds)
 
