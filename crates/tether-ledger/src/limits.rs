@@ -21,6 +21,10 @@ pub struct LimitsRecord {
     /// The session's own cgroup v2 (Linux), when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<String>,
+    /// What gave the limits beyond the owner's own cgroup (`systemd scope
+    /// tether-owner-….scope`), when something did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// One limit: `{"value": 268435456, "enforced": "cgroup1"}`, or with
@@ -67,6 +71,7 @@ impl LimitsRecord {
                 .as_ref()
                 .map(|(millis, how)| LimitRecord::of(*millis as f64 / 1000.0, how)),
             cgroup: report.cgroup.as_ref().map(|p| p.display().to_string()),
+            via: report.via.clone(),
         })
     }
 
@@ -114,6 +119,7 @@ mod tests {
             cpu_millis: Some((1500, Enforcement::Cgroup2)),
             cgroup: Some("/sys/fs/cgroup/unified/tether-x".into()),
             cgroups: Vec::new(),
+            via: None,
         };
         let record = LimitsRecord::of(&report).unwrap();
         assert_eq!(

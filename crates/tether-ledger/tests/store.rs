@@ -130,6 +130,7 @@ fn a_sessions_limits_what_it_hit_and_its_cgroups_round_trip() {
         cpu_millis: None,
         cgroup: Some("/sys/fs/cgroup/unified/tether-x".into()),
         cgroups: vec!["/sys/fs/cgroup/unified/tether-x".into()],
+        via: None,
     };
     start.limits = tether_ledger::LimitsRecord::of(&report);
     start.cgroups = vec![

@@ -866,6 +866,7 @@ fn limits_schema() -> Value {
             "pids": limit,
             "cpu": limit,
             "cgroup": {"type": "string"},
+            "via": {"type": "string", "description": "What gave the limits beyond the server's own cgroup: `systemd scope …` when it asked systemd for a delegated cgroup."},
         }),
         &[],
     );

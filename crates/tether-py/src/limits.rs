@@ -130,6 +130,9 @@ pub(crate) struct LimitReport {
     cpu: Option<Py<Limit>>,
     /// The session's own cgroup v2 (Linux), when it has one.
     cgroup: Option<String>,
+    /// What gave the limits beyond the owner's own cgroup (`systemd scope
+    /// …`), when something did.
+    via: Option<String>,
 }
 
 impl LimitReport {
@@ -146,6 +149,7 @@ impl LimitReport {
                     .map(|(m, h)| Limit::new(py, *m as f64 / 1000.0, h)),
             )?,
             cgroup: report.cgroup.as_ref().map(|p| p.display().to_string()),
+            via: report.via.clone(),
         })
     }
 }

@@ -257,6 +257,11 @@ pub struct LimitReport {
     /// leaves in v1 hierarchies — all removed when it ends (or, after its
     /// keeper was killed too, by `tether reap`).
     pub cgroups: Vec<PathBuf>,
+    /// What gave the limits beyond the owner's own cgroup: `systemd scope
+    /// tether-owner-….scope` when the owner asked systemd for a delegated
+    /// cgroup because its own could not host the session's (Linux, pure
+    /// cgroup v2 in a login session); `None` otherwise.
+    pub via: Option<String>,
 }
 
 impl LimitReport {
@@ -271,6 +276,7 @@ impl LimitReport {
             cpu_millis: limits.cpu.map(|c| (cpu_millis(c), none())),
             cgroup: None,
             cgroups: Vec::new(),
+            via: None,
         }
     }
 

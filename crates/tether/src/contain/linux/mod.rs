@@ -55,6 +55,17 @@ pub(crate) fn limit_spec(
     cgroup::plan(limits)
 }
 
+/// What gave the session's cgroup v2 limits, beyond the owner's own cgroup:
+/// the delegated systemd scope this process moved into for them
+/// (`cgroup/systemd.rs`), if any limit is enforced there.
+pub(crate) fn limits_via(report: &crate::limits::LimitReport) -> Option<String> {
+    let in_v2 = [&report.memory, &report.pids, &report.cpu_millis]
+        .into_iter()
+        .any(|limit| matches!(limit, Some((_, crate::limits::Enforcement::Cgroup2))));
+    let scope = cgroup::systemd_scope()?;
+    in_v2.then(|| format!("systemd scope {scope}"))
+}
+
 /// Removes what is left of a session's cgroups after its keeper was lost
 /// (only empty ones: nothing is killed through them).
 pub(crate) fn remove_leftover_cgroups(dirs: &[std::path::PathBuf]) {

@@ -64,6 +64,7 @@ impl SessionCgroups {
             cpu_millis: report(&spec.cpu_millis),
             cgroup: None,
             cgroups: Vec::new(),
+            via: None,
         };
         (SessionCgroups, report)
     }
@@ -134,4 +135,9 @@ impl OomPriority {
     pub(crate) fn raise() -> OomPriority {
         OomPriority
     }
+}
+
+/// What gave the limits beyond the owner's own means: nothing on macOS.
+pub(crate) fn limits_via(_report: &LimitReport) -> Option<String> {
+    None
 }

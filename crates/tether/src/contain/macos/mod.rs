@@ -37,7 +37,7 @@ use crate::identity::ProcessIdentity;
 /// `pipesize_blocks`), and cannot be resized from user space.
 const PIPE_MAX: usize = 64 << 10;
 
-pub(crate) use limits::{limit_spec, remove_leftover_cgroups};
+pub(crate) use limits::{limit_spec, limits_via, remove_leftover_cgroups};
 
 /// Pipe buffers cannot be enlarged on macOS (no `F_SETPIPE_SZ`).
 pub(crate) fn enlarge_pipe(_fd: &OwnedFd) {}

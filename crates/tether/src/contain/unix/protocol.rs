@@ -620,6 +620,8 @@ impl Reader<'_> {
             cpu_millis: self.enforced()?,
             cgroup: self.opt_bytes()?.map(path),
             cgroups: self.list()?.into_iter().map(path).collect(),
+            // Filled in by the owner (the keeper knows nothing of it).
+            via: None,
         })
     }
     fn hit(&mut self) -> io::Result<Option<LimitHit>> {
@@ -1067,6 +1069,7 @@ mod tests {
                     cpu_millis: Some((250, Enforcement::Cgroup2)),
                     cgroup: Some(PathBuf::from("/sys/fs/cgroup/unified/tether-abc")),
                     cgroups: vec![PathBuf::from("/sys/fs/cgroup/unified/tether-abc")],
+                    via: None,
                 },
             },
             Event::SpawnFailed {

@@ -148,8 +148,9 @@ pub(crate) fn spawn(plan: SpawnPlan, stdio: [&ChildIo; 3]) -> Result<Spawned> {
             start_time,
             pidfs_inode,
             containment,
-            limits,
+            mut limits,
         })) => {
+            limits.via = crate::contain::os::limits_via(&limits);
             let identity = ProcessIdentity {
                 boot_id: crate::contain::sys::boot_id().to_owned(),
                 pid,

@@ -27,10 +27,11 @@ mod hierarchy;
 mod leaf;
 mod route;
 mod subtree;
+mod systemd;
 
 pub(crate) use hierarchy::{Hierarchies, writable};
 pub(crate) use leaf::SessionCgroups;
-pub(crate) use route::{delegation_hint, passed_over, plan, session_v2_base, short};
+pub(crate) use route::{delegation_hint, passed_over, plan, session_v2_base, short, systemd_scope};
 
 use std::path::Path;
 

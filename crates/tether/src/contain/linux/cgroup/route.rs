@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::hierarchy::{Hierarchies, Place, writable};
+use super::systemd;
 use crate::contain::unix::protocol::{LimitSpec, Route};
 use crate::limits::{Limits, cpu_millis};
 
@@ -57,8 +58,22 @@ pub(crate) fn plan(limits: &Limits) -> LimitSpec {
     if limits.is_empty() {
         return LimitSpec::default();
     }
-    let found = Hierarchies::of_self();
-    let v2 = v2_base(&found);
+    let mut found = Hierarchies::of_self();
+    let mut v2 = v2_base(&found);
+    let wanted = limits_wanted(limits);
+    // A cgroup v2 that cannot give a session's leaf its controllers (shared
+    // with a shell, not ours to write): a delegated scope from systemd,
+    // once per process (systemd.rs), then the routing from there.
+    if v2.is_some()
+        && systemd::scope().is_none()
+        && wanted
+            .iter()
+            .any(|&r| matches!(route(&found, v2.as_ref(), r).0, Route::Unavailable(_)))
+        && systemd::move_self().is_ok()
+    {
+        found = Hierarchies::of_self();
+        v2 = v2_base(&found);
+    }
     let route = |resource: Resource| route(&found, v2.as_ref(), resource).0;
     LimitSpec {
         memory: limits.memory.map(|m| (m, route(Resource::Memory))),
@@ -67,6 +82,27 @@ pub(crate) fn plan(limits: &Limits) -> LimitSpec {
         v2_base: leaf_base(&found, v2.as_ref()).ok().map(|dir| bytes(&dir)),
         require: limits.require,
     }
+}
+
+/// The resources `limits` asks for.
+fn limits_wanted(limits: &Limits) -> Vec<Resource> {
+    let mut wanted = Vec::new();
+    if limits.memory.is_some() {
+        wanted.push(Resource::Memory);
+    }
+    if limits.pids.is_some() {
+        wanted.push(Resource::Pids);
+    }
+    if limits.cpu.is_some() {
+        wanted.push(Resource::Cpu);
+    }
+    wanted
+}
+
+/// The transient systemd scope this process moved into for its sessions'
+/// limits (`systemd.rs`), if it did.
+pub(crate) fn systemd_scope() -> Option<String> {
+    systemd::scope()
 }
 
 /// Why each limit a session would be given is not routed to cgroup v2

@@ -237,9 +237,17 @@ fn describe(
                 .and_then(|r| r.cgroup.as_deref())
                 .and_then(Path::parent)
                 .map_or_else(|| "?".to_owned(), |p| p.display().to_string());
+            let via = report
+                .and_then(|r| r.via.as_deref())
+                .map_or_else(String::new, |via| {
+                    format!(
+                        " (via {via}: this process's own cgroup could not host the leaf, so it \
+                         asked systemd for a delegated one)"
+                    )
+                });
             (
                 format!(
-                    "cgroup2: {} in the session's own leaf below {base}",
+                    "cgroup2: {} in the session's own leaf below {base}{via}",
                     resource.files(true)
                 ),
                 resource.holds().to_owned(),
