@@ -323,11 +323,15 @@ fn leftovers_are_killed(mode: Mode) {
     // A leftover that reports its SIGTERM (proof of the ladder's first
     // rung: a namespace teardown would SIGKILL it), one in its own session
     // ignoring SIGTERM (needs SIGKILL), and a double-forked daemon.
+    // The main process exits once both traps are set (each touches a file
+    // then; bounded at ~10 s of polling).
     let script = format!(
-        "(trap 'echo got-term > {m}; exit 0' TERM; while :; do sleep 0.05; done) & \
-         setsid sh -c 'trap \"\" TERM; while :; do sleep 0.05; done' & \
+        "(trap 'echo got-term > {m}; exit 0' TERM; touch {m}.armed1; while :; do sleep 0.05; done) & \
+         setsid sh -c 'trap \"\" TERM; touch {m}.armed2; while :; do sleep 0.05; done' & \
          (setsid sleep 1000 &) ; \
-         sleep 0.3; echo ready; exit 5",
+         i=0; while [ ! -e {m}.armed1 ] || [ ! -e {m}.armed2 ]; do \
+           i=$((i + 1)); [ $i -lt 1000 ] || break; sleep 0.01; done; \
+         echo ready; exit 5",
         m = marker.display()
     );
     let out = init(mode, guard.tag(), &["/bin/sh", "-c", &script])

@@ -421,13 +421,21 @@ fn a_server_whose_file_was_replaced_still_starts_commands() {
 // passes the signal on to the server, which must drop it — by default a
 // SIGUSR1 would end the server with every session it holds. The command
 // finishes with its output; the server serves on, and still exits 0 on
-// EOF. (The 0.3 s sleep: time for the signals to do harm.)
+// EOF. The command goes on once the server's keeper has taken each signal
+// (it left the keeper's pending set, /proc/PID/status ShdPnd): a keeper or
+// server that dies of one is dying by then.
 #[test]
 fn a_command_that_signals_its_parent_ends_neither_its_session_nor_the_server() {
     let guard = TagGuard::new("mcp-regression-parent-signal");
     let mut server = Server::start(guard.tag(), &[], false);
-    let script = "kill -USR1 $PPID; kill -USR2 $PPID; kill -ALRM $PPID; kill -34 $PPID; \
-                  sleep 0.3; echo child-finished";
+    let script = format!(
+        "{}kill -USR1 $PPID; kill -USR2 $PPID; kill -ALRM $PPID; kill -34 $PPID; \
+         for n in {} {} {} 34; do consumed $n; done; echo child-finished",
+        CONSUMED,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM
+    );
     let result = server.call("run", json!({"command": script, "yield_s": 30}));
     assert_eq!(result["status"], "exited", "{result}");
     assert_eq!(result["exit_code"], 0, "{result}");
@@ -441,3 +449,8 @@ fn a_command_that_signals_its_parent_ends_neither_its_session_nor_the_server() {
     assert_eq!(exit.and_then(|s| s.code()), Some(0), "exit on EOF");
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+/// `consumed N`, for `sh -c`: returns once the parent has taken signal N
+/// off its pending set (delivered: acted on, or read), or is gone; bounded
+/// at 1,000 polls (~10 s here).
+const CONSUMED: &str = "consumed() { i=0; while [ $i -lt 1000 ]; do p=$(sed -n 's/^ShdPnd:[[:space:]]*//p' /proc/$PPID/status 2>/dev/null); [ -n \"$p\" ] || return 0; [ $(( (0x$p >> ($1 - 1)) & 1 )) = 0 ] && return 0; i=$((i + 1)); sleep 0.005; done; }; ";

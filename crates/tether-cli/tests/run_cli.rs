@@ -245,12 +245,18 @@ fn forwarded_signals_then_tree_kill_after_grace() {
 // issue 34 item 7: a command that signals its parent signals its keeper,
 // which died of it ("tether keeper died unexpectedly", exit 125, the output
 // lost). The keeper passes it on to `tether run`, which drops what it would
-// die of: the command finishes with its output and status. (The 0.3 s
-// sleep is the issue's reproduction: time for the signal to do harm.)
+// die of: the command finishes with its output and status. The command
+// goes on once its parent has taken the signal (it left the parent's
+// pending set, /proc/PID/status ShdPnd): a keeper that dies of it is dying
+// by then, and the output is lost — the old keeper failed here every time.
 #[test]
 fn a_command_that_signals_its_parent_finishes() {
-    for sig in ["USR1", "USR2", "ALRM"] {
-        let script = format!("kill -{sig} $PPID; sleep 0.3; echo child-finished");
+    for (sig, number) in [
+        ("USR1", libc::SIGUSR1),
+        ("USR2", libc::SIGUSR2),
+        ("ALRM", libc::SIGALRM),
+    ] {
+        let script = format!("{CONSUMED}kill -{sig} $PPID; consumed {number}; echo child-finished");
         let (code, out, err) = run(&["--", "sh", "-c", &script]);
         assert_eq!(
             (code, out.as_str()),
@@ -357,3 +363,8 @@ fn a_command_that_stops_its_keeper_still_ends_the_run() {
         assert!(left.is_empty(), "json {json}: survived: {left:?}");
     }
 }
+
+/// `consumed N`, for `sh -c`: returns once the parent has taken signal N
+/// off its pending set (delivered: acted on, or read), or is gone; bounded
+/// at 1,000 polls (~10 s here).
+const CONSUMED: &str = "consumed() { i=0; while [ $i -lt 1000 ]; do p=$(sed -n 's/^ShdPnd:[[:space:]]*//p' /proc/$PPID/status 2>/dev/null); [ -n \"$p\" ] || return 0; [ $(( (0x$p >> ($1 - 1)) & 1 )) = 0 ] && return 0; i=$((i + 1)); sleep 0.005; done; }; ";
