@@ -1,0 +1,40 @@
+// `npm run build`: the addon (napi build), then the `tether` executable and
+// its small keeper copied into bin/. The profile is $TETHER_NODE_PROFILE
+// (default `release`: fat LTO, ~6 min of CPU for both binaries here; CI
+// uses `dev`, whose dependencies `cargo test` already built). The target
+// dir is $CARGO_TARGET_DIR, else the workspace's target/.
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, chmodSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+const root = path.resolve(here, '../..');
+const profile = process.env.TETHER_NODE_PROFILE || 'release';
+const targetDir = process.env.CARGO_TARGET_DIR || path.join(root, 'target');
+const run = (cmd, args, opts = {}) => execFileSync(cmd, args, { stdio: 'inherit', cwd: here, ...opts });
+
+for (const f of readdirSync(here)) if (f.endsWith('.node')) rmSync(path.join(here, f));
+run(process.execPath, [
+  path.join(here, 'node_modules/@napi-rs/cli/dist/cli.js'), 'build',
+  '--platform', '--no-js', '--no-dts-header', '--dts', 'native.d.ts',
+  '--manifest-path', 'Cargo.toml', '--package-json-path', 'package.json',
+  '--output-dir', '.', '--target-dir', targetDir,
+  // (napi's --profile looks for a dev build under target/dev.)
+  ...(profile === 'dev' ? [] : profile === 'release' ? ['--release'] : ['--profile', profile]),
+]);
+run('cargo', ['build', '--profile', profile, '-p', 'process-tether-cli', '--bin', 'tether',
+  '-p', 'process-tether', '--bin', 'tether-keeper'], { cwd: root, env: { ...process.env, CARGO_TARGET_DIR: targetDir } });
+const dir = path.join(targetDir, profile === 'dev' ? 'debug' : profile);
+const exe = process.platform === 'win32' ? '.exe' : '';
+mkdirSync(path.join(here, 'bin'), { recursive: true });
+for (const name of ['tether', 'tether-keeper']) {
+  const to = path.join(here, 'bin', name + exe);
+  rmSync(to, { force: true });
+  copyFileSync(path.join(dir, name + exe), to);
+  chmodSync(to, 0o755);
+  // A debug build carries line tables (43 MB for tether): not in a package.
+  if (profile === 'dev' && process.platform === 'linux') {
+    try { run('strip', ['--strip-debug', to]); } catch { /* no binutils: shipped as built */ }
+  }
+}
