@@ -10,8 +10,6 @@ export interface TetherOptions {
   grace?: number;
   /** The spawn tag's purpose (default 'run'): shown by `tether ps`. */
   purpose?: string;
-  /** Keep what the main process leaves behind until the command is killed (default: killed at its exit). */
-  keepDescendants?: boolean;
   /** Memory limit: bytes, or a size such as '512M'. */
   memory?: number | string;
   /** Process-count limit. */

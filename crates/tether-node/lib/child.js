@@ -192,7 +192,6 @@ class ChildProcess extends EventEmitter {
         detached: !!opts.detached,
         uid: opts.uid,
         gid: opts.gid,
-        keepDescendants: !!opts.keepDescendants,
         memory: opts.memory,
         pids: opts.pids,
         cpu: opts.cpu,

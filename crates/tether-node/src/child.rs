@@ -52,9 +52,6 @@ pub struct SpawnOptions {
     pub detached: Option<bool>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
-    /// Keep what the main process leaves behind running until this
-    /// command is killed (default: killed when the main process exits).
-    pub keep_descendants: Option<bool>,
     pub memory: Option<Either<String, f64>>,
     pub pids: Option<f64>,
     pub cpu: Option<f64>,
@@ -253,7 +250,6 @@ pub fn spawn(
         .stdout(stdio(options.stdio[1])?)
         .stderr(stdio(options.stdio[2])?)
         .purpose(options.purpose.as_deref().unwrap_or("run"))
-        .keep_descendants(options.keep_descendants.unwrap_or(false))
         .limits(limits);
     if let Some(grace) = options.grace_ms {
         command.grace(millis("grace", grace)?);
