@@ -7,6 +7,7 @@
 // grandchild holding a pipe. docs/node.md lists every difference.
 const EventEmitter = require('node:events');
 const net = require('node:net');
+const { Readable, Writable } = require('node:stream');
 const os = require('node:os');
 const { native } = require('./native');
 const { fromNative, nodeError, invalidArgType } = require('./errors');
@@ -89,7 +90,11 @@ function normalizeSpawnArguments(file, args, options) {
   if (options === undefined) options = {};
   else if (options === null || typeof options !== 'object') throw invalidArgType('options', 'of type object', options);
   for (const [i, a] of args.entries()) {
-    if (typeof a !== 'string') throw invalidArgType(`args[${i}]`, 'of type string', a);
+    // Node converts what is not a string (a number, say) with String().
+    if (typeof a !== 'string') {
+      args[i] = String(a);
+      continue;
+    }
     if (a.includes('\u0000')) {
       throw nodeError(TypeError, 'ERR_INVALID_ARG_VALUE',
         `The argument 'args[${i}]' must be a string without null bytes. Received ${JSON.stringify(a)}`);
@@ -115,6 +120,9 @@ function normalizeSpawnArguments(file, args, options) {
     throw nodeError(RangeError, 'ERR_OUT_OF_RANGE',
       `The value of "timeout" is out of range. It must be an unsigned integer. Received ${options.timeout}`);
   }
+  if (options.signal !== undefined && !isAbortSignal(options.signal)) {
+    throw invalidArgType('options.signal', 'an instance of AbortSignal', options.signal);
+  }
   let spawnfile = file;
   let spawnargs = [file, ...args];
   if (options.shell) {
@@ -126,7 +134,9 @@ function normalizeSpawnArguments(file, args, options) {
   const argv0 = typeof options.argv0 === 'string' ? options.argv0 : spawnargs[0];
   const env = options.env || process.env;
   const envPairs = [];
-  for (const key of Object.keys(env)) {
+  // for…in, as Node: inherited keys count too.
+  // eslint-disable-next-line guard-for-in
+  for (const key in env) {
     const value = env[key];
     if (value !== undefined) envPairs.push(`${key}=${value}`);
   }
@@ -180,7 +190,8 @@ class ChildProcess extends EventEmitter {
         file: opts.file,
         args: opts.args.slice(1),
         argv0: opts.argv0,
-        cwd: opts.cwd == null ? undefined : opts.cwd,
+        // '' is no directory, as Node takes it.
+        cwd: opts.cwd == null || opts.cwd === '' ? undefined : opts.cwd,
         env: opts.envPairs,
         stdio: codes,
         // A timeout with the default signal is the tree's kill ladder,
@@ -202,8 +213,24 @@ class ChildProcess extends EventEmitter {
       if (err.errno !== undefined && ['ENOENT', 'EACCES', 'ENOTDIR', 'EAGAIN', 'EMFILE', 'ENFILE'].includes(err.code)) {
         // Run-time errors are emitted, not thrown (Node's rule).
         this.exitCode = err.errno;
+        // Node has made the pipes before the exec fails: streams that end
+        // at once stand in for them.
+        for (let i = 0; i < 3; i++) {
+          if (codes[i] !== STDIO_PIPE) continue;
+          const stream = i === 0
+            ? new Writable({ write: (chunk, encoding, done) => done() })
+            : new Readable({ read() { this.push(null); } });
+          if (i > 0) {
+            this._closesNeeded++;
+            stream.on('close', () => this._maybeClose());
+          }
+          this.stdio[i] = stream;
+        }
+        [this.stdin, this.stdout, this.stderr] = this.stdio;
         process.nextTick(() => {
           this.emit('error', err);
+          if (this.stdin) this.stdin.destroy();
+          for (const stream of this.stdio.slice(1)) if (stream) stream.resume();
           this._maybeClose();
         });
         return err.errno;
@@ -316,10 +343,11 @@ function spawn(file, args, options) {
   return child;
 }
 
+function isAbortSignal(signal) {
+  return typeof signal === 'object' && signal !== null && 'aborted' in signal;
+}
+
 function attachAbort(child, signal, killSignal) {
-  if (typeof signal !== 'object' || signal === null || !('aborted' in signal)) {
-    throw invalidArgType('options.signal', 'an instance of AbortSignal', signal);
-  }
   const onAbort = () => {
     if (child.kill(killSignal === undefined ? 'SIGTERM' : killSignal)) {
       const err = new Error('The operation was aborted');

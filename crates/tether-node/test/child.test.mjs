@@ -80,7 +80,8 @@ test("'close' fires although a grandchild holds stdout (child_process's would wa
     const [code] = await new Promise((r) => child.on('close', (c, s) => r([c, s])));
     assert.equal(code, 0);
     assert.equal(out(), 'main done\n');
-    assert.equal(child.descendantsKilled, 1);
+    // The subshell, and its sleep if it got that far.
+    assert.ok(child.descendantsKilled >= 1);
     assert.deepEqual(taggedPids(tag), []);
   } finally {
     cleanup(tag);
