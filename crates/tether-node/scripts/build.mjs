@@ -25,6 +25,14 @@ run(process.execPath, [
 ]);
 run('cargo', ['build', '--profile', profile, '-p', 'process-tether-cli', '--bin', 'tether',
   '-p', 'process-tether', '--bin', 'tether-keeper'], { cwd: root, env: { ...process.env, CARGO_TARGET_DIR: targetDir } });
+// A debug build carries line tables (19 MB of the addon's 20 MB, 43 MB
+// for tether): not in a package.
+const stripDebug = (file) => {
+  if (profile === 'dev' && process.platform === 'linux') {
+    try { run('strip', ['--strip-debug', file]); } catch { /* no binutils: shipped as built */ }
+  }
+};
+for (const f of readdirSync(here)) if (f.endsWith('.node')) stripDebug(path.join(here, f));
 const dir = path.join(targetDir, profile === 'dev' ? 'debug' : profile);
 const exe = process.platform === 'win32' ? '.exe' : '';
 mkdirSync(path.join(here, 'bin'), { recursive: true });
@@ -33,8 +41,5 @@ for (const name of ['tether', 'tether-keeper']) {
   rmSync(to, { force: true });
   copyFileSync(path.join(dir, name + exe), to);
   chmodSync(to, 0o755);
-  // A debug build carries line tables (43 MB for tether): not in a package.
-  if (profile === 'dev' && process.platform === 'linux') {
-    try { run('strip', ['--strip-debug', to]); } catch { /* no binutils: shipped as built */ }
-  }
+  stripDebug(to);
 }
