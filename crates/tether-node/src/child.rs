@@ -309,6 +309,7 @@ pub fn spawn(
 }
 
 /// Node's signal numbers that get special handling.
+#[cfg(unix)]
 const SIGKILL: i32 = 9;
 const SIGTERM: i32 = 15;
 
