@@ -32,7 +32,7 @@ async function interleave(name, n, a, b) {
     tb.push(await b());
   }
   const [ma, mb] = [median(ta), median(tb)];
-  console.log(`${name.padEnd(48)} process-tether ${ma.toFixed(3)} ms   child_process ${mb.toFixed(3)} ms   ratio ${(ma / mb).toFixed(2)}x   (median of ${n} each)`);
+  console.log(`| ${name} | ${ma.toFixed(3)} ms | ${mb.toFixed(3)} ms | ${(ma / mb).toFixed(2)}× | ${n} |`);
   return { ma, mb };
 }
 
@@ -91,8 +91,12 @@ function timeMcp(argv, cwd) {
   });
 }
 
-console.log(`node ${process.version}, ${tether.version}, addon ${path.basename(require.resolve(here))}`);
-// Warm both up (the first spawn starts a keeper; page cache).
+console.log(`node ${process.version}, process-tether ${tether.version}`);
+console.log('| what (A vs B) | A: process-tether | B: baseline | A ÷ B | runs each |');
+console.log('|---|---|---|---|---|');
+// Warm both up (the first spawn starts a keeper; page cache). The
+// baseline of each line: node:child_process, except the last two, whose
+// baseline is the bundled `tether mcp` started directly.
 for (let i = 0; i < 20; i++) {
   await timeSpawn(tether.spawn);
   await timeSpawn(nodeSpawn);
@@ -103,5 +107,9 @@ await interleave('execFile, 10 MB of output', 20, () => timeExecFile(tether.exec
 await interleave("require('process-tether') vs require('node:child_process')", 20,
   () => timeLoad(here), () => timeLoad('node:child_process'));
 const npx = ['npx', '--no-install', 'process-tether', 'mcp'];
+const launcher = [process.execPath, path.join(here, 'bin/process-tether.js'), 'mcp'];
+const direct = [tether.tetherPath, 'mcp'];
 await interleave('npx process-tether mcp vs tether mcp: first tools/list', 10,
-  () => timeMcp(npx, here), () => timeMcp([tether.tetherPath, 'mcp'], here));
+  () => timeMcp(npx, here), () => timeMcp(direct, here));
+await interleave('node bin/process-tether.js mcp vs tether mcp', 10,
+  () => timeMcp(launcher, here), () => timeMcp(direct, here));

@@ -96,8 +96,10 @@ struct Shared {
     handle: tether::ChildHandle,
     /// The exit was reported: signals are no longer sent.
     exited: AtomicBool,
-    /// The threadsafe function the exit is delivered through, until then.
-    on_exit: Mutex<Option<Arc<OnExit>>>,
+    /// The threadsafe function the exit is delivered through, until then
+    /// (the waiting thread takes it to call it; `ref`/`unref` act on it
+    /// under the lock).
+    on_exit: Mutex<Option<OnExit>>,
 }
 
 /// Commands running per JavaScript environment (the main thread's, each
@@ -266,7 +268,7 @@ pub fn spawn(
     let shared = Arc::new(Shared {
         handle: child.handle(),
         exited: AtomicBool::new(false),
-        on_exit: Mutex::new(Some(Arc::new(on_exit))),
+        on_exit: Mutex::new(Some(on_exit)),
     });
     let (env_key, id) = RUNNING.add(&env, child.handle())?;
     let native = NativeChild {
@@ -342,17 +344,11 @@ impl NativeChild {
     /// `subprocess.unref()`); the command is still killed with its owner.
     #[napi]
     pub fn unref(&self, env: Env) -> napi::Result<()> {
-        if let Some(on_exit) = lock(&self.shared.on_exit).as_ref() {
-            // Arc: the thread holds the other reference; ref/unref act on
-            // the one threadsafe function both share.
-            let on_exit = Arc::as_ptr(on_exit).cast_mut();
-            // SAFETY: only the JavaScript thread (this one) calls
-            // ref/unref; the waiting thread only calls `call`, which
-            // napi allows concurrently with them.
+        if let Some(on_exit) = lock(&self.shared.on_exit).as_mut() {
+            // Deprecated by napi-rs for counting references through
+            // clones; here it is Node's own ref/unref of the one function.
             #[allow(deprecated)]
-            unsafe {
-                (*on_exit).unref(&env)?
-            };
+            on_exit.unref(&env)?;
         }
         Ok(())
     }
@@ -360,13 +356,9 @@ impl NativeChild {
     /// Undoes [`unref`](NativeChild::unref).
     #[napi(js_name = "ref")]
     pub fn refer(&self, env: Env) -> napi::Result<()> {
-        if let Some(on_exit) = lock(&self.shared.on_exit).as_ref() {
-            let on_exit = Arc::as_ptr(on_exit).cast_mut();
-            // SAFETY: as in `unref`.
+        if let Some(on_exit) = lock(&self.shared.on_exit).as_mut() {
             #[allow(deprecated)]
-            unsafe {
-                (*on_exit).refer(&env)?
-            };
+            on_exit.refer(&env)?;
         }
         Ok(())
     }
