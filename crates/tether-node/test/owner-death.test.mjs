@@ -136,3 +136,23 @@ if (cluster.isPrimary) {
     cleanup(tag);
   }
 });
+
+// (A session that held the event loop would make this owner run for ever:
+// the test's timeout says so.)
+test('an owner whose only work is a background session ends by itself, and the session with it', { timeout: 30000 }, async () => {
+  const tag = uniqueTag('session-owner');
+  try {
+    const { owner: proc } = await startOwner(`
+import { startSession } from 'process-tether';
+const s = await startSession(['sh', '-c', ${TREE}], { env: { TETHER_TEST_TAG: process.env.TREE_TAG } });
+await s.wait({ until: 'ready', timeoutMs: 20000 });
+console.log('ready ' + s.id);
+// Nothing pending: the event loop ends here, as with no session.
+`, tag);
+    const [code] = await new Promise((r) => (proc.exitCode !== null ? r([proc.exitCode]) : proc.on('exit', (c) => r([c]))));
+    assert.equal(code, 0);
+    await assertNothingLeft(tag);
+  } finally {
+    cleanup(tag);
+  }
+});
