@@ -67,7 +67,7 @@ for (const { file, node, tether } of results) {
       failed = true;
     }
   } else if (!node.ok) {
-    note = 'fails on Node itself (the stored version of the test predates Node 20): not counted';
+    note = 'fails on Node itself (the stored version does not run on Node 20): not counted';
   } else if (KNOWN[file]) {
     note = 'listed as a known difference but passes: update KNOWN and docs/node.md';
     failed = true;

@@ -102,12 +102,19 @@ function escapePOSIXShell(cmdParts, ...args) {
 
 const isWindows = process.platform === 'win32';
 
+// `cat` (or Windows' `more`) through the child_process under test.
+function spawnCat(options) {
+  const { spawn } = require('../child_process');
+  return isWindows ? spawn('more', [], options) : spawn('cat', [], options);
+}
+
 module.exports = {
   mustCall,
   mustCallAtLeast,
   mustSucceed,
   mustNotCall,
   expectsError,
+  spawnCat,
   invalidArgTypeHelper,
   escapePOSIXShell,
   isWindows,
