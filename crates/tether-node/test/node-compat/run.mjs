@@ -1,4 +1,4 @@
-// Node's own child_process tests (vendored in parallel/, see README.md)
+// Node's own child_process tests (vendored in parallel/, see README.md here)
 // run twice each: against Node's child_process (the baseline: what the
 // vendored version of each test expects of Node 20) and with
 // process-tether's spawn/exec/execFile substituted. Fails on any test
