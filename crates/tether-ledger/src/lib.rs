@@ -192,3 +192,15 @@ pub use registration::{
 pub use scan::{Descent, DescentKind, KEEPER_PURPOSE, Scan, TaggedProcess, UnreadableProcess};
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
 pub use store::{BUSY_TIMEOUT, LEDGER_FILE, Ledger, PRUNE_EVERY, RETENTION};
+
+/// Creates a state directory (0700) if it is missing and checks that it
+/// can be trusted, as [`Ledger::open`] does before opening the store:
+/// owned by the effective uid, not a symbolic link, not writable by
+/// group or others. For other files kept there (the durable-session
+/// holder's socket).
+///
+/// # Errors
+/// [`LedgerError::Insecure`] naming the fix; [`LedgerError::Io`].
+pub fn secure_state_dir(dir: &std::path::Path) -> Result<()> {
+    state_dir::secure_dir(dir)
+}
