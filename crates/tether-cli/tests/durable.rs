@@ -475,3 +475,226 @@ fn a_hundred_sessions() {
     home.kill_holder();
     assert!(wait_all_dead(guard.tag(), Duration::from_secs(30)).is_empty());
 }
+
+/// Sends `signal` to `pid` through a pidfd (never a recycled pid).
+fn signal(pid: u32, signal: i32) {
+    let fd = tether_testkit::pidfd(pid).expect("the process is there");
+    // SAFETY: pidfd_send_signal on a pidfd we hold, no siginfo.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            signal,
+            std::ptr::null::<u8>(),
+            0u32,
+        )
+    };
+    assert_eq!(rc, 0, "signal {signal} to {pid}");
+}
+
+/// `tether ps` shows a durable session as held (owner alive: its holder),
+/// with its name, owner of record and TTL — nothing orphaned — and
+/// `tether reap` leaves it alone.
+#[test]
+fn ps_shows_it_durable_and_reap_leaves_it_alone() {
+    let home = Home::new();
+    let guard = TagGuard::new("durable-ps");
+    home.start(
+        guard.tag(),
+        &["--name", "web", "--ttl", "2h", "--", "sleep", "1000"],
+    );
+    let out = home.run("-", &["ps", "--json"]);
+    let census: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let owner = &census["owners"][0];
+    assert_eq!(owner["purpose"], "holder");
+    assert_eq!(owner["status"]["status"], "alive");
+    let session = &owner["sessions"][0];
+    assert_eq!(session["durable"]["name"], "web");
+    assert_eq!(session["durable"]["ttl_s"], 7200);
+    assert_eq!(session["durable"]["owner_purpose"], "tether run");
+    assert!(
+        session["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["orphaned"] == false),
+        "{session}"
+    );
+    let text = String::from_utf8(home.run("-", &["ps"]).stdout).unwrap();
+    assert!(text.contains("durable \"web\""), "{text}");
+    assert!(
+        text.contains("TTL left 1h59m") || text.contains("TTL left 2h00m"),
+        "{text}"
+    );
+
+    let out = home.run("-", &["reap"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        tagged_pids(guard.tag()).len(),
+        1,
+        "reap killed a live durable session"
+    );
+}
+
+/// A holder that cannot end a session at its TTL (stopped here) does not
+/// keep it alive: past the TTL, `tether reap` kills it — with proof (its
+/// tag names the holder, the ledger its TTL) — and not before.
+#[test]
+fn reap_kills_a_durable_session_past_its_ttl() {
+    let home = Home::new();
+    let guard = TagGuard::new("durable-reap-ttl");
+    home.start(guard.tag(), &["--ttl", "3", "--", "sleep", "1000"]);
+    let holder = home.holder_pid().expect("a holder");
+    signal(holder, libc::SIGSTOP);
+    let out = home.run("-", &["reap", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(tagged_pids(guard.tag()).len(), 1, "reaped before its TTL");
+    // Each reap is a full proof; repeated until the TTL (and the slack
+    // left to the holder) has passed — bounded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut report = String::new();
+    while !tagged_pids(guard.tag()).is_empty() && std::time::Instant::now() < deadline {
+        let out = home.run("-", &["reap", "--json"]);
+        report = String::from_utf8_lossy(&out.stdout).into_owned();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    signal(holder, libc::SIGCONT);
+    assert!(
+        tagged_pids(guard.tag()).is_empty(),
+        "still alive past its TTL"
+    );
+    assert!(report.contains("ttl_passed"), "{report}");
+}
+
+/// A `tether mcp` on stdio, spoken to one JSON-RPC line at a time.
+struct Mcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Mcp {
+    fn start(home: &Home, tag: &str) -> Mcp {
+        use std::io::Write;
+        let mut child = home
+            .tether(tag)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("tether mcp starts");
+        let mut stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+        )
+        .unwrap();
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .unwrap();
+        let mut mcp = Mcp {
+            child,
+            stdin,
+            stdout,
+            next: 1,
+        };
+        mcp.answer();
+        mcp
+    }
+
+    fn answer(&mut self) -> serde_json::Value {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut self.stdout, &mut line).expect("an answer");
+        serde_json::from_str(&line).expect("JSON")
+    }
+
+    /// Calls `tool` and returns its structured result (asserting success).
+    fn call(&mut self, tool: &str, arguments: serde_json::Value) -> serde_json::Value {
+        use std::io::Write;
+        let request = serde_json::json!({
+            "jsonrpc": "2.0", "id": self.next, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        });
+        self.next += 1;
+        writeln!(self.stdin, "{request}").unwrap();
+        let answer = self.answer();
+        assert_ne!(answer["result"]["isError"], true, "{tool}: {answer}");
+        answer["result"]["structuredContent"].clone()
+    }
+}
+
+/// Hermes' restart, through MCP: an agent's `tether mcp` starts a dev
+/// server durable (and a plain command beside it) and is SIGKILLed; the
+/// plain command dies with it, the durable one runs on; a new `tether mcp`
+/// lists it, reads what it printed meanwhile, and kills it.
+#[test]
+fn a_new_mcp_server_re_adopts_a_durable_session() {
+    let home = Home::new();
+    let plain = TagGuard::new("durable-mcp-plain");
+    let durable = TagGuard::new("durable-mcp-kept");
+    let mut first = Mcp::start(&home, durable.tag());
+    let started = first.call(
+        "run",
+        serde_json::json!({
+            "command": "echo serving on 8000; read line; echo got $line; exec sleep 1000",
+            "durable": true, "name": "dev", "ttl_s": 3600,
+        }),
+    );
+    assert_eq!(started["status"], "running", "{started}");
+    let id = started["id"].as_str().unwrap().to_owned();
+    let ready = first.call(
+        "wait",
+        serde_json::json!({"id": "dev", "until": "serving on", "timeout_s": 20}),
+    );
+    assert_eq!(ready["matched"], true, "{ready}");
+    let beside = first.call(
+        "run",
+        serde_json::json!({"command": "exec sleep 1000", "yield_s": 0,
+                           "env": {TAG_VAR: plain.tag()}}),
+    );
+    assert_eq!(beside["status"], "running");
+    assert_eq!(tagged_pids(plain.tag()).len(), 1);
+
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+    assert!(wait_all_dead(plain.tag(), Duration::from_secs(15)).is_empty());
+    assert_eq!(
+        tagged_pids(durable.tag()).len(),
+        1,
+        "the durable session died with its server"
+    );
+
+    let mut second = Mcp::start(&home, "-");
+    let listed = second.call("list", serde_json::json!({}));
+    let row = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id.as_str())
+        .cloned()
+        .expect("the new server lists the durable session");
+    assert_eq!(row["status"], "running");
+    assert!(
+        row["command"].as_str().unwrap().contains("\"dev\""),
+        "{row}"
+    );
+    let read = second.call("read", serde_json::json!({"id": "dev", "offset": 0}));
+    assert_eq!(read["output"], "serving on 8000\n", "{read}");
+    let wrote = second.call(
+        "write",
+        serde_json::json!({"id": "dev", "data": "hello\n", "until": "got", "yield_s": 10}),
+    );
+    assert!(
+        wrote["output"].as_str().unwrap().contains("got hello"),
+        "{wrote}"
+    );
+    let killed = second.call("kill", serde_json::json!({"id": id}));
+    assert_eq!(killed["status"], "killed", "{killed}");
+    assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());
+    drop(second.stdin);
+    assert_eq!(second.child.wait().unwrap().code(), Some(0));
+}

@@ -16,6 +16,9 @@ use crate::protocol::{
 };
 use crate::{HOLDER_ARG, socket_path};
 
+/// How much longer than a request may take its reply may be awaited.
+const REPLY_SLACK: Duration = Duration::from_secs(30);
+
 /// A connection to this user's holder.
 #[derive(Debug)]
 pub struct Client {
@@ -112,6 +115,20 @@ impl Client {
     /// [`DurableError::Refused`] as the holder says;
     /// [`DurableError::Protocol`] when the connection breaks.
     pub fn call<T: DeserializeOwned>(&mut self, request: &Request) -> Result<T> {
+        // A stopped or wedged holder must not hang its clients: each
+        // reply is awaited as long as the request may take, plus 30 s.
+        let takes = match request {
+            Request::Read { wait_ms, .. } => Duration::from_millis(*wait_ms),
+            Request::Wait { timeout_ms, .. } => Duration::from_millis(*timeout_ms),
+            Request::Kill { grace_ms, .. } => {
+                Duration::from_millis(grace_ms.unwrap_or(2000)).saturating_mul(2)
+            }
+            _ => Duration::ZERO,
+        };
+        let _ = self
+            .reader
+            .get_ref()
+            .set_read_timeout(Some(takes.saturating_add(REPLY_SLACK)));
         let mut line =
             serde_json::to_vec(request).map_err(|e| DurableError::Protocol(e.to_string()))?;
         line.push(b'\n');
@@ -122,7 +139,16 @@ impl Client {
         let n = self
             .reader
             .read_line(&mut answer)
-            .map_err(|e| DurableError::Protocol(format!("receiving: {e}")))?;
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    DurableError::Protocol(format!(
+                        "no reply from the holder (pid {}) within {} s: is it stopped?",
+                        self.hello.pid,
+                        takes.saturating_add(REPLY_SLACK).as_secs()
+                    ))
+                }
+                _ => DurableError::Protocol(format!("receiving: {e}")),
+            })?;
         if n == 0 {
             return Err(DurableError::Protocol(
                 "the holder closed the connection".into(),

@@ -106,7 +106,7 @@ pub fn main(install: Install) -> u8 {
             }
         };
         let observer = tether_ledger::Recorder::register(&install, "holder").ok();
-        let holder = Arc::new(Holder::new(observer));
+        let holder = Arc::new(Holder::new(observer, install.clone()));
         report("ready");
         drop(report);
         serve(holder, listener).await;
@@ -186,6 +186,11 @@ struct Holder {
     activity: Mutex<Instant>,
     connections: std::sync::atomic::AtomicUsize,
     uid: u32,
+    install: Install,
+    /// The ledger, for durable rows (opened on first use; `None` inside
+    /// once it cannot be: the sessions run on, tagged).
+    ledger: Arc<Mutex<Option<tether_ledger::Ledger>>>,
+    me: tether::ProcessIdentity,
 }
 
 /// A request's failure, as the reply says it.
@@ -222,7 +227,7 @@ fn value(v: impl Serialize) -> Answer {
 }
 
 impl Holder {
-    fn new(observer: Option<tether_ledger::Recorder>) -> Holder {
+    fn new(observer: Option<tether_ledger::Recorder>, install: Install) -> Holder {
         let observer = observer.map(Arc::new);
         let config = RegistryConfig {
             max_live: MAX_LIVE,
@@ -240,7 +245,53 @@ impl Holder {
             activity: Mutex::new(Instant::now()),
             connections: std::sync::atomic::AtomicUsize::new(0),
             uid: tether::local_socket::effective_uid(),
+            install,
+            ledger: Arc::new(Mutex::new(None)),
+            me: tether::ProcessIdentity::current().unwrap_or_else(|_| tether::ProcessIdentity {
+                boot_id: String::new(),
+                pid: std::process::id(),
+                start_time: 0,
+                pidfs_inode: None,
+            }),
         }
+    }
+
+    /// Writes session `id`'s durable row (name, owner of record, TTL) to
+    /// the ledger, off the reactor; best effort, as every ledger write of
+    /// a session is (its processes carry spawn tags either way).
+    fn record(&self, id: &str) {
+        let row = {
+            let table = self.table();
+            let Some(d) = table.get(id) else { return };
+            tether_ledger::DurableRow {
+                session: id.to_owned(),
+                name: d.name.clone(),
+                holder_pid: self.me.pid,
+                holder_start_time: self.me.start_time,
+                owner_pid: d.owner.as_ref().map(|o| o.pid),
+                owner_start_time: d.owner.as_ref().map(|o| o.start_time),
+                owner_uid: d.owner.as_ref().map(|o| o.uid),
+                owner_purpose: d.owner.as_ref().map(|o| o.purpose.clone()),
+                ttl_s: d.ttl.as_secs(),
+                expires_at_ms: unix_ms(d.deadline_wall),
+            }
+        };
+        let ledger = Arc::clone(&self.ledger);
+        let install = self.install.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut ledger = ledger.lock().unwrap_or_else(|e| e.into_inner());
+            if ledger.is_none() {
+                *ledger = tether_ledger::Ledger::open(&install).ok();
+            }
+            if let Some(store) = ledger.as_mut()
+                && let Err(e) = store.record_durable(&row)
+            {
+                eprintln!(
+                    "tether holder: recording durable session {}: {e}",
+                    row.session
+                );
+            }
+        });
     }
 
     fn last_activity(&self) -> MutexGuard<'_, Instant> {
@@ -435,6 +486,7 @@ impl Holder {
                 changed: Arc::clone(&changed),
             },
         );
+        self.record(id.as_str());
         let holder = Arc::clone(self);
         let ttl_id = id.as_str().to_owned();
         tokio::spawn(async move { holder.enforce_ttl(ttl_id, changed).await });
@@ -618,6 +670,7 @@ impl Holder {
                     d.deadline_wall = SystemTime::now() + ttl;
                     d.changed.notify_one();
                 }
+                self.record(&id);
                 value(self.info(&id)?)
             }
             Request::Screen { session } => {
@@ -627,6 +680,10 @@ impl Holder {
                     lines: screen.lines,
                     cursor_row: screen.cursor_row,
                     cursor_col: screen.cursor_col,
+                    rows: screen.size.rows(),
+                    cols: screen.size.cols(),
+                    alternate_screen: screen.alternate_screen,
+                    cursor_hidden: screen.cursor_hidden,
                 })
             }
         }

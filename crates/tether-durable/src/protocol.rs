@@ -238,6 +238,14 @@ pub struct ScreenReply {
     pub cursor_row: u16,
     /// Cursor column, 0-based.
     pub cursor_col: u16,
+    /// The terminal's rows.
+    pub rows: u16,
+    /// The terminal's columns.
+    pub cols: u16,
+    /// A full-screen program draws on the alternate screen.
+    pub alternate_screen: bool,
+    /// The cursor is hidden.
+    pub cursor_hidden: bool,
 }
 
 /// Who the holder is.
@@ -298,7 +306,7 @@ pub fn from_hex(text: &str) -> Option<Vec<u8>> {
         }
     }
     let bytes = text.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     bytes

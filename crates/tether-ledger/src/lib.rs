@@ -178,12 +178,13 @@ pub use journal::{ABANDONED_AFTER, FOLD_ONE_IN, PendingRun, RUNS_DIR, RunJournal
 pub use limits::{LimitRecord, LimitsRecord};
 pub use proof::{DeathProof, OwnerKey, OwnerStatus, Standing};
 pub use reaper::{
-    CHASE_BUDGET, CgroupKept, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason,
-    Skipped, StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
+    CHASE_BUDGET, CgroupKept, DURABLE_SLACK, InstallReap, LedgerView, ReapOptions, ReapReport,
+    SkipReason, Skipped, StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
 };
 pub use recorder::{PendingOwner, Recorder, RunRecording};
 pub use records::{
-    Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
+    DurableRow, Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart,
+    Source,
 };
 pub use registration::{
     RegisteredEntry, RegisteredReap, Registration, RegistrationRecord, RegistrationRow, Spawner,
