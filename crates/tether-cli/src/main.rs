@@ -43,7 +43,7 @@ pub const EXIT_TETHER_ERROR: u8 = 125;
     after_help = "\
 Examples:
   tether run --timeout 30s -- make test
-  tether run --durable --name dev -- npm run dev   (outlives this shell; see `tether sessions`)
+  tether run --durable --name dev -- npm run dev
   tether mcp                    (your agent's MCP server)
   tether ps
   tether doctor
@@ -62,15 +62,15 @@ struct Cli {
 enum Command {
     /// Run a program contained; its whole tree dies with it (like timeout(1)).
     Run(run::RunArgs),
-    /// List this user's durable sessions (started with `run --durable`).
+    /// List this user's durable sessions (`run --durable`).
     Sessions(durable::SessionsArgs),
-    /// Print a durable session's output from an offset and follow it (Ctrl-C detaches).
+    /// Print a durable session's output and follow it (Ctrl-C detaches).
     Attach(durable::AttachArgs),
     /// Kill a durable session's whole tree, verified.
     Kill(durable::KillArgs),
     /// Set a running durable session's TTL, counted from now.
     Extend(durable::ExtendArgs),
-    /// Start this user's durable-session holder now (it starts on demand otherwise).
+    /// Start this user's holder of durable sessions now.
     Holder(durable::HolderArgs),
     /// List owners, their sessions and processes; mark what is orphaned.
     Ps(ps::PsArgs),

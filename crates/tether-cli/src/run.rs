@@ -100,20 +100,26 @@ pub struct RunArgs {
     /// `limits`; otherwise in a one-line warning on stderr) and the program runs without it.
     #[arg(long)]
     require_limits: bool,
-    /// Start it durable: it outlives this command, held by this user's holder, until its TTL.
+    /// Keep it running past this command, until --ttl.
     ///
-    /// Returns at once, printing the session's id (with --json, an object with `id`, `name`,
+    /// Held by your holder until its TTL or a `tether kill`. Returns at once, printing the session's id (with --json, an object with `id`, `name`,
     /// `durable`, `ttl_s`). Re-adopt it with `tether sessions`, `attach`, `kill`, `extend`.
     #[arg(long, conflicts_with_all = ["timeout", "max_output", "containment"])]
     durable: bool,
     /// With --durable: a name for it, unique among this user's running durable sessions.
-    #[arg(long, value_name = "NAME", requires = "durable")]
+    #[arg(long, value_name = "NAME", requires = "durable", hide_short_help = true)]
     name: Option<String>,
     /// With --durable: kill it at this age (default 24h, at most 168h = 7 days).
-    #[arg(long, value_parser = crate::duration::parse, value_name = "DUR", requires = "durable")]
+    #[arg(
+        long,
+        value_parser = crate::duration::parse,
+        value_name = "DUR",
+        requires = "durable",
+        hide_short_help = true
+    )]
     ttl: Option<Duration>,
     /// With --durable --name: kill a running session of that name first.
-    #[arg(long, requires = "name")]
+    #[arg(long, requires = "name", hide_short_help = true)]
     replace: bool,
     /// The program and its arguments (with --shell: the command string).
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
