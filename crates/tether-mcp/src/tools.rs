@@ -271,8 +271,8 @@ pub const RUN: &[Param] = &[
         required: false,
         doc: "Start it durable: it outlives this server (an agent restart, a new chat), held by \
               the user's tether holder until `ttl_s`, and any later `tether mcp` lists it and \
-              can `§read`, `§write`, `§wait`, `§kill` and `§screen` it (as can `tether \
-              sessions`/`attach`/`kill`). For dev servers, watchers, long builds. The call \
+              can `§read`, `§write`, `§wait`, `§kill` and `§screen` it (as can the CLI: tether \
+              sessions, tether attach, tether kill). For dev servers, watchers, long builds. The call \
               returns at once with its id; use `§wait` with `until` for its ready line.",
     },
     Param {
