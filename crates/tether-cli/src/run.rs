@@ -107,7 +107,12 @@ pub struct RunArgs {
     #[arg(long, conflicts_with_all = ["timeout", "max_output", "containment"])]
     durable: bool,
     /// With --durable: a name for it, unique among this user's running durable sessions.
-    #[arg(long, value_name = "NAME", requires = "durable", hide_short_help = true)]
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "durable",
+        hide_short_help = true
+    )]
     name: Option<String>,
     /// With --durable: kill it at this age (default 24h, at most 168h = 7 days).
     #[arg(

@@ -698,3 +698,40 @@ fn a_new_mcp_server_re_adopts_a_durable_session() {
     drop(second.stdin);
     assert_eq!(second.child.wait().unwrap().code(), Some(0));
 }
+
+/// Eight first requests at once start one holder between them, and every
+/// one of them gets its session.
+#[test]
+fn simultaneous_first_requests_share_one_holder() {
+    let home = Home::new();
+    let guard = TagGuard::new("durable-race");
+    let starters: Vec<_> = (0..8)
+        .map(|_| {
+            home.tether(guard.tag())
+                .args(["run", "--durable", "--", "sleep", "1000"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for starter in starters {
+        let out = starter.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    assert_eq!(home.sessions().len(), 8);
+    let marker = format!("TETHER_HOME={}", home.path().display());
+    let holders = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| pid_alive(*pid))
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            cmd.split(|b| *b == 0).nth(1) == Some(b"holder")
+                && env.split(|b| *b == 0).any(|v| v == marker.as_bytes())
+        })
+        .count();
+    assert_eq!(holders, 1, "one holder per state directory");
+}

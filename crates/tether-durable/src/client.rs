@@ -16,6 +16,9 @@ use crate::protocol::{
 };
 use crate::{HOLDER_ARG, socket_path};
 
+/// How long a holder that another request is starting may take to listen.
+const HOLDER_BIND: Duration = Duration::from_secs(10);
+
 /// How much longer than a request may take its reply may be awaited.
 const REPLY_SLACK: Duration = Duration::from_secs(30);
 
@@ -75,12 +78,22 @@ impl Client {
             return Ok(client);
         }
         start_holder(install, program)?;
-        match Client::connect(install)? {
-            Some(client) => Ok(client),
-            None => Err(DurableError::HolderStart(format!(
-                "it reported ready but {} does not answer",
-                socket_path(install).display()
-            ))),
+        // `ready`: it listens. `busy`: another holder took the lock first
+        // (two first requests at once) and may still be binding its
+        // socket — a few ms (~50 ms at most seen here, debug build, cold);
+        // looked for again, for a bounded time.
+        let give_up = std::time::Instant::now() + HOLDER_BIND;
+        loop {
+            if let Some(client) = Client::connect(install)? {
+                return Ok(client);
+            }
+            if std::time::Instant::now() >= give_up {
+                return Err(DurableError::HolderStart(format!(
+                    "a holder runs (holder.lock is taken) but {} does not answer",
+                    socket_path(install).display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 

@@ -173,6 +173,8 @@ struct Durable {
     owner: Option<OwnerOfRecord>,
     /// Killed at its TTL.
     expired: bool,
+    /// Its TERM → KILL grace (the TTL kill's, and `--replace`'s).
+    grace: Duration,
     /// Woken when the deadline changes.
     changed: Arc<Notify>,
 }
@@ -450,7 +452,10 @@ impl Holder {
                         ),
                     ));
                 }
-                let grace = Duration::from_millis(request.grace_ms.unwrap_or(2000));
+                let grace = self
+                    .table()
+                    .get(&old)
+                    .map_or(tether::DEFAULT_GRACE, |d| d.grace);
                 self.registry.kill(&old, grace).await?;
             }
             // The name moves to the new session.
@@ -483,6 +488,9 @@ impl Holder {
                 deadline_wall: SystemTime::now() + ttl,
                 owner,
                 expired: false,
+                grace: request
+                    .grace_ms
+                    .map_or(tether::DEFAULT_GRACE, Duration::from_millis),
                 changed: Arc::clone(&changed),
             },
         );
@@ -520,13 +528,13 @@ impl Holder {
             {
                 continue;
             }
-            if let Some(d) = self.table().get_mut(&id) {
-                d.expired = true;
-            }
-            let grace = self
-                .registry
-                .info(&id)
-                .map_or(Duration::from_secs(2), |_| Duration::from_secs(2));
+            let grace = match self.table().get_mut(&id) {
+                Some(d) => {
+                    d.expired = true;
+                    d.grace
+                }
+                None => tether::DEFAULT_GRACE,
+            };
             let _ = self.registry.kill(&id, grace).await;
             return;
         }
@@ -641,7 +649,14 @@ impl Holder {
             }
             Request::Kill { session, grace_ms } => {
                 let id = self.resolve(&session)?;
-                let grace = Duration::from_millis(grace_ms.unwrap_or(2000));
+                let grace = grace_ms.map_or_else(
+                    || {
+                        self.table()
+                            .get(&id)
+                            .map_or(tether::DEFAULT_GRACE, |d| d.grace)
+                    },
+                    Duration::from_millis,
+                );
                 let killed = self.registry.kill(&id, grace).await?;
                 value(KillReply {
                     status: killed.state.name().into(),

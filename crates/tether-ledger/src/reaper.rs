@@ -930,7 +930,11 @@ fn plan_round(
     let expired: HashMap<&str, &crate::DurableRow> = ledger
         .durable
         .iter()
-        .filter(|d| d.expires_at_ms.saturating_add(DURABLE_SLACK.as_millis() as u64) < now)
+        .filter(|d| {
+            d.expires_at_ms
+                .saturating_add(DURABLE_SLACK.as_millis() as u64)
+                < now
+        })
         .map(|d| (d.session.as_str(), d))
         .collect();
     let (mut targets, mut skipped) = (Vec::new(), Vec::new());
@@ -1098,9 +1102,9 @@ pub struct InstallReap {
 pub fn reap_install(install: &tether::Install, opts: &ReapOptions) -> InstallReap {
     let mut ledger = crate::Ledger::open(install);
     let rows = match &ledger {
-        Ok(l) => l.owners().and_then(|o| {
-            Ok((o, l.sessions()?, l.registrations()?, l.durable_sessions()?))
-        }),
+        Ok(l) => l
+            .owners()
+            .and_then(|o| Ok((o, l.sessions()?, l.registrations()?, l.durable_sessions()?))),
         Err(_) => Ok(Default::default()),
     };
     let (owners, sessions, registrations, durable) = match rows {
