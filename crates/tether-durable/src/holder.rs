@@ -70,7 +70,8 @@ pub fn main(install: Install) -> u8 {
     }
     // Holds no directory its requester might want to unmount.
     let _ = std::env::set_current_dir("/");
-    let lock = match HolderLock::try_take(&install.state_dir().join("holder.lock")) {
+    // Held until this function returns (the kernel drops it if we die).
+    let _lock = match HolderLock::try_take(&install.state_dir().join("holder.lock")) {
         Ok(Some(lock)) => lock,
         Ok(None) => {
             report("busy");
@@ -94,7 +95,7 @@ pub fn main(install: Install) -> u8 {
             return 1;
         }
     };
-    let code = runtime.block_on(async move {
+    runtime.block_on(async move {
         let listener = match LocalListener::bind_private(&socket_path(&install)) {
             Ok(listener) => listener,
             Err(e) => {
@@ -111,9 +112,7 @@ pub fn main(install: Install) -> u8 {
         drop(report);
         serve(holder, listener).await;
         0
-    });
-    drop(lock);
-    code
+    })
 }
 
 /// How long the holder lingers idle: [`HOLDER_IDLE`] or `$TETHER_HOLDER_IDLE`.

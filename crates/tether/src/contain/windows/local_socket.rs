@@ -1,5 +1,5 @@
 //! Durable sessions' holder doorway on Windows: not there yet. Every
-//! constructor fails with [`unsupported`]; the types exist so that code
+//! constructor fails with `Unsupported`; the types exist so that code
 //! above `contain/` builds unchanged (it then reports the error).
 
 use std::fs::File;
