@@ -735,3 +735,51 @@ fn simultaneous_first_requests_share_one_holder() {
         .count();
     assert_eq!(holders, 1, "one holder per state directory");
 }
+
+/// The holder judges each connection by the uid the kernel reports for it
+/// (`SO_PEERCRED`), not by who may open the socket file: root — whom no
+/// file permission stops — may list another user's durable sessions, but
+/// not kill them.
+#[test]
+fn root_reads_another_users_sessions_but_cannot_kill_them() {
+    if !tether_testkit::require_root("running a holder as another uid") {
+        return;
+    }
+    let home = Home::new();
+    let guard = TagGuard::new("durable-peercred");
+    let path = std::ffi::CString::new(home.path().as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path; chown touches no memory of ours.
+    assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+    let out = support::tether_as(65534)
+        .env("TETHER_HOME", home.path())
+        .env(TAG_VAR, guard.tag())
+        .args(["run", "--durable", "--json", "--", "sleep", "1000"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let started: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = started["id"].as_str().unwrap();
+    let holder = home.holder_pid().expect("nobody's holder");
+    let status = std::fs::read_to_string(format!("/proc/{holder}/status")).unwrap();
+    assert!(
+        status.lines().any(|l| l.starts_with("Uid:\t65534")),
+        "{status}"
+    );
+
+    let listed = home.sessions();
+    assert_eq!(listed.len(), 1, "root may list");
+    assert_eq!(listed[0]["id"], id);
+    let out = home.run("-", &["kill", id]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("uid 0 may not change"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        tagged_pids(guard.tag()).len(),
+        1,
+        "root's kill went through"
+    );
+}
