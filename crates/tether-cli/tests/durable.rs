@@ -783,3 +783,40 @@ fn root_reads_another_users_sessions_but_cannot_kill_them() {
         "root's kill went through"
     );
 }
+
+/// With nothing left to hold and nobody connected, the holder exits by
+/// itself after its idle period (here 1 s), removing nothing it should
+/// keep: a session still running keeps it.
+#[test]
+fn an_idle_holder_exits_and_a_busy_one_stays() {
+    let home = Home::new();
+    let guard = TagGuard::new("durable-idle");
+    let started = |args: &[&str]| {
+        let out = home
+            .tether(guard.tag())
+            .env("TETHER_HOLDER_IDLE", "1")
+            .args(["run", "--durable", "--json"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let first = started(&["--", "sleep", "1000"]);
+    let holder = home.holder_pid().expect("a holder");
+    // Busy: several idle periods pass (waited for as the exit of a short
+    // session beside it, twice) and it stays.
+    let short = started(&["--", "sleep", "1.5"]);
+    let out = home.run("-", &["attach", short["id"].as_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let short = started(&["--", "sleep", "1.5"]);
+    let out = home.run("-", &["attach", short["id"].as_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(pid_alive(holder), "the holder left a running session");
+    let out = home.run("-", &["kill", first["id"].as_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        support::wait_pid_exit(holder, Duration::from_secs(30)),
+        "the idle holder stayed"
+    );
+}
