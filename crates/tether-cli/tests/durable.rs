@@ -503,8 +503,20 @@ fn ps_shows_it_durable_and_reap_leaves_it_alone() {
         guard.tag(),
         &["--name", "web", "--ttl", "2h", "--", "sleep", "1000"],
     );
-    let out = home.run("-", &["ps", "--json"]);
-    let census: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The holder records in the ledger off its request path (a store
+    // another process locks never delays a start): `ps` is asked again
+    // until the records are there, bounded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let census = loop {
+        let out = home.run("-", &["ps", "--json"]);
+        let census: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let recorded = !census["owners"][0]["sessions"][0]["durable"].is_null()
+            && census["owners"][0]["purpose"] == "holder";
+        if recorded || std::time::Instant::now() > deadline {
+            break census;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let owner = &census["owners"][0];
     assert_eq!(owner["purpose"], "holder");
     assert_eq!(owner["status"]["status"], "alive");
