@@ -832,3 +832,26 @@ fn an_idle_holder_exits_and_a_busy_one_stays() {
         "the idle holder stayed"
     );
 }
+
+/// `tether ps --holding` names the durable session holding a directory.
+#[test]
+fn holding_names_the_durable_session() {
+    let home = Home::new();
+    let guard = TagGuard::new("durable-holding");
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().to_str().unwrap();
+    home.start(
+        guard.tag(),
+        &["--name", "watcher", "--cwd", cwd, "--", "sleep", "1000"],
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let out = home.run("-", &["ps", "--holding", cwd]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains("(durable \"watcher\")") || std::time::Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(text.contains("(durable \"watcher\")"), "{text}");
+}
