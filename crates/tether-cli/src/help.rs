@@ -30,6 +30,11 @@ pub fn command() -> clap::Command {
     deferred!(
         crate::Cli::command(),
         "run" => crate::run::RunArgs,
+        "sessions" => crate::durable::SessionsArgs,
+        "attach" => crate::durable::AttachArgs,
+        "kill" => crate::durable::KillArgs,
+        "extend" => crate::durable::ExtendArgs,
+        "holder" => crate::durable::HolderArgs,
         "ps" => crate::ps::PsArgs,
         "reap" => crate::reap::ReapArgs,
         "mcp" => tether_mcp::Options,

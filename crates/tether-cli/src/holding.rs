@@ -177,9 +177,13 @@ fn render_holder(out: &mut String, h: &Holder) {
         (Some(tag), Some(owner)) => {
             let _ = write!(
                 out,
-                "           tagged [{}] session {}; owner {} {}",
-                tag.purpose, tag.session, owner.pid, owner.status
+                "           tagged [{}] session {}",
+                tag.purpose, tag.session
             );
+            if let Some(name) = &tag.durable_name {
+                let _ = write!(out, " (durable {name:?})");
+            }
+            let _ = write!(out, "; owner {} {}", owner.pid, owner.status);
             if !owner.command.is_empty() {
                 let _ = write!(out, ": {}", owner.command);
             }

@@ -12,6 +12,7 @@
 
 mod completions;
 mod doctor;
+mod durable;
 mod duration;
 mod exec;
 mod help;
@@ -42,6 +43,7 @@ pub const EXIT_TETHER_ERROR: u8 = 125;
     after_help = "\
 Examples:
   tether run --timeout 30s -- make test
+  tether run --durable --name dev -- npm run dev
   tether mcp                    (your agent's MCP server)
   tether ps
   tether doctor
@@ -60,6 +62,16 @@ struct Cli {
 enum Command {
     /// Run a program contained; its whole tree dies with it (like timeout(1)).
     Run(run::RunArgs),
+    /// List this user's durable sessions (`run --durable`).
+    Sessions(durable::SessionsArgs),
+    /// Print a durable session's output and follow it (Ctrl-C detaches).
+    Attach(durable::AttachArgs),
+    /// Kill a durable session's whole tree, verified.
+    Kill(durable::KillArgs),
+    /// Set a running durable session's TTL, counted from now.
+    Extend(durable::ExtendArgs),
+    /// Start this user's holder of durable sessions now.
+    Holder(durable::HolderArgs),
     /// List owners, their sessions and processes; mark what is orphaned.
     Ps(ps::PsArgs),
     /// Kill the proven orphans of dead owners of this install.
@@ -100,6 +112,11 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => run::main(args),
+        Command::Sessions(args) => durable::sessions(args),
+        Command::Attach(args) => durable::attach(args),
+        Command::Kill(args) => durable::kill(args),
+        Command::Extend(args) => durable::extend(args),
+        Command::Holder(args) => durable::holder(args),
         Command::Ps(args) => ps::main(args),
         Command::Reap(args) => reap::main(args),
         Command::Mcp(options) => tether_mcp::serve(options),

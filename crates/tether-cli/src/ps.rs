@@ -213,6 +213,31 @@ fn render_owner(out: &mut String, owner: &OwnerEntry, tree: bool) {
     }
 }
 
+/// A durable session's line: held on purpose, not orphaned (issue 37).
+fn render_durable(out: &mut String, d: &tether_ledger::DurableRow, state: &SessionState) {
+    let _ = write!(out, "    durable");
+    if let Some(name) = &d.name {
+        let _ = write!(out, " {name:?}");
+    }
+    let _ = write!(out, ", held by {}", d.holder_pid);
+    if let (Some(pid), Some(what)) = (d.owner_pid, &d.owner_purpose) {
+        let _ = write!(out, ", asked for by {pid} ({what})");
+    }
+    if matches!(state, SessionState::Running) {
+        let left_ms = d.expires_at_ms.saturating_sub(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |t| t.as_millis() as u64),
+        );
+        if left_ms == 0 {
+            let _ = write!(out, ", TTL passed: `tether reap` kills it");
+        } else {
+            let _ = write!(out, ", TTL left {}", age(left_ms));
+        }
+    }
+    out.push('\n');
+}
+
 fn render_session(out: &mut String, session: &SessionEntry, tree: bool) {
     let _ = write!(
         out,
@@ -231,6 +256,9 @@ fn render_session(out: &mut String, session: &SessionEntry, tree: bool) {
         let _ = write!(out, "  $ {cmd}");
     }
     out.push('\n');
+    if let Some(d) = &session.durable {
+        render_durable(out, d, &session.state);
+    }
     if let Some(limits) = &session.limits {
         let _ = write!(out, "    limits: {}", limits.summary());
         if let Some(hit) = &session.limit_hit {

@@ -100,6 +100,32 @@ pub struct RunArgs {
     /// `limits`; otherwise in a one-line warning on stderr) and the program runs without it.
     #[arg(long)]
     require_limits: bool,
+    /// Keep it running past this command, until --ttl.
+    ///
+    /// Held by your holder until its TTL or a `tether kill`. Returns at once, printing the session's id (with --json, an object with `id`, `name`,
+    /// `durable`, `ttl_s`). Re-adopt it with `tether sessions`, `attach`, `kill`, `extend`.
+    #[arg(long, conflicts_with_all = ["timeout", "max_output", "containment"])]
+    durable: bool,
+    /// With --durable: a name for it, unique among this user's running durable sessions.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "durable",
+        hide_short_help = true
+    )]
+    name: Option<String>,
+    /// With --durable: kill it at this age (default 24h, at most 168h = 7 days).
+    #[arg(
+        long,
+        value_parser = crate::duration::parse,
+        value_name = "DUR",
+        requires = "durable",
+        hide_short_help = true
+    )]
+    ttl: Option<Duration>,
+    /// With --durable --name: kill a running session of that name first.
+    #[arg(long, requires = "name", hide_short_help = true)]
+    replace: bool,
     /// The program and its arguments (with --shell: the command string).
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     command: Vec<OsString>,
@@ -188,6 +214,9 @@ struct EscapeRecord {
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
+    if args.durable {
+        return crate::durable::start(durable_request(&args), args.json);
+    }
     match run(args) {
         // Windows exit codes are 32-bit (0xC0000005 for an access
         // violation): passed on whole, never cut to a byte.
@@ -440,6 +469,54 @@ fn escaped(escapes: &[tether::LimitEscape]) -> Option<String> {
         escapes.len(),
         list.join(", ")
     ))
+}
+
+/// What `--durable` asks the holder for: this command, in this process's
+/// working directory and environment (plus `--env`).
+fn durable_request(args: &RunArgs) -> tether_durable::StartRequest {
+    let text = |s: &std::ffi::OsStr| s.to_string_lossy().into_owned();
+    let (argv, shell) = if args.shell {
+        let script = args
+            .command
+            .iter()
+            .map(|a| text(a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        (Vec::new(), Some(script))
+    } else {
+        (args.command.iter().map(|a| text(a)).collect(), None)
+    };
+    let mut env: Vec<(String, String)> = std::env::vars_os()
+        .filter(|(k, _)| k != tether::SPAWN_TAG_VAR)
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    env.extend(args.env.iter().map(|(k, v)| (text(k), text(v))));
+    let cwd = args
+        .cwd
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .map(|d| d.to_string_lossy().into_owned());
+    tether_durable::StartRequest {
+        argv,
+        shell,
+        cwd,
+        env,
+        name: args.name.clone(),
+        ttl_s: args.ttl.map(|t| t.as_secs().max(1)),
+        replace: args.replace,
+        purpose: (args.purpose != "run").then(|| args.purpose.clone()),
+        pty: args.pty.then(|| {
+            Passthrough::size()
+                .map(|s| (s.rows(), s.cols()))
+                .unwrap_or((24, 80))
+        }),
+        memory: args.memory,
+        pids: args.pids,
+        cpu: args.cpu,
+        require_limits: args.require_limits,
+        grace_ms: Some(args.grace.as_millis() as u64),
+        owner: Some(tether_durable::own_identity("tether run")),
+    }
 }
 
 /// This run's session, as the ledger records it.

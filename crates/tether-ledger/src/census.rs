@@ -128,6 +128,11 @@ pub struct SessionEntry {
     pub limit_hit: Option<String>,
     /// Its live processes, by pid.
     pub processes: Vec<ProcessEntry>,
+    /// Set for a durable session (issue 37): its name, owner of record and
+    /// TTL. It outlives its owner of record on purpose; its owner in this
+    /// listing is its holder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durable: Option<crate::DurableRow>,
 }
 
 /// Where a session stands.
@@ -281,10 +286,12 @@ impl Census {
             let Some(k) = ledger_owner_of.get(&row.owner.0) else {
                 continue;
             };
+            let mut entry = session_from_row(row);
+            entry.durable = rows.durable.iter().find(|d| d.session == row.id).cloned();
             sessions
                 .entry(k.clone())
                 .or_default()
-                .insert(row.id.clone(), session_from_row(row));
+                .insert(row.id.clone(), entry);
         }
         // Each process as the reaper judges it (`Prover::standing`): a
         // session whose processes all sit in a nested pid namespace that
@@ -428,6 +435,7 @@ struct Rows {
     sessions: Vec<SessionRow>,
     quarantines: Vec<Quarantine>,
     registrations: Vec<RegistrationRow>,
+    durable: Vec<crate::DurableRow>,
 }
 
 fn read_rows(ledger: &Ledger) -> crate::Result<Rows> {
@@ -436,6 +444,7 @@ fn read_rows(ledger: &Ledger) -> crate::Result<Rows> {
         sessions: ledger.sessions()?,
         quarantines: ledger.quarantines()?,
         registrations: ledger.registrations()?,
+        durable: ledger.durable_sessions()?,
     })
 }
 
@@ -457,6 +466,7 @@ fn session_from_row(row: &SessionRow) -> SessionEntry {
         limits: row.limits.clone(),
         limit_hit: row.limit_hit.clone(),
         processes: Vec::new(),
+        durable: None,
     }
 }
 
@@ -477,6 +487,7 @@ fn untracked_session(id: &str, procs: &[&TaggedProcess]) -> SessionEntry {
         limits: None,
         limit_hit: None,
         processes: Vec::new(),
+        durable: None,
     }
 }
 

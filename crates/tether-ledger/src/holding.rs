@@ -107,6 +107,9 @@ pub struct TagEntry {
     pub purpose: String,
     /// Session id.
     pub session: String,
+    /// The session's name when it is a durable session (issue 37).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durable_name: Option<String>,
 }
 
 /// A holder's owner (from its tag).
@@ -381,6 +384,11 @@ fn find(
                 install: t.install.clone(),
                 purpose: t.purpose.clone(),
                 session: t.session.clone(),
+                durable_name: ledger
+                    .durable
+                    .iter()
+                    .find(|d| d.session == t.session)
+                    .and_then(|d| d.name.clone()),
             }),
             owner,
             verdict,
@@ -414,8 +422,14 @@ pub fn with_ledger<T>(
     install: &tether::Install,
     run: impl FnOnce(LedgerView<'_>) -> T,
 ) -> (T, Option<crate::LedgerError>) {
-    let rows = crate::Ledger::open(install)
-        .and_then(|l| Ok((l.owners()?, l.sessions()?, l.registrations()?)));
+    let rows = crate::Ledger::open(install).and_then(|l| {
+        Ok((
+            l.owners()?,
+            l.sessions()?,
+            l.registrations()?,
+            l.durable_sessions()?,
+        ))
+    });
     let (rows, error) = match rows {
         Ok(rows) => (rows, None),
         Err(e) => (Default::default(), Some(e)),
@@ -424,6 +438,7 @@ pub fn with_ledger<T>(
         owners: &rows.0,
         sessions: &rows.1,
         registrations: &rows.2,
+        durable: &rows.3,
     };
     (run(view), error)
 }

@@ -178,12 +178,13 @@ pub use journal::{ABANDONED_AFTER, FOLD_ONE_IN, PendingRun, RUNS_DIR, RunJournal
 pub use limits::{LimitRecord, LimitsRecord};
 pub use proof::{DeathProof, OwnerKey, OwnerStatus, Standing};
 pub use reaper::{
-    CHASE_BUDGET, CgroupKept, InstallReap, LedgerView, ReapOptions, ReapReport, SkipReason,
-    Skipped, StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
+    CHASE_BUDGET, CgroupKept, DURABLE_SLACK, InstallReap, LedgerView, ReapOptions, ReapReport,
+    SkipReason, Skipped, StillAppearing, Target, TargetOutcome, execute, plan, reap, reap_install,
 };
 pub use recorder::{PendingOwner, Recorder, RunRecording};
 pub use records::{
-    Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart, Source,
+    DurableRow, Outcome, OwnerId, OwnerRecord, OwnerRow, Quarantine, SessionRow, SessionStart,
+    Source,
 };
 pub use registration::{
     RegisteredEntry, RegisteredReap, Registration, RegistrationRecord, RegistrationRow, Spawner,
@@ -192,3 +193,15 @@ pub use registration::{
 pub use scan::{Descent, DescentKind, KEEPER_PURPOSE, Scan, TaggedProcess, UnreadableProcess};
 pub use schema::CURRENT_VERSION as SCHEMA_VERSION;
 pub use store::{BUSY_TIMEOUT, LEDGER_FILE, Ledger, PRUNE_EVERY, RETENTION};
+
+/// Creates a state directory (0700) if it is missing and checks that it
+/// can be trusted, as [`Ledger::open`] does before opening the store:
+/// owned by the effective uid, not a symbolic link, not writable by
+/// group or others. For other files kept there (the durable-session
+/// holder's socket).
+///
+/// # Errors
+/// [`LedgerError::Insecure`] naming the fix; [`LedgerError::Io`].
+pub fn secure_state_dir(dir: &std::path::Path) -> Result<()> {
+    state_dir::secure_dir(dir)
+}

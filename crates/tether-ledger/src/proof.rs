@@ -69,6 +69,14 @@ pub enum DeathProof {
     },
     /// The ledger recorded it in an earlier boot.
     EarlierBoot,
+    /// Not a death: the process belongs to a durable session whose TTL
+    /// passed [`DURABLE_SLACK`](crate::DURABLE_SLACK) ago while its holder
+    /// (alive, the owner its tag names) did not end it — a stopped or
+    /// wedged holder. The TTL is a promise that it ends (issue 37).
+    TtlPassed {
+        /// When the TTL ended, Unix ms (from the ledger's durable row).
+        expires_at_ms: u64,
+    },
 }
 
 impl std::fmt::Display for DeathProof {
@@ -78,6 +86,9 @@ impl std::fmt::Display for DeathProof {
             DeathProof::Exited => f.write_str("exited (zombie)"),
             DeathProof::PidReused { .. } => f.write_str("pid reused by another process"),
             DeathProof::EarlierBoot => f.write_str("from an earlier boot"),
+            DeathProof::TtlPassed { .. } => {
+                f.write_str("durable session past its TTL (its holder did not end it)")
+            }
         }
     }
 }

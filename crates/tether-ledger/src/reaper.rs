@@ -287,7 +287,14 @@ pub struct LedgerView<'a> {
     /// Registrations of processes tether did not start: their purposes and
     /// spawners are respected too (see `registration.rs`).
     pub registrations: &'a [RegistrationRow],
+    /// Durable sessions' records (issue 37): one whose TTL passed
+    /// [`DURABLE_SLACK`] ago is reaped even though its holder lives.
+    pub durable: &'a [crate::DurableRow],
 }
+
+/// How long past a durable session's TTL `tether reap` leaves it to its
+/// holder (which kills it at the TTL itself) before reaping it: 5 s.
+pub const DURABLE_SLACK: Duration = Duration::from_secs(5);
 
 /// Plans a reap of `install`'s orphans: scans, proves, and pins nothing
 /// yet. Every target comes with its full identity (pidfs inode included),
@@ -918,6 +925,18 @@ fn plan_round(
         .map(|s| (s.id.as_str(), s.purpose.as_str()))
         .collect();
     let registered = crate::registration::by_process(ledger.registrations);
+    let now = crate::clock::now_ms();
+    // Durable sessions past their TTL (and the slack), by id.
+    let expired: HashMap<&str, &crate::DurableRow> = ledger
+        .durable
+        .iter()
+        .filter(|d| {
+            d.expires_at_ms
+                .saturating_add(DURABLE_SLACK.as_millis() as u64)
+                < now
+        })
+        .map(|d| (d.session.as_str(), d))
+        .collect();
     let (mut targets, mut skipped) = (Vec::new(), Vec::new());
     for (_, sessions) in scan.by_owner(install) {
         for (session, procs) in sessions {
@@ -934,6 +953,45 @@ fn plan_round(
             for p in procs {
                 let command = argv_of(p.pid).join(" ");
                 let reg = registered.get(&(p.pid, p.start_time)).copied();
+                // A durable session past its TTL whose tag names its
+                // holder as owner: the TTL proves it is to end.
+                let ttl_passed = expired.get(session).filter(|d| {
+                    p.owner()
+                        == OwnerKey {
+                            pid: d.holder_pid,
+                            start_time: d.holder_start_time,
+                        }
+                        && !ancestry.contains(&p.pid)
+                        && matches!(
+                            prover.standing(p.pid, &p.tag),
+                            Standing::Owner(OwnerStatus::Alive)
+                        )
+                });
+                if let Some(d) = ttl_passed {
+                    let Ok(identity) = ProcessIdentity::of_pid(p.pid) else {
+                        continue;
+                    };
+                    if identity.start_time != p.start_time {
+                        continue;
+                    }
+                    targets.push(Target {
+                        pid: p.pid,
+                        start_time: p.start_time,
+                        pidfs_inode: identity.pidfs_inode,
+                        session: session.to_owned(),
+                        process_group: p.pgrp,
+                        purpose: p.tag.purpose.clone(),
+                        owner: p.owner(),
+                        proof: crate::DeathProof::TtlPassed {
+                            expires_at_ms: d.expires_at_ms,
+                        },
+                        command,
+                        outcome: TargetOutcome::Planned,
+                        identity,
+                        tag: p.tag.clone(),
+                    });
+                    continue;
+                }
                 if let Some(reason) = skip_reason(p, purpose, reg, opts, prover, &ancestry) {
                     skipped.push(Skipped {
                         pid: p.pid,
@@ -1046,10 +1104,10 @@ pub fn reap_install(install: &tether::Install, opts: &ReapOptions) -> InstallRea
     let rows = match &ledger {
         Ok(l) => l
             .owners()
-            .and_then(|o| Ok((o, l.sessions()?, l.registrations()?))),
+            .and_then(|o| Ok((o, l.sessions()?, l.registrations()?, l.durable_sessions()?))),
         Err(_) => Ok(Default::default()),
     };
-    let (owners, sessions, registrations) = match rows {
+    let (owners, sessions, registrations, durable) = match rows {
         Ok(rows) => rows,
         Err(e) => {
             ledger = Err(e);
@@ -1060,6 +1118,7 @@ pub fn reap_install(install: &tether::Install, opts: &ReapOptions) -> InstallRea
         owners: &owners,
         sessions: &sessions,
         registrations: &registrations,
+        durable: &durable,
     };
     let mut report = reap(install.id(), view, opts);
     report.skipped.extend(crate::registration::untagged_skips(

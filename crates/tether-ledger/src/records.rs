@@ -354,3 +354,30 @@ mod tests {
         assert_eq!(Outcome::from_columns("exited", None, None), None);
     }
 }
+
+/// A durable session's record (issue 37): kept by its holder, read by
+/// `tether ps` and `tether reap`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DurableRow {
+    /// The session's id.
+    pub session: String,
+    /// Its name, if given.
+    pub name: Option<String>,
+    /// The holder's pid and start time (its owner in `sessions`).
+    pub holder_pid: u32,
+    /// The holder's start time (clock ticks since boot).
+    pub holder_start_time: u64,
+    /// The process that asked for it: pid, start time, uid, what it was.
+    pub owner_pid: Option<u32>,
+    /// Its start time.
+    pub owner_start_time: Option<u64>,
+    /// Its uid, as the kernel reported it on the holder's socket.
+    pub owner_uid: Option<u32>,
+    /// What it was (`tether run`, `tether mcp`, `python`, …).
+    pub owner_purpose: Option<String>,
+    /// The TTL given, seconds.
+    pub ttl_s: u64,
+    /// When the TTL ends (wall clock, Unix ms): the holder kills it then,
+    /// and past it `tether reap` may.
+    pub expires_at_ms: u64,
+}

@@ -94,15 +94,40 @@ ALTER TABLE sessions ADD COLUMN limit_hit TEXT;
 ALTER TABLE sessions ADD COLUMN cgroups TEXT;
 ";
 
+/// Version 4: durable sessions (issue 37) — per session its name, its
+/// holder, its owner of record (the process that asked for it) and its
+/// TTL, kept current by the holder (an extension rewrites the row).
+const V4: &str = "
+CREATE TABLE durable (
+    session_id         TEXT    PRIMARY KEY,
+    name               TEXT,
+    holder_pid         INTEGER NOT NULL,
+    holder_start_time  INTEGER NOT NULL,
+    owner_pid          INTEGER,
+    owner_start_time   INTEGER,
+    owner_uid          INTEGER,
+    owner_purpose      TEXT,
+    ttl_s              INTEGER NOT NULL,
+    expires_at_ms      INTEGER NOT NULL   -- wall clock, Unix ms
+);
+";
+
 /// Every migration, oldest first.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The tables a store of schema `version` has (0: none yet).
 pub fn tables_at(version: i64) -> &'static [&'static str] {
-    const ALL: &[&str] = &["owners", "sessions", "quarantines", "registrations"];
+    const ALL: &[&str] = &[
+        "owners",
+        "sessions",
+        "quarantines",
+        "registrations",
+        "durable",
+    ];
     match version {
         ..=0 => &[],
         1 => &ALL[..3],
+        2 | 3 => &ALL[..4],
         _ => ALL,
     }
 }

@@ -737,6 +737,64 @@ impl Ledger {
         Ok(())
     }
 
+    /// Records a durable session, or rewrites its record (an extension).
+    ///
+    /// # Errors
+    /// As every write (see the type docs).
+    pub fn record_durable(&mut self, row: &crate::DurableRow) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO durable (session_id, name, holder_pid, holder_start_time,
+                     owner_pid, owner_start_time, owner_uid, owner_purpose, ttl_s, expires_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![
+                    row.session,
+                    row.name,
+                    row.holder_pid,
+                    row.holder_start_time,
+                    row.owner_pid,
+                    row.owner_start_time,
+                    row.owner_uid,
+                    row.owner_purpose,
+                    row.ttl_s,
+                    row.expires_at_ms
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Every durable session's record (of sessions still in the store).
+    ///
+    /// # Errors
+    /// [`LedgerError::Sqlite`].
+    pub fn durable_sessions(&self) -> Result<Vec<crate::DurableRow>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT d.session_id, d.name, d.holder_pid, d.holder_start_time, d.owner_pid,
+                        d.owner_start_time, d.owner_uid, d.owner_purpose, d.ttl_s, d.expires_at_ms
+                 FROM durable d JOIN sessions s ON s.id = d.session_id ORDER BY s.rowid",
+            )
+            .map_err(|e| self.sql(e))?;
+        stmt.query_map([], |r| {
+            Ok(crate::DurableRow {
+                session: r.get(0)?,
+                name: r.get(1)?,
+                holder_pid: r.get(2)?,
+                holder_start_time: r.get(3)?,
+                owner_pid: r.get(4)?,
+                owner_start_time: r.get(5)?,
+                owner_uid: r.get(6)?,
+                owner_purpose: r.get(7)?,
+                ttl_s: r.get(8)?,
+                expires_at_ms: r.get(9)?,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.sql(e))
+    }
+
     fn sql(&self, source: rusqlite::Error) -> LedgerError {
         LedgerError::Sqlite {
             path: self.path.clone(),
@@ -764,6 +822,10 @@ fn prune(tx: &rusqlite::Transaction<'_>, boot: &str) -> rusqlite::Result<()> {
     tx.execute(
         "DELETE FROM sessions WHERE ended_at_ms IS NOT NULL AND ended_at_ms < ?1",
         params![cutoff],
+    )?;
+    tx.execute(
+        "DELETE FROM durable WHERE session_id NOT IN (SELECT id FROM sessions)",
+        [],
     )?;
     Ok(())
 }

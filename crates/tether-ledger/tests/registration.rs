@@ -120,6 +120,7 @@ fn a_version_1_store_is_migrated_keeping_its_rows() {
         let conn = rusqlite_open(&t.ledger_path());
         conn.execute_batch(
             "DROP TABLE registrations;
+             DROP TABLE durable;
              ALTER TABLE sessions DROP COLUMN limits;
              ALTER TABLE sessions DROP COLUMN limit_hit;
              ALTER TABLE sessions DROP COLUMN cgroups;

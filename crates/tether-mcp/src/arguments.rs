@@ -53,6 +53,13 @@ pub struct RunArgs {
     pub pty: Option<PtySize>,
     /// Limits asked for in this call (the server's defaults fill the rest).
     pub limits: tether::Limits,
+    /// Start it durable (issue 37): held by the user's holder, outliving
+    /// this server, until `ttl_s`.
+    pub durable: bool,
+    /// With `durable`: its name, unique among the user's running ones.
+    pub name: Option<String>,
+    /// With `durable`: seconds to live.
+    pub ttl_s: Option<u64>,
 }
 
 /// What `read` shows.
@@ -265,7 +272,17 @@ pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
     // A terminal is always open for input.
     let keep_stdin_open = args.boolean("keep_stdin_open") || pty.is_some();
     let until = args.text("until").map(str::to_owned);
+    let durable = args.boolean("durable");
+    if !durable && let Some(name) = ["name", "ttl_s"].into_iter().find(|n| args.has(n)) {
+        return Err(ArgError::Invalid {
+            name,
+            reason: "belongs to a durable session: give durable: true with it".into(),
+        });
+    }
     Ok(RunArgs {
+        durable,
+        name: args.text("name").map(str::to_owned),
+        ttl_s: args.integer("ttl_s"),
         command,
         cwd,
         env,

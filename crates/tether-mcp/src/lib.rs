@@ -116,6 +116,7 @@
 
 mod adapter;
 mod arguments;
+mod durable;
 mod environment;
 mod error;
 mod excerpt;

@@ -149,6 +149,16 @@ impl Terminal {
     }
 
     /// The shell of `command` strings.
+    /// The server's configuration.
+    pub(crate) fn config(&self) -> &TerminalConfig {
+        &self.config
+    }
+
+    /// Whether `id` names a session of this server's own registry.
+    pub(crate) fn knows(&self, id: &str) -> bool {
+        self.registry.resolve(id).is_ok()
+    }
+
     pub fn shell(&self) -> &crate::shell::Shell {
         &self.config.shell
     }
@@ -180,8 +190,12 @@ impl Terminal {
         args: &serde_json::Map<String, serde_json::Value>,
         context: CallContext,
     ) -> Option<Reply> {
+        if let Some(reply) = crate::durable::route(self, name, args).await {
+            return Some(reply);
+        }
         let reply = match name {
             "run" => match arguments::run(args) {
+                Ok(a) if a.durable => crate::durable::run(self, a).await,
                 Ok(a) => self.run(a, &context).await,
                 Err(e) => self.invalid("run", e),
             },
@@ -202,7 +216,7 @@ impl Terminal {
                 Err(e) => self.invalid("kill", e),
             },
             "list" => match arguments::list(args) {
-                Ok(()) => self.list(),
+                Ok(()) => crate::durable::with_durable(self.list()).await,
                 Err(e) => self.invalid("list", e),
             },
             "screen" => match arguments::screen(args) {

@@ -266,6 +266,35 @@ pub const RUN: &[Param] = &[
               keep_stdin_open).",
     },
     Param {
+        name: "durable",
+        kind: Kind::Bool { default: false },
+        required: false,
+        doc: "Start it durable: it outlives this server (an agent restart, a new chat), held by \
+              the user's tether holder until `ttl_s`, and any later `tether mcp` lists it and \
+              can `§read`, `§write`, `§wait`, `§kill` and `§screen` it (as can the CLI: tether \
+              sessions, tether attach, tether kill). For dev servers, watchers, long builds. The call \
+              returns at once with its id; use `§wait` with `until` for its ready line.",
+    },
+    Param {
+        name: "name",
+        kind: Kind::Text,
+        required: false,
+        doc: "With durable: a name for it (usable wherever an id is), unique among the user's \
+              running durable sessions.",
+    },
+    Param {
+        name: "ttl_s",
+        kind: Kind::Integer {
+            what: "seconds: ",
+            min: 1,
+            max: 604_800,
+            default: None,
+        },
+        required: false,
+        doc: "With durable: kill it after this many seconds (default 86400 = 24 h, at most \
+              604800 = 7 days).",
+    },
+    Param {
         name: "keep_stdin_open",
         kind: Kind::Bool { default: false },
         required: false,

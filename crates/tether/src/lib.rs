@@ -317,6 +317,7 @@ pub use child::{Child, ChildHandle};
 pub use command::{Command, DEFAULT_GRACE};
 pub use contain::Descendant;
 pub use contain::ext::*;
+pub use contain::local_socket;
 pub use contain::sys;
 pub use containment::{Containment, ContainmentPolicy};
 pub use error::{Error, Result, Survivor, TagError, WithholdError};

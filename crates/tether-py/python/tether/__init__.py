@@ -63,6 +63,10 @@ from ._session import (
     start_async,
 )
 from ._spawn import EOF, TIMEOUT, spawn
+from ._durable import DurableSession, attach, durable_sessions
+from ._durable import _with_durable
+
+start = _with_durable(start)
 
 __version__: str = _native.__version__
 
@@ -91,6 +95,9 @@ def set_warm_keepers(n: int) -> None:
 
 __all__ = [
     "AsyncSession",
+    "DurableSession",
+    "attach",
+    "durable_sessions",
     "CalledProcessError",
     "CompletedProcess",
     "ContainmentUnavailable",

@@ -94,6 +94,14 @@ pub(crate) fn prepare_limits() {
     }
 }
 
+/// The holder's doorway for durable sessions: a private local socket
+/// whose connections are judged by the uid the kernel reports, a lock so
+/// one holder runs per state directory, and detaching from the requester
+/// (Unix; on Windows every entry point fails with `Unsupported`).
+pub mod local_socket {
+    pub use super::imp::local_socket::*;
+}
+
 /// The keeper program (Unix); on Windows there is none and these do nothing.
 pub mod keeper {
     pub use super::imp::keeper_entry::{KEEPER_ARG, main, run_if_requested};

@@ -32,6 +32,43 @@ pub(crate) fn become_subreaper() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Durable-session holders this process adopted (they were started
+/// detached from one of its requests and re-parented to it, a subreaper):
+/// not orphans of a keeper, never killed as such — killing one would end
+/// every durable session it holds.
+static SPARED: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Spares `pid` (a holder that is our child) from [`kill_orphans`], and
+/// reaps it when it exits, on a thread of its own, so an idle holder's exit
+/// leaves no zombie under a long-lived subreaper (`tether mcp`).
+pub(crate) fn spare_holder(pid: u32) {
+    if !sys::process(pid).is_ok_and(|p| p.ppid == std::process::id()) {
+        return;
+    }
+    let mut spared = SPARED.lock().unwrap_or_else(|e| e.into_inner());
+    if spared.contains(&pid) {
+        return;
+    }
+    spared.push(pid);
+    drop(spared);
+    let _ = std::thread::Builder::new()
+        .name("tether-holder-reap".into())
+        .spawn(move || {
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid as i32), None);
+            SPARED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|p| *p != pid);
+        });
+}
+
+fn is_spared(pid: u32) -> bool {
+    SPARED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&pid)
+}
+
 /// How long a cleanup keeps trying before it gives up on a process that
 /// survives SIGKILL (uninterruptible sleep).
 const GIVE_UP: Duration = Duration::from_secs(5);
@@ -47,7 +84,7 @@ pub(crate) fn kill_orphans(session: &str) -> usize {
         let mut round: Vec<(Pinned, bool)> = Vec::new();
         if SUBREAPER.load(Ordering::SeqCst) {
             for pid in sys::children(me) {
-                if super::link::is_keeper(pid) {
+                if super::link::is_keeper(pid) || is_spared(pid) {
                     continue;
                 }
                 let Some(pin) = pin(pid) else { continue };

@@ -39,6 +39,7 @@ pub(crate) mod holding;
 pub(crate) mod init;
 mod job;
 mod launch;
+pub mod local_socket;
 mod monitor;
 mod peb;
 mod pipe;

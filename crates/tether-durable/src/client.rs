@@ -1,0 +1,346 @@
+//! The client side: connect to this user's holder (starting it if asked),
+//! then one request and its reply at a time.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use tether::Install;
+use tether::local_socket::LocalStream;
+
+use crate::error::{DurableError, Result};
+use crate::protocol::{
+    DurableInfo, HelloReply, KillReply, OwnerOfRecord, ReadReply, Reply, Request, ScreenReply,
+    StartRequest, WaitReply,
+};
+use crate::{HOLDER_ARG, socket_path};
+
+/// How long a holder that another request is starting may take to listen.
+const HOLDER_BIND: Duration = Duration::from_secs(10);
+
+/// How much longer than a request may take its reply may be awaited.
+const REPLY_SLACK: Duration = Duration::from_secs(30);
+
+/// A connection to this user's holder.
+#[derive(Debug)]
+pub struct Client {
+    reader: BufReader<LocalStream>,
+    writer: LocalStream,
+    hello: HelloReply,
+}
+
+/// This process as an owner of record (pid, start time).
+pub fn own_identity(purpose: &str) -> OwnerOfRecord {
+    let me = tether::ProcessIdentity::current().ok();
+    OwnerOfRecord {
+        pid: std::process::id(),
+        start_time: me.map_or(0, |m| m.start_time),
+        uid: tether::local_socket::effective_uid(),
+        purpose: purpose.to_owned(),
+    }
+}
+
+impl Client {
+    /// Connects to the holder of `install`, if one runs (`Ok(None)`: none
+    /// does — nothing durable exists for this user there).
+    ///
+    /// # Errors
+    /// [`DurableError::Unreachable`] when the socket exists but cannot be
+    /// reached (another user's state directory: permission denied).
+    pub fn connect(install: &Install) -> Result<Option<Client>> {
+        let path = socket_path(install);
+        match LocalStream::connect(&path) {
+            Ok(stream) => Client::greet(stream).map(Some),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(source) => Err(DurableError::Unreachable { path, source }),
+        }
+    }
+
+    /// Connects to the holder of `install`, starting one first (`program`
+    /// run as `program holder`, detached) when none runs.
+    ///
+    /// # Errors
+    /// [`DurableError::HolderStart`] with the holder's own reason when it
+    /// could not start (nothing was started);
+    /// [`DurableError::StateDir`] for a state directory that cannot be
+    /// trusted.
+    pub fn connect_or_start(install: &Install, program: &Path) -> Result<Client> {
+        tether_ledger::secure_state_dir(install.state_dir())?;
+        if let Some(client) = Client::connect(install)? {
+            return Ok(client);
+        }
+        start_holder(install, program)?;
+        // `ready`: it listens. `busy`: another holder took the lock first
+        // (two first requests at once) and may still be binding its
+        // socket — a few ms (~50 ms at most seen here, debug build, cold);
+        // looked for again, for a bounded time.
+        let give_up = std::time::Instant::now() + HOLDER_BIND;
+        loop {
+            if let Some(client) = Client::connect(install)? {
+                return Ok(client);
+            }
+            if std::time::Instant::now() >= give_up {
+                return Err(DurableError::HolderStart(format!(
+                    "a holder runs (holder.lock is taken) but {} does not answer",
+                    socket_path(install).display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn greet(stream: LocalStream) -> Result<Client> {
+        let writer = stream.try_clone()?;
+        let mut client = Client {
+            reader: BufReader::new(stream),
+            writer,
+            hello: HelloReply {
+                pid: 0,
+                uid: 0,
+                version: String::new(),
+                live: 0,
+            },
+        };
+        client.hello = client.call(&Request::Hello)?;
+        // A holder we started while a subreaper is our child: never to be
+        // taken for a lost keeper's orphan, and reaped when it exits.
+        tether::local_socket::holder_started(client.hello.pid);
+        Ok(client)
+    }
+
+    /// The holder's pid.
+    pub fn holder_pid(&self) -> u32 {
+        self.hello.pid
+    }
+
+    /// Sends `request`, returns its result.
+    ///
+    /// # Errors
+    /// [`DurableError::UnknownSession`], [`DurableError::NameTaken`],
+    /// [`DurableError::Refused`] as the holder says;
+    /// [`DurableError::Protocol`] when the connection breaks.
+    pub fn call<T: DeserializeOwned>(&mut self, request: &Request) -> Result<T> {
+        // A stopped or wedged holder must not hang its clients: each
+        // reply is awaited as long as the request may take, plus 30 s.
+        let takes = match request {
+            Request::Read { wait_ms, .. } => Duration::from_millis(*wait_ms),
+            Request::Wait { timeout_ms, .. } => Duration::from_millis(*timeout_ms),
+            Request::Kill { grace_ms, .. } => {
+                Duration::from_millis(grace_ms.unwrap_or(2000)).saturating_mul(2)
+            }
+            _ => Duration::ZERO,
+        };
+        let _ = self
+            .reader
+            .get_ref()
+            .set_read_timeout(Some(takes.saturating_add(REPLY_SLACK)));
+        let mut line =
+            serde_json::to_vec(request).map_err(|e| DurableError::Protocol(e.to_string()))?;
+        line.push(b'\n');
+        self.writer
+            .write_all(&line)
+            .map_err(|e| DurableError::Protocol(format!("sending: {e}")))?;
+        let mut answer = String::new();
+        let n = self
+            .reader
+            .read_line(&mut answer)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+                    DurableError::Protocol(format!(
+                        "no reply from the holder (pid {}) within {} s: is it stopped?",
+                        self.hello.pid,
+                        takes.saturating_add(REPLY_SLACK).as_secs()
+                    ))
+                }
+                _ => DurableError::Protocol(format!("receiving: {e}")),
+            })?;
+        if n == 0 {
+            return Err(DurableError::Protocol(
+                "the holder closed the connection".into(),
+            ));
+        }
+        let reply: Reply = serde_json::from_str(&answer)
+            .map_err(|e| DurableError::Protocol(format!("unreadable reply: {e}")))?;
+        if !reply.ok {
+            let error = reply.error.unwrap_or_else(|| crate::protocol::ErrorBody {
+                kind: "failed".into(),
+                message: "failed".into(),
+            });
+            return Err(match error.kind.as_str() {
+                "unknown_session" => DurableError::UnknownSession(error.message),
+                "name_taken" => DurableError::NameTaken(error.message),
+                _ => DurableError::Refused {
+                    kind: error.kind,
+                    message: error.message,
+                },
+            });
+        }
+        serde_json::from_value(reply.result.unwrap_or(serde_json::Value::Null))
+            .map_err(|e| DurableError::Protocol(format!("unexpected result: {e}")))
+    }
+
+    /// Starts a durable session.
+    pub fn start(&mut self, request: StartRequest) -> Result<DurableInfo> {
+        self.call(&Request::Start(Box::new(request)))
+    }
+
+    /// Every durable session the holder keeps.
+    pub fn list(&mut self) -> Result<Vec<DurableInfo>> {
+        self.call(&Request::List)
+    }
+
+    /// One session, by id, id prefix or name.
+    pub fn info(&mut self, session: &str) -> Result<DurableInfo> {
+        self.call(&Request::Info {
+            session: session.into(),
+        })
+    }
+
+    /// Output from `offset`, waiting up to `wait` for some when none is there yet.
+    pub fn read(
+        &mut self,
+        session: &str,
+        offset: u64,
+        max_bytes: usize,
+        wait: Duration,
+    ) -> Result<(Vec<u8>, ReadReply)> {
+        let reply: ReadReply = self.call(&Request::Read {
+            session: session.into(),
+            offset,
+            max_bytes,
+            wait_ms: wait.as_millis() as u64,
+        })?;
+        let data = crate::protocol::from_hex(&reply.data_hex)
+            .ok_or_else(|| DurableError::Protocol("output is not hex".into()))?;
+        Ok((data, reply))
+    }
+
+    /// Writes bytes to the session's stdin or terminal.
+    pub fn write(&mut self, session: &str, data: &[u8]) -> Result<()> {
+        self.call::<serde_json::Value>(&Request::Write {
+            session: session.into(),
+            data_hex: crate::protocol::to_hex(data),
+        })
+        .map(|_| ())
+    }
+
+    /// Waits for the main process's exit (or `until` to match).
+    pub fn wait(
+        &mut self,
+        session: &str,
+        timeout: Duration,
+        until: Option<&str>,
+    ) -> Result<WaitReply> {
+        self.call(&Request::Wait {
+            session: session.into(),
+            timeout_ms: timeout.as_millis() as u64,
+            until: until.map(str::to_owned),
+            from: 0,
+        })
+    }
+
+    /// The verified kill.
+    pub fn kill(&mut self, session: &str, grace: Option<Duration>) -> Result<KillReply> {
+        self.call(&Request::Kill {
+            session: session.into(),
+            grace_ms: grace.map(|g| g.as_millis() as u64),
+        })
+    }
+
+    /// Sets the TTL to `ttl` from now.
+    pub fn extend(&mut self, session: &str, ttl: Duration) -> Result<DurableInfo> {
+        self.call(&Request::Extend {
+            session: session.into(),
+            ttl_s: ttl.as_secs(),
+        })
+    }
+
+    /// A PTY session's screen.
+    pub fn screen(&mut self, session: &str) -> Result<ScreenReply> {
+        self.call(&Request::Screen {
+            session: session.into(),
+        })
+    }
+}
+
+/// Starts `program holder` detached and waits for its readiness report:
+/// `ready` (listening), `busy` (another holder took the lock first: it is
+/// the one to talk to), or its error.
+fn start_holder(install: &Install, program: &Path) -> Result<()> {
+    if let Some(tag) = std::env::var_os(tether::SPAWN_TAG_VAR).filter(|t| !t.is_empty()) {
+        // A holder started from here would be inside that session's
+        // containment (its keeper is our subreaper) and die with it,
+        // taking every durable session along: said now, before anything
+        // starts, rather than discovered when the session ends.
+        return Err(DurableError::HolderStart(format!(
+            "this process runs inside a tether session ({}={}), so a holder started from \
+             here would be contained by it and die with it; start the holder from outside \
+             any session first (`tether holder`), or ask the agent's `tether mcp` \
+             (`run` with durable: true)",
+            tether::SPAWN_TAG_VAR,
+            tag.to_string_lossy()
+        )));
+    }
+    let mut command = std::process::Command::new(program);
+    // The holder keeps none of its first requester's environment beyond
+    // what it needs itself (each session gets its own requester's
+    // environment, sent with the request): no secrets linger in it, and
+    // no spawn tag — which would make it look like that requester's
+    // orphan once the requester is gone.
+    command.env_clear();
+    for key in [
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "XDG_RUNTIME_DIR",
+        "TETHER_KEEPER",
+        "TETHER_HOLDER_IDLE",
+        "LANG",
+    ] {
+        if let Some(value) = std::env::var_os(key) {
+            command.env(key, value);
+        }
+    }
+    command
+        .arg(HOLDER_ARG)
+        .env("TETHER_HOME", install.state_dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command
+        .spawn()
+        .map_err(|e| DurableError::HolderStart(format!("{}: {e}", program.display())))?;
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut out);
+    }
+    if let Some(mut stderr) = child.stderr.take() {
+        let _ = stderr.read_to_string(&mut err);
+    }
+    let status = child.wait()?;
+    match out.trim() {
+        "ready" | "busy" if status.success() => Ok(()),
+        _ => {
+            let reason = [out.trim(), err.trim()]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(": ");
+            Err(DurableError::HolderStart(if reason.is_empty() {
+                format!("{} holder exited with {status}", program.display())
+            } else {
+                reason
+            }))
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! What clients and the holder say to each other: one JSON object per line
+//! each way, a request then its reply, as many as the client likes on one
+//! connection. Bytes of output travel hex-encoded (`data_hex`), so any
+//! output — not only UTF-8 — crosses intact.
+
+use serde::{Deserialize, Serialize};
+
+/// Longest request line the holder reads (1 MiB); a longer one is refused
+/// with an error and the connection closed.
+pub const MAX_REQUEST: usize = 1 << 20;
+
+/// Most bytes one [`Request::Read`] returns (256 KiB).
+pub const MAX_READ: usize = 256 << 10;
+
+/// A request to the holder.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Who the holder is (pid, uid, version).
+    Hello,
+    /// Start a durable session.
+    Start(Box<StartRequest>),
+    /// Every durable session the holder keeps (running and finished).
+    List,
+    /// One session.
+    Info {
+        /// Id, id prefix, or name.
+        session: String,
+    },
+    /// Output from `offset`; with `wait_ms`, waits that long for output
+    /// past `offset` (or the end of the stream) when there is none yet.
+    Read {
+        /// Id, id prefix, or name.
+        session: String,
+        /// Absolute offset to read from.
+        offset: u64,
+        /// Most bytes (bounded by [`MAX_READ`]).
+        max_bytes: usize,
+        /// Longest wait for new output, in ms (0: none).
+        #[serde(default)]
+        wait_ms: u64,
+    },
+    /// Bytes for the session's stdin (or its terminal).
+    Write {
+        /// Id, id prefix, or name.
+        session: String,
+        /// The bytes, hex.
+        data_hex: String,
+    },
+    /// Named keys for a PTY session (`Enter`, `C-c`, …; as MCP `write`'s).
+    Keys {
+        /// Id, id prefix, or name.
+        session: String,
+        /// The keys.
+        keys: Vec<String>,
+    },
+    /// Waits for the main process to exit or a line to match.
+    Wait {
+        /// Id, id prefix, or name.
+        session: String,
+        /// Longest wait, ms.
+        timeout_ms: u64,
+        /// Regex to wait for in the output.
+        #[serde(default)]
+        until: Option<String>,
+        /// Offset the match is searched from.
+        #[serde(default)]
+        from: u64,
+    },
+    /// The verified kill of the whole tree.
+    Kill {
+        /// Id, id prefix, or name.
+        session: String,
+        /// TERM → KILL grace in ms (default: the session's).
+        #[serde(default)]
+        grace_ms: Option<u64>,
+    },
+    /// Sets the session's TTL to `ttl_s` from now (at most the maximum).
+    Extend {
+        /// Id, id prefix, or name.
+        session: String,
+        /// New TTL, counted from now.
+        ttl_s: u64,
+    },
+    /// A PTY session's screen.
+    Screen {
+        /// Id, id prefix, or name.
+        session: String,
+    },
+}
+
+/// What to start, as [`Request::Start`] carries it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StartRequest {
+    /// The program and its arguments (empty when `shell` is given).
+    #[serde(default)]
+    pub argv: Vec<String>,
+    /// A command string for the platform's shell.
+    #[serde(default)]
+    pub shell: Option<String>,
+    /// Working directory (the client sends its own by default).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The whole environment of the command (the client sends its own).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// Unique per user while the session runs.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Seconds to live (default [`crate::DEFAULT_TTL`], at most [`crate::MAX_TTL`]).
+    #[serde(default)]
+    pub ttl_s: Option<u64>,
+    /// Kill a running session of the same name first.
+    #[serde(default)]
+    pub replace: bool,
+    /// Purpose in the spawn tags (default `durable`).
+    #[serde(default)]
+    pub purpose: Option<String>,
+    /// Rows and columns of a PTY to run on.
+    #[serde(default)]
+    pub pty: Option<(u16, u16)>,
+    /// Memory limit, bytes.
+    #[serde(default)]
+    pub memory: Option<u64>,
+    /// Process-count limit.
+    #[serde(default)]
+    pub pids: Option<u64>,
+    /// CPU limit, cores.
+    #[serde(default)]
+    pub cpu: Option<f64>,
+    /// Refuse to start unless every limit is enforced.
+    #[serde(default)]
+    pub require_limits: bool,
+    /// TERM → KILL grace, ms.
+    #[serde(default)]
+    pub grace_ms: Option<u64>,
+    /// The requesting process (pid, start time): the owner of record.
+    #[serde(default)]
+    pub owner: Option<OwnerOfRecord>,
+}
+
+/// The process that asked for a durable session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerOfRecord {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot).
+    pub start_time: u64,
+    /// Its uid as the kernel reported it on the connection.
+    #[serde(default)]
+    pub uid: u32,
+    /// What it is (`tether run`, `tether mcp`, `python`, …).
+    #[serde(default)]
+    pub purpose: String,
+}
+
+/// One durable session as the holder lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DurableInfo {
+    /// Session id.
+    pub id: String,
+    /// Its name, if given.
+    pub name: Option<String>,
+    /// Always true (so a listing's rows say what they are).
+    pub durable: bool,
+    /// `running`, `exited`, `killed`, `timed_out`, `lost`, or `expired`
+    /// (killed at its TTL).
+    pub status: String,
+    /// The command, as one line.
+    pub command: String,
+    /// Main process pid.
+    pub pid: u32,
+    /// Exit code, once exited.
+    pub exit_code: Option<i32>,
+    /// Start, Unix ms.
+    pub started_at_ms: u64,
+    /// TTL given (seconds).
+    pub ttl_s: u64,
+    /// Seconds until the TTL kill (0 once finished or expired).
+    pub ttl_left_s: u64,
+    /// Deadline, Unix ms.
+    pub expires_at_ms: u64,
+    /// Bytes of output so far (the offset a reader catches up to).
+    pub output_bytes: u64,
+    /// Limits applied: `memory=… (cgroup2)`…, empty when none.
+    pub limits: String,
+    /// What holds the tree (`subreaper`, `pidns`, …).
+    pub containment: String,
+    /// Who asked for it.
+    pub owner: Option<OwnerOfRecord>,
+    /// The holder's pid.
+    pub holder_pid: u32,
+}
+
+/// Output as [`Request::Read`] returns it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadReply {
+    /// The bytes, hex.
+    pub data_hex: String,
+    /// Offset of the first byte (later than asked when bytes were dropped).
+    pub offset: u64,
+    /// Where to read on.
+    pub next_offset: u64,
+    /// Bytes lost between the asked offset and `offset`.
+    pub dropped: u64,
+    /// The stream is finished and this read reached its end.
+    pub eof: bool,
+}
+
+/// What a wait found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitReply {
+    /// `exited`, `matched`, `timeout`, `quiet`.
+    pub outcome: String,
+    /// The session afterwards.
+    pub status: String,
+    /// Exit code, once exited.
+    pub exit_code: Option<i32>,
+}
+
+/// What a kill did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillReply {
+    /// The session's state afterwards.
+    pub status: String,
+    /// The main process had ended before the kill.
+    pub already_exited: bool,
+    /// Descendants the kill ended.
+    pub descendants_killed: u32,
+}
+
+/// A PTY session's screen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScreenReply {
+    /// Visible rows.
+    pub lines: Vec<String>,
+    /// Cursor row, 0-based.
+    pub cursor_row: u16,
+    /// Cursor column, 0-based.
+    pub cursor_col: u16,
+    /// The terminal's rows.
+    pub rows: u16,
+    /// The terminal's columns.
+    pub cols: u16,
+    /// A full-screen program draws on the alternate screen.
+    pub alternate_screen: bool,
+    /// The cursor is hidden.
+    pub cursor_hidden: bool,
+}
+
+/// Who the holder is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloReply {
+    /// Its pid.
+    pub pid: u32,
+    /// Its effective uid.
+    pub uid: u32,
+    /// Its version.
+    pub version: String,
+    /// Sessions it holds that still run.
+    pub live: usize,
+}
+
+/// Every reply: `{"ok": true, "result": …}` or `{"ok": false, "error": …}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Reply {
+    /// Whether the request succeeded.
+    pub ok: bool,
+    /// The result, shaped by the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+/// A failed request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// `unknown_session`, `name_taken`, `bad_request`, `denied`,
+    /// `start_failed`, `failed`.
+    pub kind: String,
+    /// For a person.
+    pub message: String,
+}
+
+/// Bytes as lower-case hex.
+pub fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+    out
+}
+
+/// Hex back to bytes; `None` for anything else.
+pub fn from_hex(text: &str) -> Option<Vec<u8>> {
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return None;
+    }
+    bytes
+        .chunks(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_every_byte() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(from_hex(&to_hex(&all)).unwrap(), all);
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
+    }
+}
