@@ -4,8 +4,8 @@
 //! command before its first instruction, read for the limits it ran into,
 //! and removed once its tree is empty.
 //!
-//! Every leaf is `tether-<session id>` directly below the directory the
-//! owner named (its own cgroup there); an existing directory of that name
+//! Every leaf is `tether-<session>.<install>.<owner pid>.<owner start>`
+//! (`super::LeafName`) directly below the directory the owner named (its own cgroup there); an existing directory of that name
 //! is never adopted.
 
 use std::fs::File;
@@ -18,6 +18,7 @@ use nix::errno::Errno;
 
 use crate::contain::unix::protocol::{LimitSpec, Route, SpawnStage};
 use crate::limits::{Enforcement, LimitHit, LimitReport};
+use crate::spawn_tag::SpawnTag;
 
 /// The period of CPU quotas: 100 ms, the kernel's default (a quota is
 /// cores × period).
@@ -144,17 +145,22 @@ impl SessionCgroups {
     /// Makes the session's leaves as `spec` routes its limits and applies
     /// them; a step that fails makes that limit `none`, with the error.
     /// Returns the cgroups and the report of what was applied.
-    pub(crate) fn create(spec: &LimitSpec, session: &str) -> (SessionCgroups, LimitReport) {
+    /// Each leaf is named after the session and its owner, from `tag`,
+    /// the command's spawn tag ([`LeafName`](super::LeafName)); without
+    /// one, the session gets no leaf.
+    pub(crate) fn create(
+        spec: &LimitSpec,
+        tag: Option<&SpawnTag>,
+    ) -> (SessionCgroups, LimitReport) {
         let mut cgroups = SessionCgroups::default();
         let mut report = LimitReport::default();
         if spec.is_empty() {
             return (cgroups, report);
         }
-        let valid_name = !session.is_empty()
-            && session
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        let name = format!("tether-{session}");
+        let valid_name = tag.is_some();
+        let name = tag
+            .map(|t| super::LeafName::of(t).to_string())
+            .unwrap_or_default();
         let mut v2_error = None;
         if let Some(base) = &spec.v2_base {
             if !valid_name {

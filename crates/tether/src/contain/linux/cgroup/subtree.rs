@@ -236,6 +236,30 @@ fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize, deadline: Instant) ->
     Ok(killed)
 }
 
+/// Removes the cgroup `name` below `parent` and every cgroup below it,
+/// deepest first, killing nothing: a cgroup that holds a process stays
+/// (`EBUSY`, from the kernel).
+pub(crate) fn remove_empty(parent: &OwnedFd, name: &OsStr) -> io::Result<()> {
+    fn at(parent: &OwnedFd, name: &OsStr, depth: usize) -> io::Result<()> {
+        let dir = open_at(Some(parent), name, false)?;
+        for child in children(&dir)? {
+            if depth + 1 >= MAX_DEPTH {
+                return Err(io::Error::other(format!(
+                    "cgroups nested deeper than {MAX_DEPTH} levels below a session leaf"
+                )));
+            }
+            match at(&dir, &child, depth + 1) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        drop(dir);
+        rmdir_at(parent, name)
+    }
+    at(parent, name, 0)
+}
+
 /// `rmdir` of an emptied cgroup. Should the kernel still count a task
 /// being torn down (`EBUSY`), up to 50 tries 1 ms apart — a bound, not a
 /// wait: here 200 of 200 v2, v1 `pids` and v1 `memory` leaves each went at

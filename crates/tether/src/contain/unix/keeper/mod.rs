@@ -339,8 +339,9 @@ impl Keeper {
         spec: SpawnSpec,
         stdio: &[OwnedFd],
     ) -> Result<(Session, Event), (SpawnStage, Errno)> {
-        let session = session_of(&spec);
-        let (cgroups, limits) = SessionCgroups::create(&spec.limits, &session);
+        let tag = tag_of(&spec);
+        let session = tag.as_ref().map(|t| t.session.clone()).unwrap_or_default();
+        let (cgroups, limits) = SessionCgroups::create(&spec.limits, tag.as_ref());
         // A limit the kernel refused, or one required and not enforced:
         // the command does not start.
         if let Some(refused) = cgroups.refused() {
@@ -823,15 +824,13 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
     }
 }
 
-/// The session id in the command's spawn tag (empty if it has none).
-fn session_of(spec: &SpawnSpec) -> String {
+/// The command's spawn tag, if it has a valid one.
+fn tag_of(spec: &SpawnSpec) -> Option<SpawnTag> {
     let prefix = format!("{SPAWN_TAG_VAR}=");
     spec.envp
         .iter()
         .find_map(|e| e.strip_prefix(prefix.as_bytes()))
         .and_then(|v| std::str::from_utf8(v).ok()?.parse::<SpawnTag>().ok())
-        .map(|tag| tag.session)
-        .unwrap_or_default()
 }
 
 pub(crate) fn errno_of(e: &io::Error) -> Errno {
