@@ -462,18 +462,26 @@ impl SessionCgroups {
     /// command made below it, deepest first (`subtree.rs`). A leaf the
     /// kernel still counts a dying process in is tried again for a moment;
     /// one that stays busy is left for `tether reap`.
+    ///
+    /// All of it within [`REMOVE_BOUND`]: the keeper's loop waits on it
+    /// (the leaves are gone before the owner hears the tree is empty), and
+    /// a process someone moved into the session's cgroup that outlives
+    /// `SIGKILL` (uninterruptible sleep; a frozen v1 freezer cgroup) held
+    /// it for up to 5 s for the v2 leaf, then 5 s more per leaf — 20 s
+    /// with three leaves — deaf to its owner all the while.
     pub(crate) fn remove(mut self) {
+        let deadline = std::time::Instant::now() + REMOVE_BOUND;
         // The keeper's tree is empty, but a process someone moved into the
         // session's cgroup is no descendant of the keeper: it is the
         // session's all the same, so it goes too, before the leaf does.
         if self.populated() == Some(true) && self.kill() {
-            self.wait_unpopulated(EMPTY_WAIT);
+            self.wait_unpopulated(deadline.saturating_duration_since(std::time::Instant::now()));
         }
         self.kill = None;
         for leaf in self.v2.take().into_iter().chain(self.v1.drain(..)) {
             let Leaf { dir, procs, .. } = leaf;
             drop(procs);
-            let _ = super::subtree::remove_path(&dir);
+            let _ = super::subtree::remove_path_by(&dir, deadline);
         }
     }
 }
@@ -483,11 +491,13 @@ impl SessionCgroups {
 /// peaked within this of it.
 const ONE_CHARGE: u64 = 2 << 20;
 
-/// How long [`SessionCgroups::remove`] waits for a killed process that is
-/// in the session's cgroup but not in its tree to be gone (as long as a
-/// kill's verification window: a process in uninterruptible sleep can
-/// outlast `SIGKILL` for a while).
-const EMPTY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long [`SessionCgroups::remove`] may take in all: killing what is
+/// in the session's cgroups but not in its tree, waiting for it to be
+/// gone, and removing the leaves. A killed process is normally gone in
+/// well under a millisecond (200 of 200 leaves here went at the first
+/// `rmdir`); what outlives this is left, with its leaf, to the owner's
+/// `tether reap` (which waits the full 5 s verification window).
+const REMOVE_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl SessionCgroups {
     /// Waits until the v2 leaf holds no process, at most `bound`: woken by

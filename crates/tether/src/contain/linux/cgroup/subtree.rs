@@ -205,6 +205,15 @@ pub(crate) fn remove(parent: &OwnedFd, name: &OsStr) -> io::Result<u32> {
     remove_at(parent, name, 0, Instant::now() + DIE_WAIT)
 }
 
+/// [`remove_path`] with the processes' wait ending at `deadline` (the
+/// keeper's bound: see `SessionCgroups::remove`).
+pub(crate) fn remove_path_by(dir: &Path, deadline: Instant) -> io::Result<u32> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no parent"));
+    };
+    remove_at(&open_dir_nofollow(parent)?, name, 0, deadline)
+}
+
 fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize, deadline: Instant) -> io::Result<u32> {
     let dir = open_at(Some(parent), name, false)?;
     let mut killed = 0;

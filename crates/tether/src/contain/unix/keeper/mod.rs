@@ -240,9 +240,14 @@ impl Keeper {
         }?;
         note_dispositions();
         let waiter = unusable(fd, "waiting for signals", Waiter::new())?;
-        // Pinned while the owner, which just started the keeper, is
-        // certainly its parent.
-        let owner = Owner::parent();
+        // The owner the keeper's own spawn tag names, proven by its start
+        // time (see `Owner::from_tag`).
+        let owner = Owner::from_tag(
+            std::env::var(SPAWN_TAG_VAR)
+                .ok()
+                .and_then(|t| t.parse::<SpawnTag>().ok())
+                .as_ref(),
+        );
         Ok(Keeper {
             ctl: Some(ctl),
             outbox: Vec::new(),
