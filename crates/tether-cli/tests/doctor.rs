@@ -390,18 +390,23 @@ fn check_limits(who: As, tether: &Path, home: &Path, report: &Value) {
             _ => ("cpu.max", "cpu.cfs_quota_us"),
         };
         if let Some(dir) = &own.v2 {
-            files.push((format!("{key} cgroup2"), dir.join("tether-$s").join(file.0)));
+            files.push((format!("{key} cgroup2"), dir.join("$n").join(file.0)));
         }
         if let Some(dir) = own.v1.get(controller) {
-            files.push((format!("{key} cgroup1"), dir.join("tether-$s").join(file.1)));
+            files.push((format!("{key} cgroup1"), dir.join("$n").join(file.1)));
         }
     }
     let mut script = String::from(
-        "s=${TETHER_SPAWN##*:}\necho \"session $s\"\necho \"oom $(cat /proc/self/oom_score_adj)\"\n",
+        // The leaf's name: tether-<session>.<install>.<owner pid>.<owner
+        // start>.<pid namespace inode>, from the spawn tag
+        // (v1:<install>:<purpose>:<owner pid>:<owner start>:<session>).
+        "IFS=:; set -- $TETHER_SPAWN; unset IFS; s=$6\n\
+         n=\"tether-$6.$2.$4.$5.$(readlink /proc/self/ns/pid | tr -dc 0-9)\"\n\
+         echo \"session $s\"\necho \"oom $(cat /proc/self/oom_score_adj)\"\n",
     );
     if let Some(dir) = &own.v2 {
         script.push_str(&format!(
-            "test -e \"{}/tether-$s/cgroup.kill\" && echo kill\n",
+            "test -e \"{}/$n/cgroup.kill\" && echo kill\n",
             dir.display()
         ));
     }
@@ -493,7 +498,9 @@ fn check_limits(who: As, tether: &Path, home: &Path, report: &Value) {
     assert_eq!(has_kill, v2_leaf == Some(true), "{who:?}: {kill}");
     if let Some(leaf) = run["limits"]["cgroup"].as_str() {
         let base = own.v2.as_ref().unwrap();
-        assert_eq!(Path::new(leaf), base.join(format!("tether-{session}")));
+        assert_eq!(Path::new(leaf).parent(), Some(base.as_path()));
+        let name = Path::new(leaf).file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with(&format!("tether-{session}.")), "{leaf}");
         assert!(
             !Path::new(leaf).exists(),
             "{leaf} removed when the run ended"

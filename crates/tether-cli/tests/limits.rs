@@ -616,3 +616,95 @@ fn mcp_results_name_the_processes_that_left_the_sessions_limits() {
     assert_eq!(server.wait().unwrap().code(), Some(0));
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+/// The keeper's removal of a session's leaves is bounded: a process moved
+/// into them from outside that cannot die of `SIGKILL` yet (frozen in a v1
+/// freezer cgroup) held the keeper — deaf to its owner — for 5 s plus 5 s
+/// per leaf (20.2 s for three leaves here); now the run ends, and the leaf
+/// is left to `tether reap`. Needs a v1 freezer hierarchy (the v2 freezer
+/// lets `SIGKILL` through).
+#[test]
+fn a_frozen_outsider_in_the_sessions_leaves_does_not_hold_the_keeper() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let Some(freezer) = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let tail: Vec<&str> = right.split(' ').collect();
+            let fields: Vec<&str> = left.split(' ').collect();
+            (tail[0] == "cgroup" && tail[2].split(',').any(|o| o == "freezer") && fields[3] == "/")
+                .then(|| std::path::PathBuf::from(fields[4]))
+        })
+    else {
+        eprintln!("no cgroup v1 freezer hierarchy here: nothing to test");
+        return;
+    };
+    let guard = TagGuard::new("cli-limits-frozen-outsider");
+    let frozen = freezer.join(format!("tether-test-frozen-{}", std::process::id()));
+    std::fs::create_dir(&frozen).unwrap();
+    let mut outsider = std::process::Command::new("sleep")
+        .arg("1000")
+        .env(TAG_VAR, guard.tag())
+        .spawn()
+        .unwrap();
+    std::fs::write(frozen.join("cgroup.procs"), outsider.id().to_string()).unwrap();
+    std::fs::write(frozen.join("freezer.state"), "FROZEN").unwrap();
+    // The command moves the outsider into its own cgroups (v2 and the v1
+    // memory and pids ones: its leaves), then exits.
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mut moves = String::new();
+    for l in mountinfo.lines() {
+        let Some((left, right)) = l.split_once(" - ") else {
+            continue;
+        };
+        let tail: Vec<&str> = right.split(' ').collect();
+        let fields: Vec<&str> = left.split(' ').collect();
+        let pattern = match tail[0] {
+            "cgroup2" => "^0::".to_owned(),
+            "cgroup" => match ["memory", "pids"]
+                .into_iter()
+                .find(|c| tail[2].split(',').any(|o| o == *c))
+            {
+                Some(c) => format!(":{c}:"),
+                None => continue,
+            },
+            _ => continue,
+        };
+        if fields[3] == "/" {
+            moves.push_str(&format!(
+                "p=$(grep '{pattern}' /proc/self/cgroup | cut -d: -f3); \
+                 echo {pid} > '{mount}'\"$p/cgroup.procs\"; echo '{mount}'\"$p\"; ",
+                pid = outsider.id(),
+                mount = fields[4]
+            ));
+        }
+    }
+    let script = format!("{moves}echo moved");
+    let mut run = tether()
+        .args([
+            "run", "--memory", "64M", "--pids", "32", "--", "sh", "-c", &script,
+        ])
+        .env(TAG_VAR, guard.tag())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ended = wait_pid_exit(run.id(), Duration::from_secs(10));
+    let out = std::io::read_to_string(run.stdout.take().unwrap()).unwrap_or_default();
+    std::fs::write(frozen.join("freezer.state"), "THAWED").unwrap();
+    let _ = outsider.kill();
+    let _ = outsider.wait();
+    let _ = run.wait();
+    let _ = std::fs::remove_dir(&frozen);
+    // The leaves the keeper had to leave (the test's own cleanup).
+    let leaves: Vec<&str> = out.lines().filter(|l| l.contains("/tether-")).collect();
+    for leaf in &leaves {
+        let _ = std::fs::remove_dir(leaf);
+    }
+    assert_eq!(out.lines().last(), Some("moved"), "{out}");
+    assert!(!leaves.is_empty(), "{out}");
+    assert!(ended, "the run was held by a frozen process in its leaves");
+}

@@ -335,6 +335,7 @@ pub fn reap(install: &str, ledger: LedgerView<'_>, opts: &ReapOptions) -> ReapRe
     execute(&mut report.targets, opts.grace);
     chase(install, ledger, opts, &mut report);
     remove_cgroups(ledger, &mut report);
+    remove_unrecorded_cgroups(install, ledger, &mut report);
     report.survivors = report
         .targets
         .iter()
@@ -698,6 +699,57 @@ fn remove_cgroups(ledger: LedgerView<'_>, report: &mut ReapReport) {
                     reason: e.to_string(),
                 }),
             }
+        }
+    }
+}
+
+/// Removes the session leaves of `install` that no ledger row names —
+/// their owner, keeper and command were killed together while the session
+/// started, before anything was recorded (150 such runs left 99–114 leaves
+/// behind every reap: issue 34 item 2) — found by name in the cgroup
+/// hierarchies ([`tether::sys::session_cgroup_leaves`]). The name carries
+/// the owner's pid and start time; a leaf is removed only when that owner
+/// is proven dead and no process is in it (nothing is killed through a
+/// leaf no record names). A live owner's leaf is left alone (its keeper
+/// may be making it right now); one whose owner cannot be proven either
+/// way, or that still holds a process, is listed in `cgroups_kept`.
+fn remove_unrecorded_cgroups(install: &str, ledger: LedgerView<'_>, report: &mut ReapReport) {
+    let recorded: HashSet<&str> = ledger
+        .sessions
+        .iter()
+        .flat_map(|s| s.cgroups.iter().map(String::as_str))
+        .collect();
+    let mut prover = Prover::new(ledger.owners);
+    for leaf in sys::session_cgroup_leaves() {
+        let path = leaf.path.to_string_lossy().into_owned();
+        if leaf.install != install || recorded.contains(path.as_str()) {
+            continue;
+        }
+        let key = OwnerKey {
+            pid: leaf.owner_pid,
+            start_time: leaf.owner_start,
+        };
+        let kept = |reason: String| CgroupKept {
+            path: path.clone(),
+            session: leaf.session.clone(),
+            reason,
+        };
+        if !leaf.owner_in_own_pid_namespace {
+            report.cgroups_kept.push(kept(
+                "its owner was in another pid namespace: its pid cannot be read here".into(),
+            ));
+            continue;
+        }
+        match prover.owner_status(key) {
+            OwnerStatus::Dead { .. } => match sys::remove_empty_session_cgroup(&leaf) {
+                Ok(true) => report.cgroups_removed.push(path.clone()),
+                Ok(false) => {}
+                Err(e) => report.cgroups_kept.push(kept(e.to_string())),
+            },
+            OwnerStatus::Unknown { reason } => report
+                .cgroups_kept
+                .push(kept(format!("its owner cannot be proven dead: {reason}"))),
+            _ => {}
         }
     }
 }

@@ -46,6 +46,10 @@ pub enum Tree {
     GrandchildHoldsStdout,
     /// 103 processes: setsid sessions, double-fork orphans, nested shells.
     Hundred,
+    /// 3,000 `setsid sleep`s started by two loops, which then exit (not in
+    /// [`Tree::ALL`]: a benchmark's tree, issue 34 item 10). Ready once all
+    /// are started; nothing forks during the kill.
+    BoundedStorm,
 }
 
 impl Tree {
@@ -95,6 +99,10 @@ os.wait()
                  echo ready; exec sleep 1000"
             }
             Tree::GrandchildHoldsStdout => "sh -c 'sleep 1000' & echo ready",
+            Tree::BoundedStorm => {
+                "for j in 1 2; do (i=0; while [ $i -lt 1500 ]; do setsid sleep 1000 & i=$((i+1)); done) & done; \
+                 wait; echo ready; exec sleep 1000"
+            }
             Tree::Hundred => {
                 "i=0; while [ $i -lt 17 ]; do \
                    setsid sh -c 'sleep 1000 & sleep 1000 & exec sleep 1000' & \
@@ -116,6 +124,7 @@ os.wait()
             Tree::ForkStorm => 20,
             Tree::GrandchildHoldsStdout => 2,
             Tree::Hundred => 100,
+            Tree::BoundedStorm => 3000,
         }
     }
 }

@@ -288,6 +288,14 @@
 )]
 #![warn(missing_docs)]
 
+/// The crate README's example, run as a doctest: what crates.io shows runs
+/// as written, in a program that neither installed a keeper nor calls
+/// `run_if_requested()` (the doctest binary is its own keeper; see
+/// [`keeper`]).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod child;
 mod command;
 mod contain;

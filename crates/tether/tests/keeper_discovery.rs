@@ -1,5 +1,6 @@
 //! Finding the keeper: `$TETHER_KEEPER` wins, a wrong one is a clear error,
-//! and without it the `tether-keeper` beside the program is used.
+//! and without it the `tether-keeper` beside the program is used; any
+//! program that links tether can be its own keeper.
 //!
 //! One test function: it changes this process's environment.
 
@@ -48,5 +49,20 @@ fn tether_keeper_variable_and_sibling_lookup() {
         .output()
         .unwrap();
     assert_eq!(out.stdout, b"via-variable\n");
+
+    // Any program that links tether is its own keeper, without calling
+    // `run_if_requested()` (this test binary does not): the library's
+    // constructor runs the keeper before `main` (Linux).
+    unsafe { std::env::set_var("TETHER_KEEPER", "/proc/self/exe") };
+    let out = Command::new("sh")
+        .args(["-c", "echo via-self; readlink /proc/$PPID/exe"])
+        .output()
+        .unwrap();
+    let me = std::fs::read_link("/proc/self/exe").unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("via-self\n{}\n", me.display()),
+        "the keeper is this very program"
+    );
     unsafe { std::env::remove_var("TETHER_KEEPER") };
 }

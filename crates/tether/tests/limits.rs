@@ -106,11 +106,14 @@ fn the_report_says_how_each_limit_is_enforced_and_the_command_runs_in_its_cgroup
     let v2 = report.cgroup.clone().expect("a cgroup v2 leaf of its own");
     assert!(report.cgroups.contains(&v2));
     let session = child.session_id().to_string();
+    // Named after the session and its owner (this process), so that
+    // `tether reap` can prove whose a leaf is when nothing recorded it.
+    let name = v2.file_name().unwrap().to_str().unwrap().to_owned();
+    let fields: Vec<&str> = name.split('.').collect();
+    assert_eq!(fields[0], format!("tether-{session}"), "{name}");
+    assert_eq!(fields[2], std::process::id().to_string(), "{name}");
     for dir in &report.cgroups {
-        assert_eq!(
-            dir.file_name().unwrap().to_str().unwrap(),
-            format!("tether-{session}")
-        );
+        assert_eq!(dir.file_name().unwrap().to_str().unwrap(), name);
         assert!(
             dir.is_dir(),
             "{} exists while the session runs",
@@ -131,7 +134,7 @@ fn the_report_says_how_each_limit_is_enforced_and_the_command_runs_in_its_cgroup
     }
     let in_leaves = lines
         .iter()
-        .filter(|l| l.trim_end().ends_with(&format!("/tether-{session}")))
+        .filter(|l| l.trim_end().ends_with(&format!("/{name}")))
         .count();
     assert_eq!(in_leaves, report.cgroups.len(), "{lines:?}");
     // The limits are the leaves' own.

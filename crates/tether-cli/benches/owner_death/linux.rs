@@ -209,9 +209,25 @@ pub fn main() {
         (Tree::Hundred, "subreaper", &[][..], Killer::Bench),
         (Tree::ForkStorm, "subreaper", &[][..], Killer::OwnerDeath),
     ];
+    // Issue 34 item 10: a storm of 3,000 `setsid sleep`s, built, then the
+    // owner SIGKILLed — against the same tree SIGKILLed process by process
+    // by the bench (the floor), in the same run.
+    cases.push((Tree::BoundedStorm, "subreaper", &[][..], Killer::OwnerDeath));
+    cases.push((Tree::BoundedStorm, "subreaper", &[][..], Killer::Bench));
     if tether_testkit::is_root() {
         cases.push((Tree::Hundred, "subreaper", cgroup, Killer::OwnerDeath));
         cases.push((Tree::ForkStorm, "subreaper", cgroup, Killer::OwnerDeath));
+        cases.push((Tree::BoundedStorm, "subreaper", cgroup, Killer::OwnerDeath));
+        cases.push((
+            Tree::BoundedStorm,
+            "subreaper",
+            &["--memory", "8G", "--pids", "100000"][..],
+            Killer::OwnerDeath,
+        ));
+    }
+    // `TETHER_BENCH_TREE=BoundedStorm`: only that tree's cases.
+    if let Ok(only) = std::env::var("TETHER_BENCH_TREE") {
+        cases.retain(|(tree, ..)| format!("{tree:?}") == only);
     }
     // runs[case][build]
     let mut runs: Vec<Vec<Vec<Run>>> = cases
@@ -262,6 +278,43 @@ pub fn main() {
                 ms(percentile(&times, 0.5)),
                 ms(percentile(&times, 1.0))
             );
+        }
+    }
+
+    // Each tree's owner-death cases as a ratio to its floor (the bench's
+    // own SIGKILLs) in this run, where the run has one.
+    let floors: Vec<(Tree, Duration)> = cases
+        .iter()
+        .enumerate()
+        .filter(|(_, case)| case.3 == Killer::Bench)
+        .map(|(c, case)| {
+            let times: Vec<Duration> = runs[c][0].iter().map(Run::elapsed).collect();
+            (case.0, percentile(&times, 0.5))
+        })
+        .collect();
+    if !floors.is_empty() {
+        println!("\n## owner SIGKILL ÷ the floor (p50 over p50, same run)\n");
+        println!("| tree | containment | build | ratio |");
+        println!("|---|---|---|---|");
+        for (c, &(tree, containment, extra, killer)) in cases.iter().enumerate() {
+            let Some(&(_, floor)) = floors.iter().find(|(t, _)| *t == tree) else {
+                continue;
+            };
+            if killer != Killer::OwnerDeath {
+                continue;
+            }
+            for (b, build) in builds.iter().enumerate() {
+                let times: Vec<Duration> = runs[c][b].iter().map(Run::elapsed).collect();
+                if times.is_empty() {
+                    continue;
+                }
+                println!(
+                    "| {tree:?} | {} | {} | {:.2} |",
+                    containment_name(containment, extra),
+                    build.name,
+                    percentile(&times, 0.5).as_secs_f64() / floor.as_secs_f64()
+                );
+            }
         }
     }
 

@@ -109,9 +109,11 @@ impl ProcessInfo {
 
 /// Removes `dir`, a leftover cgroup of tether session `session` (Linux;
 /// elsewhere `Ok(false)`): only if it provably is one — an absolute path
-/// whose last component is `tether-<session>`, a directory on a cgroup
-/// filesystem — and only if it is empty: the kernel refuses to remove a
-/// cgroup that holds a process (`EBUSY`), so nothing is killed through it.
+/// whose last component is the session's leaf name (`tether-<session>.…`,
+/// or `tether-<session>` as earlier builds named it), every component a
+/// directory (no symlink), the leaf on a cgroup filesystem — with the
+/// cgroups below it, deepest first, whatever is still in them killed first
+/// (it is in the session's cgroup, so it is the session's).
 /// `Ok(true)`: removed; `Ok(false)`: already gone.
 ///
 /// # Errors
@@ -124,6 +126,72 @@ pub fn remove_session_cgroup(dir: &Path, session: &str) -> io::Result<bool> {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (dir, session);
+        Ok(false)
+    }
+}
+
+/// A directory named like a session's cgroup leaf, found in a cgroup
+/// hierarchy ([`session_cgroup_leaves`]): its name carries the session,
+/// the install and the identity of the owner whose keeper made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionCgroupLeaf {
+    /// The directory.
+    pub path: std::path::PathBuf,
+    /// The session it was made for.
+    pub session: String,
+    /// The install (state directory id) of the owner.
+    pub install: String,
+    /// The owner's pid (in the owner's PID namespace).
+    pub owner_pid: u32,
+    /// The owner's start time, in the process table's unit.
+    pub owner_start: u64,
+    /// The owner was in this process's pid namespace (so its pid can be
+    /// read here); `false` also when that is unknown.
+    pub owner_in_own_pid_namespace: bool,
+}
+
+/// Every directory named like a session's cgroup leaf
+/// (`tether-<session>.<install>.<owner pid>.<owner start>.<pid namespace>`)
+/// in the cgroup
+/// hierarchies mounted here (Linux; elsewhere none), recorded or not: a
+/// leaf whose owner, keeper and command were killed together while it
+/// started was never recorded anywhere. The cgroups below a leaf are not
+/// searched.
+pub fn session_cgroup_leaves() -> Vec<SessionCgroupLeaf> {
+    #[cfg(target_os = "linux")]
+    {
+        let own = super::os::cgroup::own_pidns();
+        super::os::cgroup::session_leaves()
+            .into_iter()
+            .map(|(path, name)| SessionCgroupLeaf {
+                path,
+                owner_in_own_pid_namespace: own != 0 && name.pidns == own,
+                session: name.session,
+                install: name.install,
+                owner_pid: name.owner_pid,
+                owner_start: name.owner_start,
+            })
+            .collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    Vec::new()
+}
+
+/// Removes `leaf` (from [`session_cgroup_leaves`]) and the cgroups below
+/// it, deepest first, if none holds a process: nothing is killed through
+/// a leaf no record names. The caller proves its owner dead first.
+/// `Ok(true)`: removed; `Ok(false)`: already gone.
+///
+/// # Errors
+/// `ResourceBusy` while a process is in it; `InvalidInput` if the
+/// directory is not such a leaf on a cgroup filesystem (or a component of
+/// its path is a symlink); other I/O errors as they come.
+pub fn remove_empty_session_cgroup(leaf: &SessionCgroupLeaf) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    return super::os::cgroup::remove_empty_leaf(&leaf.path, &leaf.session);
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = leaf;
         Ok(false)
     }
 }

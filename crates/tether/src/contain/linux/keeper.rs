@@ -11,7 +11,6 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
-use nix::unistd::getppid;
 
 use super::pidfd::Pidfd;
 use super::procfs::{children_of_process, read_stat};
@@ -403,16 +402,24 @@ pub(crate) fn close_inherited(keep: RawFd) -> io::Result<()> {
 pub(crate) struct Owner(Option<Pidfd>);
 
 impl Owner {
-    /// The keeper's parent, which is its owner (the owner spawns it), if
-    /// still alive: a pidfd opened for `getppid()` counts only if
-    /// `getppid()` is unchanged after it was opened — had the owner died
-    /// in between, the keeper would have been reparented, and the pid
-    /// might name another process by now.
-    pub(crate) fn parent() -> Owner {
-        let parent = getppid();
-        let pinned = Pidfd::open(parent.as_raw() as u32)
-            .ok()
-            .filter(|_| getppid() == parent && parent.as_raw() > 1);
+    /// The owner the keeper's own spawn tag names (`owner_pid`,
+    /// `owner_start`), if that process is alive: a pidfd is opened for the
+    /// pid, then the pid's start time is read, and the pin counts only if
+    /// it is the tag's and the pidfd still shows the process alive after
+    /// the read (until it exits, the pid names no other process).
+    ///
+    /// Not `getppid()`: an owner that died before the keeper got this far
+    /// (between its spawn and this call) left the keeper re-parented to a
+    /// subreaper — `tether mcp`, an agent, a service manager — which the
+    /// parent pid then named, and every "tell my parent" signal of the
+    /// command went to that process instead.
+    pub(crate) fn from_tag(tag: Option<&crate::spawn_tag::SpawnTag>) -> Owner {
+        let pinned = tag.filter(|t| t.owner_pid > 1).and_then(|tag| {
+            let pidfd = Pidfd::open(tag.owner_pid).ok()?;
+            let stat = read_stat(tag.owner_pid).ok()?;
+            (stat.start_time == tag.owner_start && !stat.has_exited() && !pidfd.has_exited())
+                .then_some(pidfd)
+        });
         Owner(pinned)
     }
 

@@ -2,6 +2,7 @@
 
 pub(crate) mod cgroup;
 pub(crate) mod doctor;
+mod embedded;
 pub(crate) mod environment;
 pub(crate) mod holding;
 pub(crate) mod inheritance;
@@ -23,6 +24,8 @@ use nix::sys::socket::MsgFlags;
 use crate::contain::Descendant;
 use crate::containment::Containment;
 use crate::identity::ProcessIdentity;
+
+pub(crate) use embedded::self_as_keeper;
 
 /// Capacity asked for output pipes: 256 KiB instead of the default 64 KiB
 /// means 4× fewer wake-ups of reader and writer per byte (capture of

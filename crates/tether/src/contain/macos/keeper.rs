@@ -419,7 +419,7 @@ pub(crate) struct Arrival {
 pub(crate) struct Owner;
 
 impl Owner {
-    pub(crate) fn parent() -> Owner {
+    pub(crate) fn from_tag(_tag: Option<&crate::spawn_tag::SpawnTag>) -> Owner {
         Owner
     }
 

@@ -48,7 +48,10 @@ pub(crate) struct SessionCgroups;
 
 impl SessionCgroups {
     /// Reports every limit of `spec` as not enforced, with its reason.
-    pub(crate) fn create(spec: &LimitSpec, _session: &str) -> (SessionCgroups, LimitReport) {
+    pub(crate) fn create(
+        spec: &LimitSpec,
+        _tag: Option<&crate::spawn_tag::SpawnTag>,
+    ) -> (SessionCgroups, LimitReport) {
         let report = |limit: &Option<(u64, Route)>| {
             limit.as_ref().map(|(value, route)| {
                 let why = match route {

@@ -150,3 +150,9 @@ pub(crate) fn random_bytes(buf: &mut [u8]) -> bool {
 pub(crate) fn running_program(_exe: &std::path::Path) -> Option<std::path::PathBuf> {
     None
 }
+
+/// No keeper inside the program on macOS (no `.init_array` constructor
+/// here): a `tether-keeper` program or `run_if_requested()` is needed.
+pub(crate) fn self_as_keeper() -> Option<std::path::PathBuf> {
+    None
+}

@@ -55,7 +55,10 @@ static FOUND_SELF: OnceLock<PathBuf> = OnceLock::new();
 /// the Python wheel ships one beside `tether`) unless it refused as of
 /// another build;
 /// this program, if it called `run_if_requested()`; `tether-keeper` one
-/// directory up (where cargo puts test binaries); `tether-keeper` on `PATH`.
+/// directory up (where cargo puts test binaries); `tether-keeper` on
+/// `PATH`; and last this program again, started as its own keeper before
+/// its `main` runs (Linux: `embedded.rs`), so that a program that links
+/// tether needs neither a keeper program nor a hook in `main`.
 pub(crate) fn keeper_path() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("TETHER_KEEPER").filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
@@ -119,9 +122,14 @@ fn discover(refused: Option<&Path>) -> std::result::Result<PathBuf, Vec<PathBuf>
     if let Some(path) = std::env::var_os("PATH") {
         candidates.extend(std::env::split_paths(&path).map(|d| d.join(KEEPER_BIN)));
     }
-    candidates
+    if let Some(found) = candidates
         .iter()
         .find(|c| Some(c.as_path()) != refused && c.is_file())
-        .cloned()
-        .ok_or(candidates)
+    {
+        return Ok(found.clone());
+    }
+    if let Some(program) = os::self_as_keeper() {
+        return Ok(program);
+    }
+    Err(candidates)
 }

@@ -4,8 +4,8 @@
 //! command before its first instruction, read for the limits it ran into,
 //! and removed once its tree is empty.
 //!
-//! Every leaf is `tether-<session id>` directly below the directory the
-//! owner named (its own cgroup there); an existing directory of that name
+//! Every leaf is `tether-<session>.<install>.<owner pid>.<owner start>`
+//! (`super::LeafName`) directly below the directory the owner named (its own cgroup there); an existing directory of that name
 //! is never adopted.
 
 use std::fs::File;
@@ -18,6 +18,7 @@ use nix::errno::Errno;
 
 use crate::contain::unix::protocol::{LimitSpec, Route, SpawnStage};
 use crate::limits::{Enforcement, LimitHit, LimitReport};
+use crate::spawn_tag::SpawnTag;
 
 /// The period of CPU quotas: 100 ms, the kernel's default (a quota is
 /// cores × period).
@@ -144,17 +145,22 @@ impl SessionCgroups {
     /// Makes the session's leaves as `spec` routes its limits and applies
     /// them; a step that fails makes that limit `none`, with the error.
     /// Returns the cgroups and the report of what was applied.
-    pub(crate) fn create(spec: &LimitSpec, session: &str) -> (SessionCgroups, LimitReport) {
+    /// Each leaf is named after the session and its owner, from `tag`,
+    /// the command's spawn tag ([`LeafName`](super::LeafName)); without
+    /// one, the session gets no leaf.
+    pub(crate) fn create(
+        spec: &LimitSpec,
+        tag: Option<&SpawnTag>,
+    ) -> (SessionCgroups, LimitReport) {
         let mut cgroups = SessionCgroups::default();
         let mut report = LimitReport::default();
         if spec.is_empty() {
             return (cgroups, report);
         }
-        let valid_name = !session.is_empty()
-            && session
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        let name = format!("tether-{session}");
+        let valid_name = tag.is_some();
+        let name = tag
+            .map(|t| super::LeafName::of(t).to_string())
+            .unwrap_or_default();
         let mut v2_error = None;
         if let Some(base) = &spec.v2_base {
             if !valid_name {
@@ -456,18 +462,26 @@ impl SessionCgroups {
     /// command made below it, deepest first (`subtree.rs`). A leaf the
     /// kernel still counts a dying process in is tried again for a moment;
     /// one that stays busy is left for `tether reap`.
+    ///
+    /// All of it within [`REMOVE_BOUND`]: the keeper's loop waits on it
+    /// (the leaves are gone before the owner hears the tree is empty), and
+    /// a process someone moved into the session's cgroup that outlives
+    /// `SIGKILL` (uninterruptible sleep; a frozen v1 freezer cgroup) held
+    /// it for up to 5 s for the v2 leaf, then 5 s more per leaf — 20 s
+    /// with three leaves — deaf to its owner all the while.
     pub(crate) fn remove(mut self) {
+        let deadline = std::time::Instant::now() + REMOVE_BOUND;
         // The keeper's tree is empty, but a process someone moved into the
         // session's cgroup is no descendant of the keeper: it is the
         // session's all the same, so it goes too, before the leaf does.
         if self.populated() == Some(true) && self.kill() {
-            self.wait_unpopulated(EMPTY_WAIT);
+            self.wait_unpopulated(deadline.saturating_duration_since(std::time::Instant::now()));
         }
         self.kill = None;
         for leaf in self.v2.take().into_iter().chain(self.v1.drain(..)) {
             let Leaf { dir, procs, .. } = leaf;
             drop(procs);
-            let _ = super::subtree::remove_path(&dir);
+            let _ = super::subtree::remove_path_by(&dir, deadline);
         }
     }
 }
@@ -477,11 +491,13 @@ impl SessionCgroups {
 /// peaked within this of it.
 const ONE_CHARGE: u64 = 2 << 20;
 
-/// How long [`SessionCgroups::remove`] waits for a killed process that is
-/// in the session's cgroup but not in its tree to be gone (as long as a
-/// kill's verification window: a process in uninterruptible sleep can
-/// outlast `SIGKILL` for a while).
-const EMPTY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long [`SessionCgroups::remove`] may take in all: killing what is
+/// in the session's cgroups but not in its tree, waiting for it to be
+/// gone, and removing the leaves. A killed process is normally gone in
+/// well under a millisecond (200 of 200 leaves here went at the first
+/// `rmdir`); what outlives this is left, with its leaf, to the owner's
+/// `tether reap` (which waits the full 5 s verification window).
+const REMOVE_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl SessionCgroups {
     /// Waits until the v2 leaf holds no process, at most `bound`: woken by

@@ -205,6 +205,15 @@ pub(crate) fn remove(parent: &OwnedFd, name: &OsStr) -> io::Result<u32> {
     remove_at(parent, name, 0, Instant::now() + DIE_WAIT)
 }
 
+/// [`remove_path`] with the processes' wait ending at `deadline` (the
+/// keeper's bound: see `SessionCgroups::remove`).
+pub(crate) fn remove_path_by(dir: &Path, deadline: Instant) -> io::Result<u32> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no parent"));
+    };
+    remove_at(&open_dir_nofollow(parent)?, name, 0, deadline)
+}
+
 fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize, deadline: Instant) -> io::Result<u32> {
     let dir = open_at(Some(parent), name, false)?;
     let mut killed = 0;
@@ -234,6 +243,30 @@ fn remove_at(parent: &OwnedFd, name: &OsStr, depth: usize, deadline: Instant) ->
     drop(dir);
     rmdir_at(parent, name)?;
     Ok(killed)
+}
+
+/// Removes the cgroup `name` below `parent` and every cgroup below it,
+/// deepest first, killing nothing: a cgroup that holds a process stays
+/// (`EBUSY`, from the kernel).
+pub(crate) fn remove_empty(parent: &OwnedFd, name: &OsStr) -> io::Result<()> {
+    fn at(parent: &OwnedFd, name: &OsStr, depth: usize) -> io::Result<()> {
+        let dir = open_at(Some(parent), name, false)?;
+        for child in children(&dir)? {
+            if depth + 1 >= MAX_DEPTH {
+                return Err(io::Error::other(format!(
+                    "cgroups nested deeper than {MAX_DEPTH} levels below a session leaf"
+                )));
+            }
+            match at(&dir, &child, depth + 1) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        drop(dir);
+        rmdir_at(parent, name)
+    }
+    at(parent, name, 0)
 }
 
 /// `rmdir` of an emptied cgroup. Should the kernel still count a task

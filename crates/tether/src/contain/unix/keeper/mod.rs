@@ -240,9 +240,14 @@ impl Keeper {
         }?;
         note_dispositions();
         let waiter = unusable(fd, "waiting for signals", Waiter::new())?;
-        // Pinned while the owner, which just started the keeper, is
-        // certainly its parent.
-        let owner = Owner::parent();
+        // The owner the keeper's own spawn tag names, proven by its start
+        // time (see `Owner::from_tag`).
+        let owner = Owner::from_tag(
+            std::env::var(SPAWN_TAG_VAR)
+                .ok()
+                .and_then(|t| t.parse::<SpawnTag>().ok())
+                .as_ref(),
+        );
         Ok(Keeper {
             ctl: Some(ctl),
             outbox: Vec::new(),
@@ -339,8 +344,9 @@ impl Keeper {
         spec: SpawnSpec,
         stdio: &[OwnedFd],
     ) -> Result<(Session, Event), (SpawnStage, Errno)> {
-        let session = session_of(&spec);
-        let (cgroups, limits) = SessionCgroups::create(&spec.limits, &session);
+        let tag = tag_of(&spec);
+        let session = tag.as_ref().map(|t| t.session.clone()).unwrap_or_default();
+        let (cgroups, limits) = SessionCgroups::create(&spec.limits, tag.as_ref());
         // A limit the kernel refused, or one required and not enforced:
         // the command does not start.
         if let Some(refused) = cgroups.refused() {
@@ -823,15 +829,13 @@ fn delivery(s: &mut Session) -> Delivery<'_> {
     }
 }
 
-/// The session id in the command's spawn tag (empty if it has none).
-fn session_of(spec: &SpawnSpec) -> String {
+/// The command's spawn tag, if it has a valid one.
+fn tag_of(spec: &SpawnSpec) -> Option<SpawnTag> {
     let prefix = format!("{SPAWN_TAG_VAR}=");
     spec.envp
         .iter()
         .find_map(|e| e.strip_prefix(prefix.as_bytes()))
         .and_then(|v| std::str::from_utf8(v).ok()?.parse::<SpawnTag>().ok())
-        .map(|tag| tag.session)
-        .unwrap_or_default()
 }
 
 pub(crate) fn errno_of(e: &io::Error) -> Errno {
