@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 import tether
-from conftest import ESCAPING_TREE, ESCAPING_TREE_MIN, tagged_env, tagged_pids, wait_for_count
+from conftest import ESCAPING_TREE, ESCAPING_TREE_MIN, fd_count, tagged_env, tagged_pids, wait_for_count
 
 
 def _started(tag: str) -> tether.AsyncSession:
@@ -107,3 +107,57 @@ def test_the_live_session_cap_is_configurable(tag: str) -> None:
     finally:
         tether.set_max_sessions(64)
     assert tagged_pids(tag) == []
+
+
+def _warm() -> None:
+    # The warm keepers (2 by default) hold their sockets: fill the pool
+    # before the baseline.
+    for _ in range(3):
+        tether.Popen(["true"], stdout=tether.PIPE).communicate()
+
+
+def test_a_communicated_popen_holds_no_descriptor_as_subprocess() -> None:
+    import subprocess
+
+    def held(module: object) -> int:
+        before = fd_count()
+        done = []
+        for _ in range(30):
+            p = module.Popen(["echo", "hi"], stdin=module.PIPE, stdout=module.PIPE,  # type: ignore[attr-defined]
+                             stderr=module.PIPE)
+            assert p.communicate() == (b"hi\n", b"")
+            done.append(p)
+        return fd_count() - before
+
+    _warm()
+    assert held(subprocess) == 0
+    assert held(tether) == 0  # was 60: the keeper's socket and the kill handle's copy, each
+
+
+def test_close_releases_a_finished_popen_at_once() -> None:
+    _warm()
+    before = fd_count()
+    p = tether.Popen(["echo", "hi"], stdin=tether.PIPE, stdout=tether.PIPE, stderr=tether.PIPE)
+    assert p.wait(timeout=30) == 0
+    # Waited, not communicated: its three pipes are open still.
+    assert fd_count() > before
+    p.close()
+    assert fd_count() == before
+    assert p.stdin.closed and p.stdout.closed and p.stderr.closed  # type: ignore[union-attr]
+    assert (p.returncode, p.poll(), p.wait()) == (0, 0, 0)
+    p.close()  # again: nothing
+    assert p.kill_tree().descendants_killed == 0
+
+
+def test_close_kills_a_running_popen_first(tag: str) -> None:
+    _warm()
+    before = fd_count()
+    p = tether.Popen(ESCAPING_TREE, shell=True, stdin=tether.PIPE, stdout=tether.PIPE,
+                     env=tagged_env(tag))
+    assert p.stdout is not None and p.stdout.readline() == b"ready\n"
+    assert wait_for_count(tag, ESCAPING_TREE_MIN, 10) >= ESCAPING_TREE_MIN
+    p.close()
+    # Verified before it returned: nothing of the tree, no descriptor left.
+    assert tagged_pids(tag) == []
+    assert p.returncode is not None and p.returncode < 0
+    assert fd_count() == before
