@@ -55,7 +55,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -229,6 +229,9 @@ pub struct Registry {
 
 struct Inner {
     config: RegistryConfig,
+    /// `config.max_live`, changeable while sessions run
+    /// ([`Registry::set_max_live`]).
+    max_live: AtomicUsize,
     spill_dir: PathBuf,
     table: Mutex<Table>,
     shut: AtomicBool,
@@ -253,6 +256,19 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
+    /// The most sessions that may hold processes at once now
+    /// ([`RegistryConfig::max_live`], unless changed since).
+    pub fn max_live(&self) -> usize {
+        self.inner.max_live.load(Ordering::SeqCst)
+    }
+
+    /// Changes [`max_live`](Registry::max_live) for the starts to come.
+    /// Sessions already live are not touched: lowering it below their
+    /// number only refuses new starts until enough of them end.
+    pub fn set_max_live(&self, max_live: usize) {
+        self.inner.max_live.store(max_live, Ordering::SeqCst);
+    }
+
     /// An empty registry. Touches no file until a session spills.
     pub fn new(config: RegistryConfig) -> Registry {
         // No directory of our own: a named one outlived every SIGKILLed
@@ -266,6 +282,7 @@ impl Registry {
         });
         Registry {
             inner: Arc::new(Inner {
+                max_live: AtomicUsize::new(config.max_live),
                 config,
                 spill_dir,
                 table: Mutex::new(Table::default()),
@@ -916,10 +933,9 @@ impl Inner {
             return Err(Error::RegistryShutDown);
         }
         let mut table = lock(&self.table);
-        if table.live >= self.config.max_live {
-            return Err(Error::TooManySessions {
-                limit: self.config.max_live,
-            });
+        let max_live = self.max_live.load(Ordering::SeqCst);
+        if table.live >= max_live {
+            return Err(Error::TooManySessions { limit: max_live });
         }
         table.live += 1;
         Ok(Reservation {

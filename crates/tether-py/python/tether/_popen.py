@@ -345,6 +345,10 @@ class Popen:
     ) -> None:
         # Set first: __del__ looks at them whatever fails below.
         self._child = None  # type: ignore[assignment]
+        #: The native handle let go of (``close()``, or a finished tree):
+        #: its pidfd and keeper link closed.
+        self._released = False
+        self._keep_descendants = keep_descendants
         self.returncode = None
         self.stdin = self.stdout = self.stderr = None
         if bufsize is None:
@@ -542,7 +546,7 @@ class Popen:
     @property
     def containment(self) -> str:
         """What holds the tree: ``subreaper``, ``pidns``, ``pgroup+tag``, ``job``."""
-        return str(self._child.containment)
+        return str(self._handle_facts[0] if self._released else self._child.containment)
 
     @property
     def limits(self) -> _native.LimitReport:
@@ -550,7 +554,7 @@ class Popen:
         ``None`` (not asked for) or a ``Limit`` with ``value``,
         ``enforced`` (``cgroup2``, ``cgroup1``, ``job``, ``rlimit``,
         ``none``) and ``reason`` (why ``none``)."""
-        return self._child.limits
+        return self._handle_facts[1] if self._released else self._child.limits
 
     @property
     def limit_hit(self) -> Optional[str]:
@@ -567,18 +571,59 @@ class Popen:
 
     def descendants(self) -> List[Tuple[int, str]]:
         """``(pid, command)`` of the tree's live processes besides the main one."""
+        if self._released:
+            return []  # finished and let go: the tree is empty
         return list(self._child.descendants())
 
     def _settle(self, status: Any) -> int:
         self._status = status
         self.returncode = status.returncode
+        if not self._keep_descendants:
+            # The tree is empty (the main process exited, what it left was
+            # killed): nothing is left to signal, so the handle's pidfd and
+            # keeper link go now, as subprocess holds nothing for a reaped
+            # child (30 communicated Popens held 60 descriptors, now 0).
+            self._release()
         return int(status.returncode)
+
+    def _release(self) -> None:
+        if not self._released and self._child is not None:
+            child = self._child
+            self._handle_facts = (child.containment, child.limits)
+            self._released = True
+            child.close()
+            # The native handle itself holds a copy of the keeper's socket
+            # (for kills from another thread): it goes too.
+            self._child = None  # type: ignore[assignment]
+
+    def close(self) -> None:
+        """Releases every descriptor the ``Popen`` holds at once — its
+        pipes and its link to the keeper. A running command's tree (or what
+        a finished one left with ``keep_descendants``) is killed first,
+        verified (``kill_tree(0)``: ``KillIncomplete`` otherwise, and then
+        nothing is released). Afterwards ``returncode``, ``poll()`` and
+        ``wait()`` still answer; calling it again does nothing."""
+        if self._released or self._child is None:
+            self._close_streams()
+            return
+        self.kill_tree(0)
+        self._close_streams()
+        self._release()
+
+    def _close_streams(self) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass  # a BrokenPipeError flushing stdin: it is closed anyway
 
     def poll(self) -> Optional[int]:
         """The return code if the main process has exited (and what it left
         is gone), else ``None``; never blocks."""
-        if self.returncode is None:
-            status = self._child.poll()
+        child = self._child  # (None once released, by another thread too)
+        if self.returncode is None and child is not None:
+            status = child.poll()
             if status is not None:
                 self._settle(status)
         return self.returncode
@@ -591,7 +636,10 @@ class Popen:
         if self.returncode is not None:
             return self.returncode
         timeout = _finite(timeout)
-        status = self._child.wait(timeout)
+        child = self._child
+        if child is None:  # released meanwhile by another thread: settled
+            return int(self.returncode or 0)  # (set before the release)
+        status = child.wait(timeout)
         if status is None:
             raise TimeoutExpired(self.args, timeout if timeout is not None else 0.0)
         return self._settle(status)
@@ -623,6 +671,9 @@ class Popen:
         returns once it is verified empty (what the context manager's exit
         does). Also after the main process exited (ends what it left).
         Raises ``KillIncomplete`` with the survivors."""
+        if self._released:
+            # Finished and let go: nothing of the tree is left to kill.
+            return KillResult(int(self.returncode or 0), 0, [])  # (released: settled)
         seen = [] if self._status is not None else self.descendants()
         status = self._child.kill(grace)
         self._settle(status)
@@ -676,7 +727,8 @@ class Popen:
             return out, err
         # A copy of the keeper's socket, polled beside the pipes (see
         # _read_all).
-        events = self._child.events_fd() if os.name == "posix" and self._streams() else None
+        events = (self._child.events_fd()
+                  if os.name == "posix" and self._streams() and not self._released else None)
         endtime = None if timeout is None else time.monotonic() + timeout
         try:
             self._check_input(input)
@@ -705,7 +757,8 @@ class Popen:
         join after the caller's own `wait()`, which raises the loss): it
         kills the orphans then, which ends the read."""
         follower = None
-        if os.name == "posix":
+        # (Released: the tree is empty, the pipes end without a keeper to follow.)
+        if os.name == "posix" and not self._released:
 
             def follow() -> None:
                 try:

@@ -13,10 +13,10 @@ only while a session is live.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native
-from ._errors import InheritedHandleError
+from ._errors import InheritedHandleError, SessionNotFound
 from ._popen import Size, StrOrBytesPath, _environment
 
 __all__ = [
@@ -28,6 +28,9 @@ __all__ = [
     "start_async",
     "sessions",
     "session",
+    "Killing",
+    "max_sessions",
+    "set_max_sessions",
 ]
 
 #: Seconds ``wait`` waits by default.
@@ -137,9 +140,10 @@ def _sync(op: Any) -> Any:
     return op.result()
 
 
-async def _async(op: Any) -> Any:
+async def _async(op: Any, cancel: bool = True) -> Any:
     """Awaits an engine operation; cancelling the awaiting task cancels it
-    (what it waited for is left as it was: the session runs on)."""
+    (what it waited for is left as it was: the session runs on) — unless
+    ``cancel`` is false (a kill: it goes on to its end)."""
     import asyncio  # here, not at import: it costs more than all of tether
 
     loop = asyncio.get_running_loop()
@@ -159,9 +163,43 @@ async def _async(op: Any) -> Any:
     try:
         await future
     except BaseException:
-        op.cancel()
+        if cancel:
+            op.cancel()
         raise
     return op.result()
+
+
+class Killing:
+    """A kill in flight, as ``AsyncSession.kill`` returns it: the kill
+    started when ``kill()`` was called — in a running loop or not, awaited
+    or not — and goes on to its verified end on tether's own thread.
+    ``await`` it in a coroutine, or call ``result()`` outside one, for
+    what it reported (``state``, ``already_exited``,
+    ``descendants_killed``; ``KillIncomplete`` otherwise). Cancelling the
+    ``await`` stops the waiting, never the kill."""
+
+    __slots__ = ("_op",)
+
+    def __init__(self, op: Any) -> None:
+        self._op = op
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return _async(self._op, cancel=False).__await__()
+
+    def done(self) -> bool:
+        """Whether the kill ended (``result()`` would not block)."""
+        return bool(self._op.done())
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """Blocks (not for a coroutine: ``await`` there) until the kill
+        ended and returns its report; ``TimeoutError`` if ``timeout``
+        seconds pass first (the kill goes on)."""
+        if not self._op.wait(timeout):
+            raise TimeoutError(f"the kill did not end within {timeout} s (it goes on)")
+        return self._op.result()
+
+    def __repr__(self) -> str:
+        return f"<tether.Killing {'done' if self.done() else 'in flight'}>"
 
 
 class _Base:
@@ -321,9 +359,10 @@ class Session(_Base):
 
 class AsyncSession(_Base):
     """A background session for ``asyncio`` (made by
-    ``tether.start_async``): ``write``, ``send_keys``, ``wait`` and ``kill``
-    are coroutines; cancelling one (``asyncio.wait_for``, task
-    cancellation) stops the waiting, never the session."""
+    ``tether.start_async``): ``write``, ``send_keys`` and ``wait`` are
+    coroutines; cancelling one (``asyncio.wait_for``, task cancellation)
+    stops the waiting, never the session. ``kill`` acts when called, in a
+    loop or outside any, and returns an awaitable ``Killing``."""
 
     async def write(self, data: Union[bytes, str]) -> None:
         self._check()
@@ -344,9 +383,14 @@ class AsyncSession(_Base):
         op, _ = self._wait_op(until, timeout, offset, settled)
         return self._waited(await _async(op))
 
-    async def kill(self, grace: float = 2.0) -> Any:
+    def kill(self, grace: float = 2.0) -> Killing:
+        """Starts killing the whole tree at once — as
+        ``asyncio.subprocess.Process.kill`` acts when called, in a running
+        loop or outside any — and returns the kill in flight: ``await
+        s.kill()`` in a coroutine, ``s.kill().result()`` outside one, or
+        drop it (the kill still runs to its end)."""
         self._check()
-        return await _async(_native.kill(self.id, grace))
+        return Killing(_native.kill(self.id, grace))
 
     async def __aenter__(self) -> "AsyncSession":
         return self
@@ -430,7 +474,41 @@ def sessions() -> List[Any]:
     return list(_native.sessions())
 
 
-def session(id: str) -> Session:
+def session(id: Optional[str] = None, *, pid: Optional[int] = None) -> Session:
     """A handle on the session ``id`` names (a full id or a unique prefix of
-    4+ characters); ``SessionNotFound`` otherwise."""
-    return Session(_native.info(id).id)
+    4+ characters), or whose main process is ``pid`` (the newest such
+    session of this process, live or recently finished);
+    ``SessionNotFound`` otherwise."""
+    if (id is None) == (pid is None):
+        raise TypeError("session() takes an id or pid=, one of the two")
+    if id is not None:
+        return Session(_native.info(id).id)
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise TypeError(f"pid must be an int, not {type(pid).__name__}")
+    for info in reversed(_native.sessions()):
+        if info.pid == pid:
+            return Session(info.id)
+    raise SessionNotFound(f"no session of this process has main process {pid}")
+
+
+#: The binding's ``MAX_SESSIONS_CEILING`` (engine.rs: ~6 descriptors each).
+_MAX_SESSIONS_CEILING = 4096
+
+
+def max_sessions() -> int:
+    """How many background sessions may hold processes at once (64 unless
+    ``set_max_sessions`` changed it)."""
+    return int(_native.max_sessions())
+
+
+def set_max_sessions(n: int) -> int:
+    """Lets up to ``n`` background sessions hold processes at once (1 to
+    4096; ``ValueError`` otherwise); returns the previous cap. A start
+    past the cap raises ``TooManySessions`` and touches nothing; sessions
+    already live are left alone when it is lowered. Each live session holds
+    ~6 descriptors of this process: raise ``RLIMIT_NOFILE`` to match."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"the session cap must be an int, not {type(n).__name__}")
+    if not 1 <= n <= _MAX_SESSIONS_CEILING:
+        raise ValueError(f"max sessions must be 1 to {_MAX_SESSIONS_CEILING}, not {n}")
+    return int(_native.set_max_sessions(n))
