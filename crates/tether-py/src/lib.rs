@@ -78,6 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(child::spawn, m)?)?;
     m.add_class::<child::Child>()?;
     m.add_class::<child::Status>()?;
+    m.add_class::<child::Usage>()?;
     m.add_class::<limits::Limit>()?;
     m.add_class::<limits::LimitReport>()?;
     m.add_class::<op::Op>()?;
@@ -97,5 +98,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(session::sessions, m)?)?;
     m.add_function(wrap_pyfunction!(session::screen, m)?)?;
     m.add_function(wrap_pyfunction!(session::resize, m)?)?;
+    m.add_function(wrap_pyfunction!(session::close, m)?)?;
+    m.add_function(wrap_pyfunction!(session::read_wait, m)?)?;
+    #[cfg(unix)]
+    m.add_function(wrap_pyfunction!(session::output_fd, m)?)?;
+    m.add_function(wrap_pyfunction!(session::output_seen, m)?)?;
     Ok(())
 }

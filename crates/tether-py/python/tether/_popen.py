@@ -63,12 +63,16 @@ class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
     ``descendants_killed`` (processes besides the main one killed on the way
     to an empty tree), ``containment`` (what held the tree: ``subreaper``,
     ``pidns``, ``pgroup+tag``, ``job``), ``limits`` (the limits as applied,
-    each with how it was enforced; falsy when none was asked for) and ``limit_hit`` (``"memory"``, ``"pids"`` or ``None``)."""
+    each with how it was enforced; falsy when none was asked for), ``limit_hit`` (``"memory"``, ``"pids"`` or ``None``)
+    and ``rusage``: what the whole tree used (``ru_utime``, ``ru_stime``
+    in seconds, ``ru_maxrss`` in KiB, as ``os.wait4`` reports one
+    process), ``None`` where not measured (macOS, Windows)."""
 
     descendants_killed: int
     containment: str
     limits: Optional[_native.LimitReport]
     limit_hit: Optional[str]
+    rusage: Optional[_native.ResourceUsage]
 
     def __init__(
         self,
@@ -80,12 +84,14 @@ class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
         containment: str = "",
         limits: Optional[_native.LimitReport] = None,
         limit_hit: Optional[str] = None,
+        rusage: Optional[_native.ResourceUsage] = None,
     ) -> None:
         super().__init__(args, returncode, stdout, stderr)
         self.descendants_killed = descendants_killed
         self.containment = containment
         self.limits = limits
         self.limit_hit = limit_hit
+        self.rusage = rusage
 
 
 class KillResult:
@@ -486,21 +492,30 @@ class Popen:
             for fd in to_close:
                 os.close(fd)
         self.pid = self._child.pid
-        if our_in is not None:
-            self.stdin = io.open(our_in, "wb", bufsize)
-            if self._text:
-                self.stdin = io.TextIOWrapper(
-                    self.stdin, encoding=self._encoding, errors=self._errors,
-                    write_through=True, line_buffering=line_buffering,
-                )
-        if our_out is not None:
-            self.stdout = io.open(our_out, "rb", bufsize)
-            if self._text:
-                self.stdout = io.TextIOWrapper(self.stdout, encoding=self._encoding, errors=self._errors)
-        if our_err is not None:
-            self.stderr = io.open(our_err, "rb", bufsize)
-            if self._text:
-                self.stderr = io.TextIOWrapper(self.stderr, encoding=self._encoding, errors=self._errors)
+        try:
+            if our_in is not None:
+                self.stdin = io.open(our_in, "wb", bufsize)
+                if self._text:
+                    self.stdin = io.TextIOWrapper(
+                        self.stdin, encoding=self._encoding, errors=self._errors,
+                        write_through=True, line_buffering=line_buffering,
+                    )
+            if our_out is not None:
+                self.stdout = io.open(our_out, "rb", bufsize)
+                if self._text:
+                    self.stdout = io.TextIOWrapper(self.stdout, encoding=self._encoding, errors=self._errors)
+            if our_err is not None:
+                self.stderr = io.open(our_err, "rb", bufsize)
+                if self._text:
+                    self.stderr = io.TextIOWrapper(self.stderr, encoding=self._encoding, errors=self._errors)
+        except BaseException:
+            # An interrupt (Ctrl-C) before the caller holds this Popen: the
+            # tree must not outlive it, nor keep the terminal (verified).
+            try:
+                self._child.kill()
+            except Exception:
+                pass
+            raise
 
     def __class_getitem__(cls, item: Any) -> types.GenericAlias:
         """``Popen[bytes]``, as ``subprocess.Popen[bytes]``."""
@@ -568,6 +583,15 @@ class Popen:
         """Processes besides the main one killed on the way to an empty
         tree (0 until it is)."""
         return self._status.descendants_killed if self._status is not None else 0
+
+    @property
+    def rusage(self) -> Optional[_native.ResourceUsage]:
+        """What the whole tree used — ``ru_utime``, ``ru_stime`` (seconds),
+        ``ru_maxrss`` (KiB, the largest process), as ``os.wait4`` reports
+        one process; the keeper reaps the tree, so this process's
+        ``RUSAGE_CHILDREN`` never shows it. ``None`` until it ended, and
+        where not measured (macOS, Windows)."""
+        return self._status.rusage if self._status is not None else None
 
     def descendants(self) -> List[Tuple[int, str]]:
         """``(pid, command)`` of the tree's live processes besides the main one."""
@@ -1017,6 +1041,7 @@ def run(
         containment=process.containment,
         limits=process.limits,
         limit_hit=process.limit_hit,
+        rusage=process.rusage,
     )
 
 
