@@ -161,3 +161,169 @@ def test_close_kills_a_running_popen_first(tag: str) -> None:
     assert tagged_pids(tag) == []
     assert p.returncode is not None and p.returncode < 0
     assert fd_count() == before
+
+
+# --- close(), iter_output(), fileno(), rusage -------------------------------
+
+
+def _settled_baseline() -> int:
+    """The descriptor count with warm keepers in place and no session
+    live (so the engine's runtime is stopped)."""
+    _warm()
+    warm = tether.start(["true"])
+    warm.wait(timeout=30, settled=True)
+    warm.close()
+    return fd_count()
+
+
+@pytest.mark.parametrize("pty", [False, True])
+def test_close_releases_every_descriptor_of_a_live_session_at_once(tag: str, pty: bool) -> None:
+    before = _settled_baseline()
+    s = tether.start(ESCAPING_TREE, shell=True, env=tagged_env(tag), stdin=True, pty=pty)
+    assert s.wait(until="ready", timeout=30).matched
+    assert wait_for_count(tag, ESCAPING_TREE_MIN, 10) >= ESCAPING_TREE_MIN
+    s.fileno()
+    assert fd_count() > before
+    s.close(grace=1)
+    # Verified before it returned: no process of the tree, no descriptor.
+    assert tagged_pids(tag) == []
+    assert fd_count() == before
+    assert s.closed
+    # What it was when closed still answers; I/O does not; the id is gone.
+    assert s.info().state == "killed" and s.poll() is not None
+    with pytest.raises(ValueError, match="closed session"):
+        s.read_new()
+    with pytest.raises(ValueError, match="closed session"):
+        s.write("x")
+    with pytest.raises(tether.SessionNotFound):
+        tether.session(s.id)
+    s.close()  # again: nothing
+
+
+def test_close_releases_a_finished_sessions_spill_file() -> None:
+    before = _settled_baseline()
+    # 2 MiB of output: 1 MiB stays in memory, the rest goes to a spill file
+    # (a descriptor), kept until the session is evicted (30 min) — or closed.
+    s = tether.start(["head", "-c", str(2 << 20), "/dev/zero"])
+    assert s.wait(timeout=30, settled=True).status == "exited"
+    assert fd_count() == before + 1
+    s.close()
+    assert fd_count() == before
+    assert s.info().output_bytes == 2 << 20 and s.returncode == 0
+
+
+def test_async_close_acts_when_called_and_is_awaitable(tag: str) -> None:
+    before = _settled_baseline()
+    s = _started(tag)  # its loop is gone: close() outside any loop
+    closing = s.close(grace=1)
+    assert closing.result(timeout=30).state == "killed"
+    assert tagged_pids(tag) == [] and fd_count() == before
+
+    async def close_in_a_loop() -> str:
+        t = await tether.start_async(["sleep", "1000"], env=tagged_env(tag))
+        return (await t.close(grace=1)).state  # type: ignore[no-any-return]
+
+    assert asyncio.run(close_in_a_loop()) == "killed"
+    assert tagged_pids(tag) == [] and fd_count() == before
+
+
+#: Prints a line, then another only once it read a line: what comes before
+#: the write cannot be the end of the stream.
+STEP = "echo one; read x; echo two:$x; read y; echo three:$y"
+
+
+def test_iter_output_yields_each_chunk_as_it_comes() -> None:
+    s = tether.start(["sh", "-c", STEP], stdin=True)
+    chunks = s.iter_output(timeout=30)
+    # Incremental: the first line arrives while the command waits for input.
+    assert next(chunks) == b"one\n"
+    s.write("a\n")
+    assert next(chunks) == b"two:a\n"
+    s.write("b\n")
+    rest = b"".join(chunks)  # to the end of the output
+    assert rest == b"three:b\n"
+    assert s.returncode == 0
+    # read_new shares the position: nothing is read twice.
+    assert s.read_new() == b""
+
+
+def test_iter_output_times_out_and_carries_on() -> None:
+    s = tether.start(["sh", "-c", STEP], stdin=True)
+    chunks = s.iter_output(timeout=0.3)
+    assert next(chunks) == b"one\n"
+    with pytest.raises(TimeoutError):
+        next(chunks)
+    s.write("a\nb\n")
+    assert b"".join(s.iter_output(timeout=30)) == b"two:a\nthree:b\n"
+
+
+def test_async_for_over_the_output() -> None:
+    async def steps() -> list:
+        s = await tether.start_async(["sh", "-c", STEP], stdin=True)
+        got = []
+        async for chunk in s.iter_output(timeout=30):
+            got.append(chunk)
+            if chunk == b"one\n":
+                await s.write("a\n")
+            elif chunk.startswith(b"two"):
+                await s.write("b\n")
+        return got
+
+    assert b"".join(asyncio.run(steps())) == b"one\ntwo:a\nthree:b\n"
+
+
+def test_fileno_is_readable_exactly_while_output_waits() -> None:
+    import select
+
+    def readable(fd: int, timeout: float = 0) -> bool:
+        return bool(select.select([fd], [], [], timeout)[0])
+
+    s = tether.start(["sh", "-c", STEP], stdin=True)
+    fd = s.fileno()
+    assert fd == s.fileno()  # one per session
+    assert readable(fd, 30)  # "one" came
+    assert s.read_new() == b"one\n"
+    assert not readable(fd)  # read: nothing waits (the command waits for us)
+    s.write("a\n")
+    assert readable(fd, 30)
+    assert s.read_new() == b"two:a\n"
+    assert not readable(fd)
+    s.write("b\n")
+    assert s.wait(timeout=30, settled=True).status == "exited"
+    # The end of the output: readable for good, as a pipe at EOF.
+    assert readable(fd) and s.read_new() == b"three:b\n"
+    assert readable(fd) and s.read_new() == b""
+
+
+#: Burns CPU and touches 64 MiB in a grandchild, apart from the main
+#: process — what the owner's RUSAGE_CHILDREN never sees (the keeper reaps).
+HUNGRY = [
+    "sh", "-c",
+    "python3 -c 'import time; b = bytearray(64 << 20); t = time.process_time()\n"
+    "while time.process_time() - t < 0.2: pass' & wait",
+]
+
+
+def _check_usage(usage: object) -> None:
+    assert usage is not None
+    assert usage.ru_maxrss >= 64 << 10  # type: ignore[attr-defined]  (KiB)
+    assert usage.ru_utime + usage.ru_stime >= 0.2  # type: ignore[attr-defined]
+
+
+def test_rusage_is_the_whole_trees_on_every_result() -> None:
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = tether.run(HUNGRY)
+    _check_usage(done.rusage)
+    p = tether.Popen(HUNGRY)
+    assert p.rusage is None  # not before it ended
+    p.wait(timeout=60)
+    _check_usage(p.rusage)
+    s = tether.start(HUNGRY)
+    waited = s.wait(timeout=60, settled=True)
+    _check_usage(waited.rusage)
+    _check_usage(s.info().rusage)
+    # This process's own accounting never saw any of it.
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert after.ru_utime - children.ru_utime < 0.2

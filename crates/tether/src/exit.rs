@@ -138,9 +138,11 @@ pub struct ResourceUsage {
     pub max_rss: u64,
 }
 
-impl ResourceUsage {
-    /// Both together: `other`'s times added, the larger `max_rss` kept.
-    pub(crate) fn add(self, other: ResourceUsage) -> ResourceUsage {
+/// Both together: the times added, the larger `max_rss` kept.
+impl std::ops::Add for ResourceUsage {
+    type Output = ResourceUsage;
+
+    fn add(self, other: ResourceUsage) -> ResourceUsage {
         ResourceUsage {
             user_time: self.user_time + other.user_time,
             system_time: self.system_time + other.system_time,

@@ -5,9 +5,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from typing_extensions import final
 
 __all__ = [
-    "Child", "Chunk", "Info", "Killed", "Limit", "LimitReport", "Op", "ScreenView", "Status",
-    "Waited",
-    "__version__", "after_fork_in_child", "close_stdin", "info", "keys", "kill", "max_sessions", "read",
+    "Child", "Chunk", "Info", "Killed", "Limit", "LimitReport", "Op", "ResourceUsage", "ScreenView",
+    "Status", "Waited",
+    "__version__", "after_fork_in_child", "close", "close_stdin", "output_fd", "output_seen", "read_wait", "info", "keys", "kill", "max_sessions", "read",
     "resize", "screen", "sessions", "set_keeper", "set_max_sessions", "set_warm_keepers", "spawn", "start", "wait", "write",
 ]
 

@@ -584,7 +584,7 @@ impl Keeper {
         while let Some((pid, change)) = os::reap_any(s.spec.report_stops) {
             let is_main = !s.pidns && Some(pid) == s.main.pid();
             if let (Change::Exited(_, Some(used)), Some(total)) = (&change, s.usage.as_mut()) {
-                *total = total.add(*used);
+                *total = *total + *used;
             }
             match change {
                 Change::Exited(termination, _) if is_main => self.main_exited(s, termination),
