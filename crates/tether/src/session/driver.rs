@@ -435,8 +435,10 @@ impl Driver {
                     }
                 }
                 if bytes > 0 || eof {
-                    self.session.notify();
+                    // The doorbell first: whoever the notification wakes
+                    // finds it rung.
                     self.session.ring();
+                    self.session.notify();
                 }
             }
             // A read error other than EAGAIN on a pipe we own means the
@@ -511,8 +513,8 @@ impl Driver {
         for (reply, already_exited) in std::mem::take(&mut self.waiting_kills) {
             let _ = reply.send(Ok(self.outcome(already_exited)));
         }
-        self.session.notify();
         self.session.ring();
+        self.session.notify();
     }
 }
 
