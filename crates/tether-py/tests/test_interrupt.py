@@ -79,7 +79,7 @@ SPAWN_INTERRUPTED = r"""
 import os, signal, sys, tether
 signal.signal(signal.SIGINT, signal.default_int_handler)
 env = {**os.environ, "TETHER_TEST_TAG": os.environ["COMMAND_TAG"]}
-for i in range(5):
+for i in range(8):
     try:
         tether.Popen(["sh", "-c", "trap '' TERM; exec sleep 1000"], env=env,
                      grace=0.2,  # it ignores SIGTERM: SIGKILL after 0.2 s
@@ -108,7 +108,7 @@ def test_a_ctrl_c_during_the_spawn_ends_the_tree_before_it_is_raised(tag: str) -
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert owner.stdin is not None and owner.stdout is not None
     try:
-        for _ in range(5):
+        for _ in range(8):
             assert owner.stdout.readline() == "interrupted\n"
             # At once, while the owner waits for the next line.
             assert tagged_pids(command_tag) == []
