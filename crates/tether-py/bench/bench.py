@@ -91,7 +91,39 @@ def main() -> None:
         s.kill(grace=0)
     print(f"\nidle background session: {per:.0f} KiB of this process's RSS each (50 `sleep` sessions)")
     print(f"idle warm keeper: {keeper_memory}")
-    print(f"`import tether`: {import_ms:.1f} ms (python -X importtime for the breakdown)")
+    print(f"`import tether` (in this process, first): {import_ms:.1f} ms")
+    # Descriptors a finished, communicated Popen holds (30 of each).
+    for mod in (tether, subprocess):
+        base = len(os.listdir("/proc/self/fd"))
+        held = []
+        for _ in range(30):
+            p = mod.Popen(["echo", "hi"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            p.communicate()
+            held.append(p)
+        print(f"descriptors held by 30 finished, communicated {mod.__name__}.Popen: "
+              f"{len(os.listdir('/proc/self/fd')) - base}")
+    # `import tether` in a fresh interpreter, against one that imports
+    # nothing (and against `import subprocess`), interleaved; then what the
+    # first use of `run` loads on top.
+    m = int(os.environ.get("BENCH_IMPORT_N", "40"))
+    codes = {
+        "nothing": "pass",
+        "import subprocess": "import subprocess",
+        "import tether": "import tether",
+        "import tether; tether.run": "import tether; tether.run",
+    }
+    times = {k: [] for k in codes}
+    for _ in range(m):
+        for k, code in codes.items():
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            times[k].append(time.perf_counter() - t)
+    base_ms = statistics.median(times["nothing"]) * 1e3
+    for k in codes:
+        if k != "nothing":
+            med = statistics.median(times[k]) * 1e3
+            print(f"{k}: +{med - base_ms:.1f} ms over an interpreter that imports nothing "
+                  f"({base_ms:.1f} ms), median of {m} interleaved")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ pub(crate) struct Status {
     /// or `None`.
     #[pyo3(get)]
     limit_hit: Option<&'static str>,
+    usage: Option<tether::ResourceUsage>,
 }
 
 impl From<tether::ExitStatus> for Status {
@@ -47,12 +48,55 @@ impl From<tether::ExitStatus> for Status {
             timed_out: status.timed_out(),
             descendants_killed: status.descendants_killed(),
             limit_hit: status.limit_hit().map(|hit| hit.name()),
+            usage: status.resource_usage(),
+        }
+    }
+}
+
+/// What a command's tree used, as `os.wait4` reports it for one process
+/// (`resource.struct_rusage`'s names): the keeper's `wait4` reports of
+/// every process of the tree, added up (`ru_maxrss`: the largest).
+#[pyclass(frozen, get_all, name = "ResourceUsage", module = "tether._native")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Usage {
+    /// User CPU time, seconds.
+    ru_utime: f64,
+    /// System CPU time, seconds.
+    ru_stime: f64,
+    /// The largest resident set of any one process, KiB (as Linux's
+    /// `getrusage`).
+    ru_maxrss: u64,
+}
+
+impl From<tether::ResourceUsage> for Usage {
+    fn from(u: tether::ResourceUsage) -> Usage {
+        Usage {
+            ru_utime: u.user_time.as_secs_f64(),
+            ru_stime: u.system_time.as_secs_f64(),
+            ru_maxrss: u.max_rss / 1024,
         }
     }
 }
 
 #[pymethods]
+impl Usage {
+    fn __repr__(&self) -> String {
+        format!(
+            "ResourceUsage(ru_utime={:.6}, ru_stime={:.6}, ru_maxrss={})",
+            self.ru_utime, self.ru_stime, self.ru_maxrss
+        )
+    }
+}
+
+#[pymethods]
 impl Status {
+    /// What the whole tree used (`None` where not measured: macOS,
+    /// Windows).
+    #[getter]
+    fn rusage(&self) -> Option<Usage> {
+        self.usage.map(Usage::from)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Status(returncode={}, timed_out={}, descendants_killed={}, limit_hit={})",
@@ -370,6 +414,19 @@ pub(crate) fn spawn(
         None => crate::gil::detach(py, || command.spawn()).py_err(py)?,
     };
     drop(command);
+    // A signal that came during the spawn (Ctrl-C) would be raised by the
+    // interpreter as this call returns, and the child returned dropped
+    // unseen: its keeper killed the tree on its own time, and the terminal
+    // a foreground command held went back at the drop while the command
+    // still ran — it read the next line typed at the terminal (the
+    // test_terminal flake: "world" arrived as "orld"). Raised here instead,
+    // once the tree is verified dead (with its grace, as a `with` block's
+    // end kills it).
+    if let Err(interrupted) = py.check_signals() {
+        let mut child = child;
+        let _ = crate::gil::detach(py, || child.kill().and_then(|()| child.wait()));
+        return Err(interrupted);
+    }
     Ok(Child {
         limits: Py::new(py, LimitReport::new(py, child.limits())?)?,
         handle: child.handle(),

@@ -90,6 +90,26 @@ impl SessionObserver for Settling {
 
 static ENGINE: Mutex<Option<Arc<Engine>>> = Mutex::new(None);
 
+/// Most live sessions `set_max_sessions` accepts. Each live session holds
+/// ~6 descriptors of this process (pipes or a PTY, its pidfd, the keeper
+/// link, a spill file once it spills): 4096 of them is ~25,000, past
+/// most processes' `RLIMIT_NOFILE` already.
+pub(crate) const MAX_SESSIONS_CEILING: usize = 4096;
+
+/// The cap `set_max_sessions` set (0: never set, the library's default).
+/// Process-wide, so an engine made afresh after a fork has it too.
+static MAX_SESSIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Sets the live-session cap of this process's engine (and of any made
+/// after a fork); returns the previous one.
+pub(crate) fn set_max_sessions(n: usize) -> usize {
+    let engine = engine();
+    let previous = engine.registry.max_live();
+    MAX_SESSIONS.store(n, std::sync::atomic::Ordering::SeqCst);
+    engine.registry.set_max_live(n);
+    previous
+}
+
 /// This process's engine (a fresh one in a child forked since the last).
 pub(crate) fn engine() -> Arc<Engine> {
     let me = std::process::id();
@@ -105,10 +125,14 @@ pub(crate) fn engine() -> Arc<Engine> {
         std::mem::forget(inherited);
     }
     let changed = Arc::new(Notify::new());
-    let config = RegistryConfig {
+    let mut config = RegistryConfig {
         observer: Some(Arc::new(Settling(Arc::clone(&changed)))),
         ..RegistryConfig::default()
     };
+    match MAX_SESSIONS.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => {}
+        n => config.max_live = n,
+    }
     let engine = Arc::new(Engine {
         pid: me,
         registry: Arc::new(Registry::new(config)),

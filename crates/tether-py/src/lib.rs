@@ -39,6 +39,26 @@ fn set_warm_keepers(n: usize) {
     tether::set_warm_keepers(n);
 }
 
+/// Sets how many background sessions may hold processes at once (the
+/// library's default is 64), 1 to `MAX_SESSIONS_CEILING`; returns the
+/// previous cap. Sessions already live are left alone.
+#[pyfunction]
+fn set_max_sessions(n: i64) -> PyResult<usize> {
+    let ceiling = engine::MAX_SESSIONS_CEILING;
+    match usize::try_from(n) {
+        Ok(n) if (1..=ceiling).contains(&n) => Ok(engine::set_max_sessions(n)),
+        _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "max sessions must be 1 to {ceiling}, not {n}"
+        ))),
+    }
+}
+
+/// The current live-session cap.
+#[pyfunction]
+fn max_sessions() -> usize {
+    engine::engine().registry.max_live()
+}
+
 /// Drops the background-session state a forked child inherited (called
 /// from `os.register_at_fork`); the library already pointed the child's
 /// copies of the parent's keeper sockets at `/dev/null`.
@@ -53,9 +73,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_keeper, m)?)?;
     m.add_function(wrap_pyfunction!(after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(set_warm_keepers, m)?)?;
+    m.add_function(wrap_pyfunction!(set_max_sessions, m)?)?;
+    m.add_function(wrap_pyfunction!(max_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(child::spawn, m)?)?;
     m.add_class::<child::Child>()?;
     m.add_class::<child::Status>()?;
+    m.add_class::<child::Usage>()?;
     m.add_class::<limits::Limit>()?;
     m.add_class::<limits::LimitReport>()?;
     m.add_class::<op::Op>()?;
@@ -75,5 +98,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(session::sessions, m)?)?;
     m.add_function(wrap_pyfunction!(session::screen, m)?)?;
     m.add_function(wrap_pyfunction!(session::resize, m)?)?;
+    m.add_function(wrap_pyfunction!(session::close, m)?)?;
+    m.add_function(wrap_pyfunction!(session::read_wait, m)?)?;
+    #[cfg(unix)]
+    m.add_function(wrap_pyfunction!(session::output_fd, m)?)?;
+    m.add_function(wrap_pyfunction!(session::output_seen, m)?)?;
     Ok(())
 }

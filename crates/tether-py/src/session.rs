@@ -13,7 +13,7 @@ use tether::registry::{
 };
 use tether::terminal::{PtySize, Screen};
 
-use crate::child::{OsArg, returncode, seconds};
+use crate::child::{OsArg, Usage, returncode, seconds};
 use crate::engine::engine;
 use crate::error::IntoPy;
 use crate::limits::LimitReport;
@@ -25,6 +25,8 @@ pub(crate) enum Value {
     Unit,
     Waited(Box<WaitResult>),
     Killed(KillOutcome),
+    Closed(Box<SessionInfo>),
+    Read(ReadResult),
 }
 
 impl Value {
@@ -34,6 +36,8 @@ impl Value {
             Value::Unit => py.None(),
             Value::Waited(w) => Py::new(py, Waited::new(py, *w)?)?.into_any(),
             Value::Killed(k) => Py::new(py, Killed::from(k))?.into_any(),
+            Value::Closed(info) => Py::new(py, Info::new(py, *info)?)?.into_any(),
+            Value::Read(read) => Py::new(py, Chunk::new(py, read))?.into_any(),
         })
     }
 }
@@ -68,6 +72,9 @@ pub(crate) struct Info {
     limits: Py<LimitReport>,
     /// `"memory"`, `"pids"`, or `None`: the limit the session ran into.
     limit_hit: Option<&'static str>,
+    /// What the tree used, once the main process exited (the whole tree's
+    /// once settled); `None` before, or where not measured.
+    rusage: Option<Usage>,
 }
 
 fn epoch(at: SystemTime) -> f64 {
@@ -80,6 +87,7 @@ impl Info {
         Ok(Info {
             limits: Py::new(py, LimitReport::new(py, &i.limits)?)?,
             limit_hit: i.limit_hit.map(|hit| hit.name()),
+            rusage: i.exit.and_then(|e| e.resource_usage()).map(Usage::from),
             id: i.id.as_str().to_owned(),
             command: i.command,
             state: i.state.name().to_owned(),
@@ -462,4 +470,57 @@ pub(crate) fn resize(py: Python<'_>, id: &str, rows: u32, cols: u32) -> PyResult
     let size = PtySize::new(rows, cols).py_err(py)?;
     let registry = Arc::clone(&engine().registry);
     crate::gil::detach(py, || registry.resize(id, size)).py_err(py)
+}
+
+/// Kills what is left of the session (verified) and forgets it: every
+/// descriptor and buffer it held goes now. The op's value is its last
+/// snapshot.
+#[pyfunction]
+pub(crate) fn close(id: String, grace: f64) -> PyResult<Op> {
+    let grace = seconds("grace", grace)?;
+    let engine = engine();
+    let registry = Arc::clone(&engine.registry);
+    engine.spawn(async move {
+        registry
+            .close(&id, grace)
+            .await
+            .map(|info| Value::Closed(Box::new(info)))
+    })
+}
+
+/// Waits (at most `timeout`) until the stream has bytes at `offset` or
+/// after, or ended; the op's value is the read (a `Chunk`).
+#[pyfunction]
+#[pyo3(signature = (id, offset, max_bytes, timeout, stderr=false))]
+pub(crate) fn read_wait(
+    id: String,
+    offset: u64,
+    max_bytes: usize,
+    timeout: f64,
+    stderr: bool,
+) -> PyResult<Op> {
+    let timeout = seconds("timeout", timeout)?;
+    let engine = engine();
+    let registry = Arc::clone(&engine.registry);
+    engine.spawn(async move {
+        registry
+            .read_wait(&id, stream(stderr), offset, max_bytes, timeout)
+            .await
+            .map(Value::Read)
+    })
+}
+
+/// The session's output doorbell: a descriptor readable when output past
+/// what `output_seen` acknowledged is there (the registry owns it).
+#[cfg(unix)]
+#[pyfunction]
+pub(crate) fn output_fd(py: Python<'_>, id: &str) -> PyResult<i32> {
+    use tether::unix::RegistryOutputExt;
+    engine().registry.output_fd(id).py_err(py)
+}
+
+/// Acknowledges the output up to `offset` (see `output_fd`).
+#[pyfunction]
+pub(crate) fn output_seen(py: Python<'_>, id: &str, offset: u64) -> PyResult<()> {
+    engine().registry.output_seen(id, offset).py_err(py)
 }

@@ -68,3 +68,54 @@ def test_ctrl_c_interrupts_waits_and_the_tree_stays_contained(tag: str) -> None:
     owner.send_signal(signal.SIGKILL)
     owner.wait()
     assert wait_all_dead(tag, 10) == []
+
+
+#: An owner whose spawns are interrupted by a SIGINT that arrives while it
+#: waits for the keeper's "started" (sent by preexec_fn, which runs in the
+#: child the owner forks before that child becomes the keeper). Its own
+#: process: under pytest, logging's at-fork handler would take the signal
+#: (raised in the handler, swallowed by the interpreter).
+SPAWN_INTERRUPTED = r"""
+import os, signal, sys, tether
+signal.signal(signal.SIGINT, signal.default_int_handler)
+env = {**os.environ, "TETHER_TEST_TAG": os.environ["COMMAND_TAG"]}
+for i in range(8):
+    try:
+        tether.Popen(["sh", "-c", "trap '' TERM; exec sleep 1000"], env=env,
+                     grace=0.2,  # it ignores SIGTERM: SIGKILL after 0.2 s
+                     preexec_fn=lambda: os.kill(os.getppid(), signal.SIGINT))
+        print("not-interrupted", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_ctrl_c_during_the_spawn_ends_the_tree_before_it_is_raised(tag: str) -> None:
+    # Python raised the SIGINT as the spawn returned, and the Popen it
+    # returned was dropped unseen: its tree lived on until the keeper's own
+    # kill, with the grace (a foreground one kept reading the terminal,
+    # which had been given back: the test_terminal flake, "world" read as
+    # "orld"). Now the tree is dead when KeyboardInterrupt is raised.
+    import subprocess
+    import sys
+
+    from conftest import tagged_env
+
+    command_tag = f"{tag}-command"
+    owner = subprocess.Popen([sys.executable, "-c", SPAWN_INTERRUPTED],
+                             env={**tagged_env(tag), "COMMAND_TAG": command_tag},
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert owner.stdin is not None and owner.stdout is not None
+    try:
+        for _ in range(8):
+            assert owner.stdout.readline() == "interrupted\n"
+            # At once, while the owner waits for the next line.
+            assert tagged_pids(command_tag) == []
+            owner.stdin.write("\n")
+            owner.stdin.flush()
+        assert owner.wait(30) == 0
+    finally:
+        owner.kill()
+        owner.wait()
+    assert wait_all_dead(tag, 10) == [] and wait_all_dead(command_tag, 10) == []

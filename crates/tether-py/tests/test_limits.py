@@ -204,11 +204,15 @@ def test_require_limits_refuses_to_start_without_them_and_runs_with_them(tmp_pat
     # before the command starts, with the reason.
     env = dict(os.environ)
     code = (
-        "import os, sys, tether\n"
+        # (What it uses is imported before the privileges go: tether loads
+        # its parts at first use, and this interpreter's own library may
+        # not be readable by the user it becomes.)
+        "import os, sys\n"
+        "from tether import TetherError, run\n"
         "os.setgid(65534); os.setuid(65534)\n"
         "try:\n"
-        f"    tether.run(['/bin/sh', '-c', 'touch {marker}'], memory='64M', require_limits=True)\n"
-        "except tether.TetherError as e:\n"
+        f"    run(['/bin/sh', '-c', 'touch {marker}'], memory='64M', require_limits=True)\n"
+        "except TetherError as e:\n"
         "    print('refused:', e)\n"
     )
     home = tmp_path / "home"

@@ -82,6 +82,8 @@ struct Progress {
     limit_hit: Option<LimitHit>,
     /// OOM kills from outside the session's limit, the most reported.
     oom_outside: u32,
+    /// What the whole tree used, reported with its end.
+    usage: Option<crate::exit::ResourceUsage>,
 }
 
 impl Child {
@@ -440,6 +442,7 @@ impl Child {
             limit_hit: self.progress.limit_hit,
             oom_outside: self.progress.oom_outside,
             limits_escaped: self.escaped.len() as u32,
+            usage: self.progress.usage.or(main.usage),
             ..main
         })
     }
@@ -461,6 +464,7 @@ impl Child {
                 timed_out,
                 limit_hit,
                 oom_outside,
+                usage,
             } => {
                 self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
                 self.progress.oom_outside = self.progress.oom_outside.max(*oom_outside);
@@ -471,6 +475,7 @@ impl Child {
                     limit_hit: *limit_hit,
                     oom_outside: *oom_outside,
                     limits_escaped: 0,
+                    usage: *usage,
                 })
             }
             TreeEvent::Settled {
@@ -478,8 +483,10 @@ impl Child {
                 limit_hit,
                 oom_outside,
                 escaped,
+                usage,
             } => {
                 self.escaped = escaped.clone();
+                self.progress.usage = *usage;
                 self.progress.limit_hit = LimitHit::worst(self.progress.limit_hit, *limit_hit);
                 self.progress.oom_outside = self.progress.oom_outside.max(*oom_outside);
                 self.progress.settled = Some(*killed);

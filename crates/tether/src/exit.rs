@@ -34,6 +34,7 @@ pub struct ExitStatus {
     pub(crate) limit_hit: Option<LimitHit>,
     pub(crate) oom_outside: u32,
     pub(crate) limits_escaped: u32,
+    pub(crate) usage: Option<ResourceUsage>,
 }
 
 impl ExitStatus {
@@ -107,6 +108,46 @@ impl ExitStatus {
     /// [`descendants_killed`](Self::descendants_killed).
     pub fn limits_escaped(&self) -> u32 {
         self.limits_escaped
+    }
+
+    /// What the command's processes used (CPU time, largest resident set)
+    /// — the whole tree's once it is empty, as far as it was reaped before
+    /// (see [`ResourceUsage`]). `None` where it is not measured (macOS,
+    /// Windows).
+    pub fn resource_usage(&self) -> Option<ResourceUsage> {
+        self.usage
+    }
+}
+
+/// What a command's tree used, as the kernel accounted it when its
+/// processes were reaped: on Linux, the sum of the `wait4` reports of every
+/// process the keeper reaped for this command (each of which includes what
+/// its own reaped children used) — what `RUSAGE_CHILDREN` would show the
+/// command's parent, which the owner is not (the keeper is). A process
+/// still running is not in it: the tree's whole use is known once it is
+/// empty ([`ExitStatus`] of a finished [`Child`](crate::Child) or
+/// settled session).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResourceUsage {
+    /// CPU time spent in user mode, all processes together.
+    pub user_time: std::time::Duration,
+    /// CPU time spent in the kernel on their behalf, all together.
+    pub system_time: std::time::Duration,
+    /// The largest resident set size of any one of them, in bytes (the
+    /// kernel's high-water mark, `ru_maxrss`).
+    pub max_rss: u64,
+}
+
+/// Both together: the times added, the larger `max_rss` kept.
+impl std::ops::Add for ResourceUsage {
+    type Output = ResourceUsage;
+
+    fn add(self, other: ResourceUsage) -> ResourceUsage {
+        ResourceUsage {
+            user_time: self.user_time + other.user_time,
+            system_time: self.system_time + other.system_time,
+            max_rss: self.max_rss.max(other.max_rss),
+        }
     }
 }
 

@@ -329,7 +329,7 @@ pub use contain::local_socket;
 pub use contain::sys;
 pub use containment::{Containment, ContainmentPolicy};
 pub use error::{Error, Result, Survivor, TagError, WithholdError};
-pub use exit::{Captured, ExitStatus, Output};
+pub use exit::{Captured, ExitStatus, Output, ResourceUsage};
 pub use forward::{SignalForwarder, absorb_parent_signals};
 pub use identity::ProcessIdentity;
 pub use install::Install;

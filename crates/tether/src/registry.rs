@@ -55,7 +55,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -229,6 +229,9 @@ pub struct Registry {
 
 struct Inner {
     config: RegistryConfig,
+    /// `config.max_live`, changeable while sessions run
+    /// ([`Registry::set_max_live`]).
+    max_live: AtomicUsize,
     spill_dir: PathBuf,
     table: Mutex<Table>,
     shut: AtomicBool,
@@ -253,6 +256,19 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
+    /// The most sessions that may hold processes at once now
+    /// ([`RegistryConfig::max_live`], unless changed since).
+    pub fn max_live(&self) -> usize {
+        self.inner.max_live.load(Ordering::SeqCst)
+    }
+
+    /// Changes [`max_live`](Registry::max_live) for the starts to come.
+    /// Sessions already live are not touched: lowering it below their
+    /// number only refuses new starts until enough of them end.
+    pub fn set_max_live(&self, max_live: usize) {
+        self.inner.max_live.store(max_live, Ordering::SeqCst);
+    }
+
     /// An empty registry. Touches no file until a session spills.
     pub fn new(config: RegistryConfig) -> Registry {
         // No directory of our own: a named one outlived every SIGKILLed
@@ -266,6 +282,7 @@ impl Registry {
         });
         Registry {
             inner: Arc::new(Inner {
+                max_live: AtomicUsize::new(config.max_live),
                 config,
                 spill_dir,
                 table: Mutex::new(Table::default()),
@@ -737,6 +754,131 @@ impl Registry {
         })
     }
 
+    /// Kills the session's tree if anything of it is left (as
+    /// [`kill`](Registry::kill): verified, with `grace`), then forgets the
+    /// session: its output buffers, spill file, terminal and every
+    /// descriptor it held are released now, not at its retention's end.
+    /// Returns its last snapshot; afterwards its id names nothing.
+    ///
+    /// # Errors
+    /// As `kill` (a tree that survived stays tracked and killable: nothing
+    /// is forgotten then).
+    pub async fn close(&self, id: &str, grace: Duration) -> Result<SessionInfo> {
+        let session = self.inner.find(id)?;
+        let id = session.id.as_str();
+        self.kill(id, grace).await?;
+        // The kill is answered once the session settled (or it had): wait
+        // for that to be visible, so its live slot is given back first.
+        while !session.shared().settled {
+            self.wait(id, WaitOptions::new(Duration::from_secs(60)).settled())
+                .await?;
+        }
+        let info = session.info();
+        let removed = lock(&self.inner.table).sessions.remove(id);
+        if let Some(removed) = removed {
+            removed.abort_driver();
+            lock(&removed.doorbell).take();
+        }
+        Ok(info)
+    }
+
+    /// Waits until `stream` has bytes at `offset` or after it, or has
+    /// ended (every writer gone), or `timeout` passes; then reads as
+    /// [`read_stream`](Registry::read_stream) — nothing, and `eof` false,
+    /// if the timeout passed first. A blocking, incremental read: start at
+    /// 0 and go on from each result's `next_offset` until `eof`.
+    ///
+    /// # Errors
+    /// As `read_stream`.
+    pub async fn read_wait(
+        &self,
+        id: &str,
+        stream: Stream,
+        offset: u64,
+        max_bytes: usize,
+        timeout: Duration,
+    ) -> Result<ReadResult> {
+        let session = self.inner.find(id)?;
+        let deadline = Instant::now() + timeout;
+        let mut changes = session.changed.subscribe();
+        loop {
+            changes.borrow_and_update();
+            let ready = {
+                let shared = session.shared();
+                let buffer = shared
+                    .buffer(stream)
+                    .ok_or_else(|| Error::NoSeparateStderr {
+                        id: session.id.to_string(),
+                    })?;
+                buffer.end_offset() > offset || shared.eof(stream)
+            };
+            if ready {
+                return self.read_stream(session.id.as_str(), stream, offset, max_bytes);
+            }
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    return self.read_stream(session.id.as_str(), stream, offset, 0);
+                }
+            }
+        }
+    }
+
+    /// The session's output doorbell (made on the first call; one per
+    /// session): readable once output arrived or the output ended, until
+    /// [`output_seen`](Registry::output_seen) clears it. (Used by
+    /// `tether::unix::RegistryOutputExt`: not on Windows.)
+    #[allow(dead_code)]
+    pub(crate) fn output_doorbell<T>(
+        &self,
+        id: &str,
+        with: impl FnOnce(&crate::contain::Doorbell) -> T,
+    ) -> Result<T> {
+        let session = self.inner.find(id)?;
+        let mut doorbell = lock(&session.doorbell);
+        if doorbell.is_none() {
+            let made = crate::contain::Doorbell::new()?;
+            // Output may be waiting already.
+            let shared = session.shared();
+            if shared
+                .buffer(Stream::Output)
+                .is_some_and(|b| b.end_offset() > 0)
+                || shared.eof(Stream::Output)
+            {
+                made.ring();
+            }
+            *doorbell = Some(made);
+        }
+        Ok(with(doorbell.as_ref().expect("made above")))
+    }
+
+    /// Says the caller has read the output up to `offset`: the doorbell is
+    /// cleared, and rung again at once if there is more past `offset` or
+    /// the output ended (so it stays readable, as a pipe at EOF is).
+    /// Nothing if the session has no doorbell.
+    ///
+    /// # Errors
+    /// [`Error::UnknownSession`], [`Error::AmbiguousSession`] or
+    /// [`Error::SessionIdTooShort`] for an `id` that names no one session.
+    pub fn output_seen(&self, id: &str, offset: u64) -> Result<()> {
+        let session = self.inner.find(id)?;
+        let doorbell = lock(&session.doorbell);
+        let Some(doorbell) = doorbell.as_ref() else {
+            return Ok(());
+        };
+        // Cleared before looking: output that lands after the look rings
+        // it again, so no arrival is missed.
+        doorbell.clear();
+        let shared = session.shared();
+        let more = shared
+            .buffer(Stream::Output)
+            .is_some_and(|b| b.end_offset() > offset);
+        if more || shared.eof(Stream::Output) {
+            doorbell.ring();
+        }
+        Ok(())
+    }
+
     /// Every session, oldest first.
     pub fn list(&self) -> Vec<SessionInfo> {
         let sessions: Vec<Arc<Session>> =
@@ -916,10 +1058,9 @@ impl Inner {
             return Err(Error::RegistryShutDown);
         }
         let mut table = lock(&self.table);
-        if table.live >= self.config.max_live {
-            return Err(Error::TooManySessions {
-                limit: self.config.max_live,
-            });
+        let max_live = self.max_live.load(Ordering::SeqCst);
+        if table.live >= max_live {
+            return Err(Error::TooManySessions { limit: max_live });
         }
         table.live += 1;
         Ok(Reservation {

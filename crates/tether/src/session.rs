@@ -188,6 +188,10 @@ pub(crate) struct Session {
     /// keeps its I/O driver's epoll and eventfd open.
     pub runtime: Mutex<Option<tokio::runtime::Handle>>,
     pub driver: Mutex<Option<JoinHandle<()>>>,
+    /// A descriptor readable when new output came (made on first ask,
+    /// [`Registry::output_doorbell`](crate::registry::Registry)): rung by
+    /// the driver as output arrives and at its end.
+    pub doorbell: Mutex<Option<crate::contain::Doorbell>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -243,6 +247,7 @@ impl Session {
             screen_lag,
             runtime: Mutex::new(Some(tokio::runtime::Handle::current())),
             driver: Mutex::new(None),
+            doorbell: Mutex::new(None),
         });
         (session, requests)
     }
@@ -253,6 +258,13 @@ impl Session {
 
     pub(crate) fn notify(&self) {
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// Rings the output doorbell, if anyone asked for one.
+    pub(crate) fn ring(&self) {
+        if let Some(doorbell) = lock(&self.doorbell).as_ref() {
+            doorbell.ring();
+        }
     }
 
     /// The snapshot callers see.

@@ -22,51 +22,100 @@ from __future__ import annotations
 import os as _os
 
 from . import _native
-from ._errors import (
-    CalledProcessError,
-    ContainmentUnavailable,
-    InheritedHandleError,
-    KeeperError,
-    KillIncomplete,
-    SessionNotFound,
-    StdinQueueFull,
-    TetherError,
-    TimeoutExpired,
-    TooManySessions,
-    Unsupported,
-)
-from ._asyncio import Process, create_subprocess_exec, create_subprocess_shell
-from ._keeper import executable
 from ._native import Limit, LimitReport
-from ._popen import (
-    DEVNULL,
-    PIPE,
-    STDOUT,
-    CompletedProcess,
-    KillResult,
-    Popen,
-    call,
-    check_call,
-    check_output,
-    getoutput,
-    getstatusoutput,
-    run,
-)
-from ._session import (
-    AsyncSession,
-    Match,
-    Session,
-    WaitResult,
-    session,
-    sessions,
-    start,
-    start_async,
-)
-from ._spawn import EOF, TIMEOUT, spawn
-from ._durable import DurableSession, attach, durable_sessions
-from ._durable import _with_durable
 
-start = _with_durable(start)
+# What `import tether` loads is only the extension and the keeper's path:
+# the rest — `subprocess` (which brings `re`, `enum`, `locale`, `signal`,
+# `threading`, …: ~2/3 of the old import's 20–70 ms), `typing`, the
+# modules of `Popen`, sessions, `spawn`, asyncio — loads at the first use
+# of a name that needs it (PEP 562), so a program that imports tether and
+# runs nothing yet pays ~2 ms (docs/benchmarks.md, "Python").
+#: Every public name and the module it lives in.
+_LAZY = {
+    **dict.fromkeys(
+        ("CalledProcessError", "ContainmentUnavailable", "InheritedHandleError", "KeeperError",
+         "KillIncomplete", "SessionNotFound", "StdinQueueFull", "TetherError", "TimeoutExpired",
+         "TooManySessions", "Unsupported"),
+        "_errors",
+    ),
+    **dict.fromkeys(("Process", "create_subprocess_exec", "create_subprocess_shell"), "_asyncio"),
+    **dict.fromkeys(
+        ("DEVNULL", "PIPE", "STDOUT", "CompletedProcess", "KillResult", "Popen", "call", "check_call",
+         "check_output", "getoutput", "getstatusoutput", "run"),
+        "_popen",
+    ),
+    **dict.fromkeys(
+        ("AsyncSession", "Killing", "Match", "Session", "WaitResult", "max_sessions", "session",
+         "sessions", "set_max_sessions", "start_async"),
+        "_session",
+    ),
+    # `start` is `_session.start` with durable=True added (_durable.py).
+    **dict.fromkeys(("DurableSession", "attach", "durable_sessions", "start"), "_durable"),
+    **dict.fromkeys(("EOF", "TIMEOUT", "spawn"), "_spawn"),
+    "executable": "_keeper",
+}
+
+#: `typing.TYPE_CHECKING` without importing `typing` (type checkers take
+#: any name `TYPE_CHECKING` as true).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._asyncio import Process, create_subprocess_exec, create_subprocess_shell
+    from ._errors import (
+        CalledProcessError,
+        ContainmentUnavailable,
+        InheritedHandleError,
+        KeeperError,
+        KillIncomplete,
+        SessionNotFound,
+        StdinQueueFull,
+        TetherError,
+        TimeoutExpired,
+        TooManySessions,
+        Unsupported,
+    )
+    from ._keeper import executable
+    from ._popen import (
+        DEVNULL,
+        PIPE,
+        STDOUT,
+        CompletedProcess,
+        KillResult,
+        Popen,
+        call,
+        check_call,
+        check_output,
+        getoutput,
+        getstatusoutput,
+        run,
+    )
+    from ._session import (
+        AsyncSession,
+        Killing,
+        Match,
+        Session,
+        WaitResult,
+        max_sessions,
+        session,
+        sessions,
+        set_max_sessions,
+        start_async,
+    )
+    from ._durable import DurableSession, attach, durable_sessions, start
+    from ._spawn import EOF, TIMEOUT, spawn
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether' has no attribute {name!r}")
+    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__: str = _native.__version__
 
@@ -108,6 +157,7 @@ __all__ = [
     "KeeperError",
     "KillIncomplete",
     "KillResult",
+    "Killing",
     "Limit",
     "LimitReport",
     "Match",
@@ -132,10 +182,12 @@ __all__ = [
     "executable",
     "getoutput",
     "getstatusoutput",
+    "max_sessions",
     "run",
     "session",
     "sessions",
     "spawn",
+    "set_max_sessions",
     "set_warm_keepers",
     "start",
     "start_async",

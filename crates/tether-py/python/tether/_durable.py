@@ -301,3 +301,9 @@ def _with_durable(plain: _F) -> _F:
     ``shell``, ``cwd``, ``env``, ``pty``, ``grace``, ``purpose`` and the
     limits apply; the other options do not."""
     return cast(_F, start)
+
+
+from ._session import start as _plain_start  # noqa: E402 (after _with_durable)
+
+#: ``tether.start``: ``_session.start`` with ``durable=True`` added.
+start = _with_durable(_plain_start)

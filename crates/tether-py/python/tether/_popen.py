@@ -63,12 +63,16 @@ class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
     ``descendants_killed`` (processes besides the main one killed on the way
     to an empty tree), ``containment`` (what held the tree: ``subreaper``,
     ``pidns``, ``pgroup+tag``, ``job``), ``limits`` (the limits as applied,
-    each with how it was enforced; falsy when none was asked for) and ``limit_hit`` (``"memory"``, ``"pids"`` or ``None``)."""
+    each with how it was enforced; falsy when none was asked for), ``limit_hit`` (``"memory"``, ``"pids"`` or ``None``)
+    and ``rusage``: what the whole tree used (``ru_utime``, ``ru_stime``
+    in seconds, ``ru_maxrss`` in KiB, as ``os.wait4`` reports one
+    process), ``None`` where not measured (macOS, Windows)."""
 
     descendants_killed: int
     containment: str
     limits: Optional[_native.LimitReport]
     limit_hit: Optional[str]
+    rusage: Optional[_native.ResourceUsage]
 
     def __init__(
         self,
@@ -80,12 +84,14 @@ class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
         containment: str = "",
         limits: Optional[_native.LimitReport] = None,
         limit_hit: Optional[str] = None,
+        rusage: Optional[_native.ResourceUsage] = None,
     ) -> None:
         super().__init__(args, returncode, stdout, stderr)
         self.descendants_killed = descendants_killed
         self.containment = containment
         self.limits = limits
         self.limit_hit = limit_hit
+        self.rusage = rusage
 
 
 class KillResult:
@@ -345,6 +351,10 @@ class Popen:
     ) -> None:
         # Set first: __del__ looks at them whatever fails below.
         self._child = None  # type: ignore[assignment]
+        #: The native handle let go of (``close()``, or a finished tree):
+        #: its pidfd and keeper link closed.
+        self._released = False
+        self._keep_descendants = keep_descendants
         self.returncode = None
         self.stdin = self.stdout = self.stderr = None
         if bufsize is None:
@@ -482,21 +492,30 @@ class Popen:
             for fd in to_close:
                 os.close(fd)
         self.pid = self._child.pid
-        if our_in is not None:
-            self.stdin = io.open(our_in, "wb", bufsize)
-            if self._text:
-                self.stdin = io.TextIOWrapper(
-                    self.stdin, encoding=self._encoding, errors=self._errors,
-                    write_through=True, line_buffering=line_buffering,
-                )
-        if our_out is not None:
-            self.stdout = io.open(our_out, "rb", bufsize)
-            if self._text:
-                self.stdout = io.TextIOWrapper(self.stdout, encoding=self._encoding, errors=self._errors)
-        if our_err is not None:
-            self.stderr = io.open(our_err, "rb", bufsize)
-            if self._text:
-                self.stderr = io.TextIOWrapper(self.stderr, encoding=self._encoding, errors=self._errors)
+        try:
+            if our_in is not None:
+                self.stdin = io.open(our_in, "wb", bufsize)
+                if self._text:
+                    self.stdin = io.TextIOWrapper(
+                        self.stdin, encoding=self._encoding, errors=self._errors,
+                        write_through=True, line_buffering=line_buffering,
+                    )
+            if our_out is not None:
+                self.stdout = io.open(our_out, "rb", bufsize)
+                if self._text:
+                    self.stdout = io.TextIOWrapper(self.stdout, encoding=self._encoding, errors=self._errors)
+            if our_err is not None:
+                self.stderr = io.open(our_err, "rb", bufsize)
+                if self._text:
+                    self.stderr = io.TextIOWrapper(self.stderr, encoding=self._encoding, errors=self._errors)
+        except BaseException:
+            # An interrupt (Ctrl-C) before the caller holds this Popen: the
+            # tree must not outlive it, nor keep the terminal (verified).
+            try:
+                self._child.kill()
+            except Exception:
+                pass
+            raise
 
     def __class_getitem__(cls, item: Any) -> types.GenericAlias:
         """``Popen[bytes]``, as ``subprocess.Popen[bytes]``."""
@@ -542,7 +561,7 @@ class Popen:
     @property
     def containment(self) -> str:
         """What holds the tree: ``subreaper``, ``pidns``, ``pgroup+tag``, ``job``."""
-        return str(self._child.containment)
+        return str(self._handle_facts[0] if self._released else self._child.containment)
 
     @property
     def limits(self) -> _native.LimitReport:
@@ -550,7 +569,7 @@ class Popen:
         ``None`` (not asked for) or a ``Limit`` with ``value``,
         ``enforced`` (``cgroup2``, ``cgroup1``, ``job``, ``rlimit``,
         ``none``) and ``reason`` (why ``none``)."""
-        return self._child.limits
+        return self._handle_facts[1] if self._released else self._child.limits
 
     @property
     def limit_hit(self) -> Optional[str]:
@@ -565,20 +584,70 @@ class Popen:
         tree (0 until it is)."""
         return self._status.descendants_killed if self._status is not None else 0
 
+    @property
+    def rusage(self) -> Optional[_native.ResourceUsage]:
+        """What the whole tree used — ``ru_utime``, ``ru_stime`` (seconds),
+        ``ru_maxrss`` (KiB, the largest process), as ``os.wait4`` reports
+        one process; the keeper reaps the tree, so this process's
+        ``RUSAGE_CHILDREN`` never shows it. ``None`` until it ended, and
+        where not measured (macOS, Windows)."""
+        return self._status.rusage if self._status is not None else None
+
     def descendants(self) -> List[Tuple[int, str]]:
         """``(pid, command)`` of the tree's live processes besides the main one."""
+        if self._released:
+            return []  # finished and let go: the tree is empty
         return list(self._child.descendants())
 
     def _settle(self, status: Any) -> int:
         self._status = status
         self.returncode = status.returncode
+        if not self._keep_descendants:
+            # The tree is empty (the main process exited, what it left was
+            # killed): nothing is left to signal, so the handle's pidfd and
+            # keeper link go now, as subprocess holds nothing for a reaped
+            # child (30 communicated Popens held 60 descriptors, now 0).
+            self._release()
         return int(status.returncode)
+
+    def _release(self) -> None:
+        if not self._released and self._child is not None:
+            child = self._child
+            self._handle_facts = (child.containment, child.limits)
+            self._released = True
+            child.close()
+            # The native handle itself holds a copy of the keeper's socket
+            # (for kills from another thread): it goes too.
+            self._child = None  # type: ignore[assignment]
+
+    def close(self) -> None:
+        """Releases every descriptor the ``Popen`` holds at once — its
+        pipes and its link to the keeper. A running command's tree (or what
+        a finished one left with ``keep_descendants``) is killed first,
+        verified (``kill_tree(0)``: ``KillIncomplete`` otherwise, and then
+        nothing is released). Afterwards ``returncode``, ``poll()`` and
+        ``wait()`` still answer; calling it again does nothing."""
+        if self._released or self._child is None:
+            self._close_streams()
+            return
+        self.kill_tree(0)
+        self._close_streams()
+        self._release()
+
+    def _close_streams(self) -> None:
+        for stream in (self.stdin, self.stdout, self.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass  # a BrokenPipeError flushing stdin: it is closed anyway
 
     def poll(self) -> Optional[int]:
         """The return code if the main process has exited (and what it left
         is gone), else ``None``; never blocks."""
-        if self.returncode is None:
-            status = self._child.poll()
+        child = self._child  # (None once released, by another thread too)
+        if self.returncode is None and child is not None:
+            status = child.poll()
             if status is not None:
                 self._settle(status)
         return self.returncode
@@ -591,7 +660,10 @@ class Popen:
         if self.returncode is not None:
             return self.returncode
         timeout = _finite(timeout)
-        status = self._child.wait(timeout)
+        child = self._child
+        if child is None:  # released meanwhile by another thread: settled
+            return int(self.returncode or 0)  # (set before the release)
+        status = child.wait(timeout)
         if status is None:
             raise TimeoutExpired(self.args, timeout if timeout is not None else 0.0)
         return self._settle(status)
@@ -623,6 +695,9 @@ class Popen:
         returns once it is verified empty (what the context manager's exit
         does). Also after the main process exited (ends what it left).
         Raises ``KillIncomplete`` with the survivors."""
+        if self._released:
+            # Finished and let go: nothing of the tree is left to kill.
+            return KillResult(int(self.returncode or 0), 0, [])  # (released: settled)
         seen = [] if self._status is not None else self.descendants()
         status = self._child.kill(grace)
         self._settle(status)
@@ -676,7 +751,8 @@ class Popen:
             return out, err
         # A copy of the keeper's socket, polled beside the pipes (see
         # _read_all).
-        events = self._child.events_fd() if os.name == "posix" and self._streams() else None
+        events = (self._child.events_fd()
+                  if os.name == "posix" and self._streams() and not self._released else None)
         endtime = None if timeout is None else time.monotonic() + timeout
         try:
             self._check_input(input)
@@ -705,7 +781,8 @@ class Popen:
         join after the caller's own `wait()`, which raises the loss): it
         kills the orphans then, which ends the read."""
         follower = None
-        if os.name == "posix":
+        # (Released: the tree is empty, the pipes end without a keeper to follow.)
+        if os.name == "posix" and not self._released:
 
             def follow() -> None:
                 try:
@@ -964,6 +1041,7 @@ def run(
         containment=process.containment,
         limits=process.limits,
         limit_hit=process.limit_hit,
+        rusage=process.rusage,
     )
 
 

@@ -13,10 +13,11 @@ only while a session is live.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (Any, AsyncIterator, Dict, Generator, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 from . import _native
-from ._errors import InheritedHandleError
+from ._errors import InheritedHandleError, SessionNotFound
 from ._popen import Size, StrOrBytesPath, _environment
 
 __all__ = [
@@ -28,10 +29,15 @@ __all__ = [
     "start_async",
     "sessions",
     "session",
+    "Killing",
+    "max_sessions",
+    "set_max_sessions",
 ]
 
 #: Seconds ``wait`` waits by default.
 DEFAULT_WAIT = 30.0
+#: Longest single wait of ``iter_output`` (it waits again after).
+_ITER_SLICE = 3600.0
 
 
 class Match:
@@ -68,6 +74,12 @@ class WaitResult:
     @property
     def returncode(self) -> Optional[int]:
         return self.info.returncode  # type: ignore[no-any-return]
+
+    @property
+    def rusage(self) -> Any:
+        """What the tree used once the main process exited (the whole
+        tree's once settled): ``ru_utime``, ``ru_stime``, ``ru_maxrss``."""
+        return self.info.rusage
 
     def __repr__(self) -> str:
         return f"WaitResult(status={self.status!r}, match={self.match!r}, returncode={self.returncode})"
@@ -137,9 +149,10 @@ def _sync(op: Any) -> Any:
     return op.result()
 
 
-async def _async(op: Any) -> Any:
+async def _async(op: Any, cancel: bool = True) -> Any:
     """Awaits an engine operation; cancelling the awaiting task cancels it
-    (what it waited for is left as it was: the session runs on)."""
+    (what it waited for is left as it was: the session runs on) — unless
+    ``cancel`` is false (a kill: it goes on to its end)."""
     import asyncio  # here, not at import: it costs more than all of tether
 
     loop = asyncio.get_running_loop()
@@ -159,9 +172,84 @@ async def _async(op: Any) -> Any:
     try:
         await future
     except BaseException:
-        op.cancel()
+        if cancel:
+            op.cancel()
         raise
     return op.result()
+
+
+class _Kept:
+    """An engine operation whose result can be taken more than once (a
+    close: the handle's last snapshot, and what ``await`` gives)."""
+
+    __slots__ = ("_op", "_value", "_error")
+
+    def __init__(self, op: Any) -> None:
+        #: The operation until its result is taken: let go then (an ended
+        #: operation's task holds the runtime's epoll and eventfd).
+        self._op: Any = op
+        self._value: Any = None
+        self._error: Optional[BaseException] = None
+
+    def add_done_callback(self, callback: Any) -> None:
+        if self._op is None:
+            callback()
+        else:
+            self._op.add_done_callback(callback)
+
+    def cancel(self) -> None:
+        pass  # a close goes on to its end
+
+    def done(self) -> bool:
+        return self._op is None or bool(self._op.done())
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        return self._op is None or bool(self._op.wait(timeout))
+
+    def result(self) -> Any:
+        if self._op is not None:
+            self._op.wait()
+            try:
+                self._value = self._op.result()
+            except BaseException as e:  # noqa: B036 — kept, raised to every taker
+                self._error = e
+            self._op = None
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class Killing:
+    """A kill in flight, as ``AsyncSession.kill`` returns it: the kill
+    started when ``kill()`` was called — in a running loop or not, awaited
+    or not — and goes on to its verified end on tether's own thread.
+    ``await`` it in a coroutine, or call ``result()`` outside one, for
+    what it reported (``state``, ``already_exited``,
+    ``descendants_killed``; ``KillIncomplete`` otherwise). Cancelling the
+    ``await`` stops the waiting, never the kill."""
+
+    __slots__ = ("_op",)
+
+    def __init__(self, op: Any) -> None:
+        self._op = op
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return _async(self._op, cancel=False).__await__()
+
+    def done(self) -> bool:
+        """Whether the kill ended (``result()`` would not block)."""
+        return bool(self._op.done())
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """Blocks (not for a coroutine: ``await`` there) until the kill
+        ended and returns its report; ``TimeoutError`` if ``timeout``
+        seconds pass first (the kill goes on)."""
+        if not self._op.wait(timeout):
+            raise TimeoutError(f"the kill did not end within {timeout} s (it goes on)")
+        return self._op.result()
+
+    def __repr__(self) -> str:
+        return f"<tether.Killing {'done' if self.done() else 'in flight'}>"
 
 
 class _Base:
@@ -175,6 +263,9 @@ class _Base:
     def __init__(self, id: str) -> None:
         self.id = id
         self.owner_pid = os.getpid()
+        #: The close under way or done (``close()``), whose value is the
+        #: session's last snapshot.
+        self._closing: Any = None
         info = self._info()
         self.pid = info.pid
         self.command = info.command
@@ -183,7 +274,14 @@ class _Base:
         #: Where ``read_new`` goes on from.
         self._read = 0
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closing is not None
+
     def _check(self) -> None:
+        if self._closing is not None:
+            raise ValueError(f"I/O operation on closed session {self.id}")
         if os.getpid() != self.owner_pid:
             raise InheritedHandleError(
                 f"session {self.id} belongs to process {self.owner_pid}: it was inherited "
@@ -193,14 +291,21 @@ class _Base:
             )
 
     def _info(self) -> Any:
+        if self._closing is not None:
+            # Its last snapshot (the close goes on to its end first).
+            self._closing.wait()
+            return self._closing.result()
         return _native.info(self.id)
 
     def info(self) -> Any:
         """The session now: ``state``, ``returncode``, ``pid``,
         ``descendants``, ``output_bytes``, ``settled``, ``limits`` (as
         applied, each with how it is enforced), ``limit_hit``
-        (``"memory"``, ``"pids"`` or ``None``), …"""
-        self._check()
+        (``"memory"``, ``"pids"`` or ``None``), ``rusage`` (what the tree
+        used: ``ru_utime``, ``ru_stime``, ``ru_maxrss``), … — after
+        ``close()``, as it was then."""
+        if self._closing is None:
+            self._check()
         return self._info()
 
     def poll(self) -> Optional[int]:
@@ -219,10 +324,32 @@ class _Base:
         return _native.read(self.id, offset, max_bytes, stderr)
 
     def read_new(self, max_bytes: int = 65536) -> bytes:
-        """The output since the last ``read_new`` (bytes)."""
-        chunk = self.read(self._read, max_bytes)
+        """The output since the last ``read_new`` (bytes; ``b''`` if none
+        came). Never blocks; ``iter_output`` waits."""
+        return self._took(self.read(self._read, max_bytes))
+
+    def _took(self, chunk: Any) -> bytes:
+        """Moves this handle's read position past ``chunk`` (and tells the
+        ``fileno()`` descriptor how far it is read)."""
         self._read = chunk.next_offset
+        _native.output_seen(self.id, self._read)
         return chunk.data  # type: ignore[no-any-return]
+
+    def _read_wait_op(self, timeout: Optional[float], max_bytes: int) -> Any:
+        self._check()
+        # (A bounded slice when unbounded: the loop waits again.)
+        wait = _ITER_SLICE if timeout is None else min(float(timeout), _ITER_SLICE)
+        return _native.read_wait(self.id, self._read, max_bytes, wait)
+
+    def fileno(self) -> int:
+        """A descriptor that is readable while output not yet read through
+        this handle (``read_new``, ``iter_output``) is waiting, and once the
+        output ended — for ``select``/``selectors``/``loop.add_reader``.
+        Never read or close it yourself; ``close()`` closes it. One per
+        session (Linux: an ``eventfd``; elsewhere a pipe), rung by tether's
+        own thread as output arrives: no thread and no copy of the output."""
+        self._check()
+        return int(_native.output_fd(self.id))
 
     def close_stdin(self) -> None:
         """Ends stdin (a PTY session gets its end-of-file character)."""
@@ -311,6 +438,44 @@ class Session(_Base):
         self._check()
         return _sync(_native.kill(self.id, grace))
 
+    def iter_output(self, timeout: Optional[float] = None, max_bytes: int = 65536) -> Iterator[bytes]:
+        """The output as it comes, from where this handle last read
+        (``read_new`` shares the position): each chunk as soon as it is
+        there, until the output ended (every writer gone). ``timeout``: the
+        most seconds to wait for each chunk (``TimeoutError``; ``None``:
+        no bound). Ctrl-C while it waits raises at once."""
+        while True:
+            waited = 0.0
+            while True:
+                chunk = _sync(self._read_wait_op(
+                    None if timeout is None else timeout - waited, max_bytes))
+                if chunk.data or chunk.eof:
+                    break
+                if timeout is not None:
+                    waited += _ITER_SLICE
+                    if waited >= timeout:
+                        raise TimeoutError(f"no output from session {self.id} within {timeout} s")
+            data = self._took(chunk)
+            if data:
+                yield data
+            if chunk.eof:
+                return
+
+    def close(self, grace: float = 2.0) -> None:
+        """Kills what is left of the tree (verified, as ``kill``), then
+        releases everything the session holds — its output buffers, spill
+        file, terminal, ``fileno()`` and every other descriptor — at once,
+        not at its retention's end. ``info()``, ``poll()`` and
+        ``returncode`` still answer (as of the close); reads and writes
+        raise ``ValueError``. Again: nothing."""
+        if self._closing is not None:
+            return
+        if os.getpid() != self.owner_pid:
+            self._check()
+        op = _Kept(_native.close(self.id, grace))
+        op.result()  # KillIncomplete: the session stays open and killable
+        self._closing = op
+
     def __enter__(self) -> "Session":
         return self
 
@@ -321,9 +486,10 @@ class Session(_Base):
 
 class AsyncSession(_Base):
     """A background session for ``asyncio`` (made by
-    ``tether.start_async``): ``write``, ``send_keys``, ``wait`` and ``kill``
-    are coroutines; cancelling one (``asyncio.wait_for``, task
-    cancellation) stops the waiting, never the session."""
+    ``tether.start_async``): ``write``, ``send_keys`` and ``wait`` are
+    coroutines; cancelling one (``asyncio.wait_for``, task cancellation)
+    stops the waiting, never the session. ``kill`` acts when called, in a
+    loop or outside any, and returns an awaitable ``Killing``."""
 
     async def write(self, data: Union[bytes, str]) -> None:
         self._check()
@@ -344,9 +510,44 @@ class AsyncSession(_Base):
         op, _ = self._wait_op(until, timeout, offset, settled)
         return self._waited(await _async(op))
 
-    async def kill(self, grace: float = 2.0) -> Any:
+    def kill(self, grace: float = 2.0) -> Killing:
+        """Starts killing the whole tree at once — as
+        ``asyncio.subprocess.Process.kill`` acts when called, in a running
+        loop or outside any — and returns the kill in flight: ``await
+        s.kill()`` in a coroutine, ``s.kill().result()`` outside one, or
+        drop it (the kill still runs to its end)."""
         self._check()
-        return await _async(_native.kill(self.id, grace))
+        return Killing(_native.kill(self.id, grace))
+
+    async def iter_output(self, timeout: Optional[float] = None,
+                          max_bytes: int = 65536) -> AsyncIterator[bytes]:
+        """``Session.iter_output``, for ``async for``."""
+        while True:
+            waited = 0.0
+            while True:
+                chunk = await _async(self._read_wait_op(
+                    None if timeout is None else timeout - waited, max_bytes))
+                if chunk.data or chunk.eof:
+                    break
+                if timeout is not None:
+                    waited += _ITER_SLICE
+                    if waited >= timeout:
+                        raise TimeoutError(f"no output from session {self.id} within {timeout} s")
+            data = self._took(chunk)
+            if data:
+                yield data
+            if chunk.eof:
+                return
+
+    def close(self, grace: float = 2.0) -> Killing:
+        """``Session.close``, started at once (as ``kill``): ``await`` it,
+        or ``result()`` outside a loop, for the session's last snapshot.
+        The handle is closed from this call on."""
+        if self._closing is not None:
+            return Killing(self._closing)
+        self._check()
+        self._closing = _Kept(_native.close(self.id, grace))
+        return Killing(self._closing)
 
     async def __aenter__(self) -> "AsyncSession":
         return self
@@ -430,7 +631,41 @@ def sessions() -> List[Any]:
     return list(_native.sessions())
 
 
-def session(id: str) -> Session:
+def session(id: Optional[str] = None, *, pid: Optional[int] = None) -> Session:
     """A handle on the session ``id`` names (a full id or a unique prefix of
-    4+ characters); ``SessionNotFound`` otherwise."""
-    return Session(_native.info(id).id)
+    4+ characters), or whose main process is ``pid`` (the newest such
+    session of this process, live or recently finished);
+    ``SessionNotFound`` otherwise."""
+    if (id is None) == (pid is None):
+        raise TypeError("session() takes an id or pid=, one of the two")
+    if id is not None:
+        return Session(_native.info(id).id)
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise TypeError(f"pid must be an int, not {type(pid).__name__}")
+    for info in reversed(_native.sessions()):
+        if info.pid == pid:
+            return Session(info.id)
+    raise SessionNotFound(f"no session of this process has main process {pid}")
+
+
+#: The binding's ``MAX_SESSIONS_CEILING`` (engine.rs: ~6 descriptors each).
+_MAX_SESSIONS_CEILING = 4096
+
+
+def max_sessions() -> int:
+    """How many background sessions may hold processes at once (64 unless
+    ``set_max_sessions`` changed it)."""
+    return int(_native.max_sessions())
+
+
+def set_max_sessions(n: int) -> int:
+    """Lets up to ``n`` background sessions hold processes at once (1 to
+    4096; ``ValueError`` otherwise); returns the previous cap. A start
+    past the cap raises ``TooManySessions`` and touches nothing; sessions
+    already live are left alone when it is lowered. Each live session holds
+    ~6 descriptors of this process: raise ``RLIMIT_NOFILE`` to match."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"the session cap must be an int, not {type(n).__name__}")
+    if not 1 <= n <= _MAX_SESSIONS_CEILING:
+        raise ValueError(f"max sessions must be 1 to {_MAX_SESSIONS_CEILING}, not {n}")
+    return int(_native.set_max_sessions(n))

@@ -1,6 +1,7 @@
 //! What a contained tree reports to its owner.
 
 use crate::error::Survivor;
+use crate::exit::ResourceUsage;
 use crate::limits::{LimitEscape, LimitHit};
 
 /// How the main process ended.
@@ -25,6 +26,9 @@ pub(crate) enum TreeEvent {
         /// Processes OOM-killed by then for memory the session's own limit
         /// did not run out of.
         oom_outside: u32,
+        /// What the processes reaped by then used (`None`: not measured
+        /// on this platform).
+        usage: Option<ResourceUsage>,
     },
     /// Nothing of the session is left; `killed` descendants were killed
     /// (the main process's own exit not counted); `limit_hit`: a limit the
@@ -37,6 +41,8 @@ pub(crate) enum TreeEvent {
         /// Processes found outside the session's cgroups (out of its
         /// limits), and where.
         escaped: Vec<LimitEscape>,
+        /// What the whole tree used.
+        usage: Option<ResourceUsage>,
     },
     /// A kill gave up on these survivors; the tree stays killable.
     KillFailed { survivors: Vec<Survivor> },

@@ -67,7 +67,7 @@ pub(crate) use imp::{
     TreeWatcher, become_subreaper, duplicate_descriptor, output_pipe, owner_identity,
     platform_state_dir, read_both, set_keeper_program, set_warm_keepers, spawn, start_keeper_ahead,
 };
-pub(crate) use imp::{Console, Pty, WinchWatcher};
+pub(crate) use imp::{Console, Doorbell, Pty, WinchWatcher};
 pub(crate) use plan::{ChildIo, ChildSetup, KeeperHook, Ladder, SpawnPlan};
 
 /// Runs a spawn whose child the calling thread waits for at once and never

@@ -289,6 +289,7 @@ impl Driver {
                     timed_out,
                     limit_hit,
                     oom_outside,
+                    usage,
                 }) => {
                     let earlier = self.session.shared().limit_hit;
                     self.main = Main::Exited(ExitStatus {
@@ -298,6 +299,7 @@ impl Driver {
                         limit_hit: LimitHit::worst(earlier, limit_hit),
                         oom_outside,
                         limits_escaped: 0,
+                        usage,
                     });
                     self.note_limit_hit(limit_hit);
                     if timed_out && self.killing.is_none() {
@@ -311,11 +313,13 @@ impl Driver {
                     killed,
                     limit_hit,
                     escaped,
+                    usage,
                     ..
                 }) => {
                     if !escaped.is_empty() {
                         self.session.shared().limits_escaped = escaped;
                     }
+                    self.note_usage(usage);
                     self.note_limit_hit(limit_hit);
                     self.tree = TreeState::Empty { killed };
                     self.keeper = None;
@@ -377,6 +381,20 @@ impl Driver {
         self.session.notify();
     }
 
+    /// Takes in what the whole tree used, reported with its end: the exit
+    /// status (published already, or to be) says so from now on.
+    fn note_usage(&mut self, usage: Option<crate::exit::ResourceUsage>) {
+        if usage.is_none() {
+            return;
+        }
+        if let Some(exit) = self.session.shared().exit.as_mut() {
+            exit.usage = usage;
+        }
+        if let Main::Exited(status) = &mut self.main {
+            status.usage = usage;
+        }
+    }
+
     /// Reads what the pipes hold right now, at most one pipe capacity each:
     /// that includes every byte the main process wrote before exiting.
     fn drain_after_exit(&mut self) {
@@ -417,6 +435,9 @@ impl Driver {
                     }
                 }
                 if bytes > 0 || eof {
+                    // The doorbell first: whoever the notification wakes
+                    // finds it rung.
+                    self.session.ring();
                     self.session.notify();
                 }
             }
@@ -492,6 +513,7 @@ impl Driver {
         for (reply, already_exited) in std::mem::take(&mut self.waiting_kills) {
             let _ = reply.send(Ok(self.outcome(already_exited)));
         }
+        self.session.ring();
         self.session.notify();
     }
 }

@@ -6,6 +6,7 @@
 #![cfg(target_os = "linux")]
 
 mod bytes;
+mod close;
 mod completion;
 mod cycles;
 mod kill_race;

@@ -4,18 +4,17 @@
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::Pid;
 
 use super::pidfd::Pidfd;
 use super::procfs::{children_of_process, read_stat};
 use crate::contain::Termination;
 use crate::containment::Containment;
+use crate::exit::ResourceUsage;
 
 pub(crate) use super::cgroup::SessionCgroups;
 pub(crate) use super::oom::OomPriority;
@@ -209,42 +208,70 @@ pub(crate) fn tree_is_empty(_scope: &TreeScope<'_>) -> bool {
     rc < 0 && Errno::last() == Errno::ECHILD
 }
 
-/// A change in a child's state, as `waitpid` reports it.
+/// A change in a child's state, as `wait4` reports it.
 pub(crate) enum Change {
-    /// It ended (and is reaped).
-    Exited(Termination),
+    /// It ended (and is reaped), having used this much (its own use and
+    /// that of the children it reaped itself).
+    Exited(Termination, Option<ResourceUsage>),
     /// It was stopped by this signal.
     Stopped(i32),
     /// It was continued.
     Continued,
 }
 
+/// Whether [`reap_any`] reports what each process used.
+pub(crate) const MEASURES_USAGE: bool = true;
+
 /// Reaps one exited child (or, with `stops`, reports one stop or
 /// continue): its pid and what happened. `None` when nothing changed.
+///
+/// `wait4`, not `waitpid`: the reap is the one moment the kernel tells
+/// what a process used, and the owner is not the command's parent (the
+/// keeper is), so its own `RUSAGE_CHILDREN` never sees it.
 pub(crate) fn reap_any(stops: bool) -> Option<(u32, Change)> {
-    let mut flags = WaitPidFlag::WNOHANG | WaitPidFlag::__WALL;
+    let mut flags = libc::WNOHANG | libc::__WALL;
     if stops {
-        flags |= WaitPidFlag::WUNTRACED | WaitPidFlag::WCONTINUED;
+        flags |= libc::WUNTRACED | libc::WCONTINUED;
     }
     loop {
-        match waitpid(None::<Pid>, Some(flags)) {
-            Ok(WaitStatus::StillAlive) | Err(_) => return None,
-            Ok(status) => {
-                let Some(pid) = status.pid().map(|p| p.as_raw() as u32) else {
-                    continue;
-                };
-                let change = match status {
-                    WaitStatus::Exited(_, code) => Change::Exited(Termination::Code(code)),
-                    WaitStatus::Signaled(_, sig, _) => {
-                        Change::Exited(Termination::Signal(sig as i32))
-                    }
-                    WaitStatus::Stopped(_, sig) => Change::Stopped(sig as i32),
-                    WaitStatus::Continued(_) => Change::Continued,
-                    _ => continue,
-                };
-                return Some((pid, change));
-            }
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; wait4 fills it and `status`.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: wait4 with valid pointers to locals.
+        let pid = unsafe { libc::wait4(-1, &mut status, flags, &mut usage) };
+        if pid <= 0 {
+            return None;
         }
+        let change = if libc::WIFEXITED(status) {
+            Change::Exited(
+                Termination::Code(libc::WEXITSTATUS(status)),
+                Some(used(&usage)),
+            )
+        } else if libc::WIFSIGNALED(status) {
+            Change::Exited(
+                Termination::Signal(libc::WTERMSIG(status)),
+                Some(used(&usage)),
+            )
+        } else if libc::WIFSTOPPED(status) {
+            Change::Stopped(libc::WSTOPSIG(status))
+        } else if libc::WIFCONTINUED(status) {
+            Change::Continued
+        } else {
+            continue;
+        };
+        return Some((pid as u32, change));
+    }
+}
+
+/// A `wait4` report as a [`ResourceUsage`] (`ru_maxrss` is in KiB on Linux).
+fn used(usage: &libc::rusage) -> ResourceUsage {
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    ResourceUsage {
+        user_time: time(usage.ru_utime),
+        system_time: time(usage.ru_stime),
+        max_rss: (usage.ru_maxrss.max(0) as u64).saturating_mul(1024),
     }
 }
 

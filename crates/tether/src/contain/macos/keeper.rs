@@ -323,8 +323,9 @@ pub(crate) fn tree_is_empty(scope: &TreeScope<'_>) -> bool {
 /// A change in a child's state.
 pub(crate) enum Change {
     /// It ended. (On macOS: reported, its zombie held — see the module
-    /// docs.)
-    Exited(Termination),
+    /// docs.) What it used is not measured here (`None`): its zombie is
+    /// reaped later, by `tree_is_empty`.
+    Exited(Termination, Option<crate::exit::ResourceUsage>),
     /// It was stopped by this signal.
     Stopped(i32),
     /// It was continued. Never reported on macOS: `waitid` names the
@@ -360,6 +361,9 @@ fn waitid_any(options: libc::c_int) -> Option<(u32, libc::c_int, libc::c_int)> {
     }
 }
 
+/// Whether [`reap_any`] reports what each process used: not here.
+pub(crate) const MEASURES_USAGE: bool = false;
+
 /// Reports one exited child (or, with `stops`, one stop): its pid and what
 /// happened. `None` when nothing changed.
 ///
@@ -378,7 +382,7 @@ pub(crate) fn reap_any(stops: bool) -> Option<(u32, Change)> {
         } else {
             Termination::Signal(status & 0x7f)
         };
-        return Some((pid, Change::Exited(termination)));
+        return Some((pid, Change::Exited(termination, None)));
     }
     if stops
         && held.is_none()

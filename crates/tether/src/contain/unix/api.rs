@@ -161,6 +161,31 @@ impl ChildEventsExt for Child {
     }
 }
 
+/// A [`Registry`](crate::registry::Registry) session's output as a
+/// descriptor to wait on with `poll`/`select` (Unix).
+pub trait RegistryOutputExt {
+    /// The number of a descriptor that is readable once the session's
+    /// output has bytes past what [`output_seen`] last acknowledged (from
+    /// 0), or has ended — made on the first call, one per session (Linux:
+    /// an `eventfd`; elsewhere a pipe, two descriptors). The registry owns
+    /// it: never close it; it is closed when the session is closed or
+    /// evicted. Read the output itself with
+    /// [`read`](crate::registry::Registry::read), then call
+    /// [`output_seen`].
+    ///
+    /// [`output_seen`]: crate::registry::Registry::output_seen
+    ///
+    /// # Errors
+    /// An unknown session; the descriptor could not be made.
+    fn output_fd(&self, id: &str) -> Result<RawFd>;
+}
+
+impl RegistryOutputExt for crate::registry::Registry {
+    fn output_fd(&self, id: &str) -> Result<RawFd> {
+        self.output_doorbell(id, |doorbell| doorbell.raw())
+    }
+}
+
 /// See [`ChildEventsExt::events`]: a copy of the keeper's socket, to poll
 /// for readability only (reading it would take the child's events).
 #[derive(Debug)]

@@ -7,6 +7,7 @@ mod channel;
 mod console;
 mod discovery;
 pub(crate) mod doctor;
+mod doorbell;
 pub(crate) mod environment;
 mod foreground;
 mod fork;
@@ -29,6 +30,7 @@ mod watcher;
 
 pub(crate) use console::{Console, WinchWatcher};
 pub(crate) use discovery::set_keeper_program;
+pub(crate) use doorbell::Doorbell;
 pub(crate) use forward::Forwarder;
 pub(crate) use link::attended;
 pub(crate) use orphans::{become_subreaper, spare_holder};

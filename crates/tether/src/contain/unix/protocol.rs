@@ -16,6 +16,7 @@ use std::path::PathBuf;
 
 use crate::contain::event::Termination;
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
+use crate::exit::ResourceUsage;
 use crate::limits::{Enforcement, LimitHit, LimitReport};
 
 /// Largest frame either side accepts (argv + environment of one command).
@@ -252,6 +253,9 @@ pub(crate) enum Event {
         /// Processes OOM-killed for memory the session's own limit did not
         /// run out of (an ancestor's limit, the machine).
         oom_outside: u32,
+        /// What the processes reaped by then used (`None`: the keeper's
+        /// platform does not measure it).
+        usage: Option<ResourceUsage>,
     },
     /// The main process was stopped by `signal` (job control: `SIGTSTP`
     /// from Ctrl-Z, `SIGTTIN` reading a terminal it does not own, …).
@@ -268,6 +272,8 @@ pub(crate) enum Event {
         /// Processes found outside the session's cgroups, and where each
         /// was (`hierarchy:path`).
         escaped: Vec<(u32, Vec<u8>)>,
+        /// What the whole tree used, as in `MainExited`.
+        usage: Option<ResourceUsage>,
     },
     /// A kill gave up: these survived SIGKILL for the verification window.
     KillFailed { survivors: Vec<(u32, Vec<u8>)> },
@@ -449,6 +455,17 @@ impl Writer {
             Some(LimitHit::Pids { refused }) => {
                 self.u8(2);
                 self.u64(refused);
+            }
+        }
+    }
+    fn usage(&mut self, usage: Option<ResourceUsage>) {
+        match usage {
+            None => self.u8(0),
+            Some(u) => {
+                self.u8(1);
+                self.u64(u.user_time.as_micros().min(u64::MAX as u128) as u64);
+                self.u64(u.system_time.as_micros().min(u64::MAX as u128) as u64);
+                self.u64(u.max_rss);
             }
         }
     }
@@ -634,6 +651,17 @@ impl Reader<'_> {
                 refused: self.u64()?,
             }),
             _ => return Err(bad("limit hit")),
+        })
+    }
+    fn usage(&mut self) -> io::Result<Option<ResourceUsage>> {
+        Ok(match self.u8()? {
+            0 => None,
+            1 => Some(ResourceUsage {
+                user_time: std::time::Duration::from_micros(self.u64()?),
+                system_time: std::time::Duration::from_micros(self.u64()?),
+                max_rss: self.u64()?,
+            }),
+            _ => return Err(bad("resource usage")),
         })
     }
     /// Every byte must have been used.
@@ -834,6 +862,7 @@ impl Event {
                 timed_out,
                 limit_hit,
                 oom_outside,
+                usage,
             } => {
                 w.u8(3);
                 match termination {
@@ -849,12 +878,14 @@ impl Event {
                 w.bool(*timed_out);
                 w.hit(*limit_hit);
                 w.u32(*oom_outside);
+                w.usage(*usage);
             }
             Event::TreeEmpty {
                 killed,
                 limit_hit,
                 oom_outside,
                 escaped,
+                usage,
             } => {
                 w.u8(4);
                 w.u32(*killed);
@@ -865,6 +896,7 @@ impl Event {
                     w.u32(*pid);
                     w.bytes(cgroup);
                 }
+                w.usage(*usage);
             }
             Event::MainStopped { signal } => {
                 w.u8(6);
@@ -913,6 +945,7 @@ impl Event {
                     timed_out: r.bool()?,
                     limit_hit: r.hit()?,
                     oom_outside: r.u32()?,
+                    usage: r.usage()?,
                 }
             }
             4 => {
@@ -927,6 +960,7 @@ impl Event {
                     limit_hit,
                     oom_outside,
                     escaped,
+                    usage: r.usage()?,
                 }
             }
             6 => Event::MainStopped { signal: r.i32()? },
@@ -1081,12 +1115,18 @@ mod tests {
                 timed_out: true,
                 limit_hit: Some(LimitHit::Memory { victims: 2 }),
                 oom_outside: 1,
+                usage: None,
             },
             Event::TreeEmpty {
                 killed: 103,
                 limit_hit: Some(LimitHit::Pids { refused: 7 }),
                 oom_outside: 3,
                 escaped: vec![(42, b"memory:/user.slice".to_vec())],
+                usage: Some(ResourceUsage {
+                    user_time: std::time::Duration::from_micros(1_234_567),
+                    system_time: std::time::Duration::from_micros(89),
+                    max_rss: 512 << 20,
+                }),
             },
             Event::MainStopped { signal: 20 },
             Event::MainContinued,

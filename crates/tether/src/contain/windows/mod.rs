@@ -63,6 +63,7 @@ pub(crate) use console::{Console, WinchWatcher};
 pub(crate) use forward::Forwarder;
 pub(crate) use job::Breakaway;
 pub(crate) use launch::spawn;
+pub(crate) use pty::Doorbell;
 pub(crate) use pty::Pty;
 pub(crate) use stdio::{EventSource, OwnedIo, PipeEnd, output_pipe, read_both};
 pub(crate) use tree::{Tree, TreeHandle, TreeWatcher};

@@ -382,6 +382,8 @@ impl Watch {
                 timed_out: self.timed_out,
                 limit_hit: self.limit_hit,
                 oom_outside: 0,
+                // Not measured on Windows (the job's accounting could say).
+                usage: None,
             });
             if self.leftovers == Leftovers::Kill && self.kill == Kill::Idle && !self.is_empty() {
                 self.begin_kill(self.grace, now);
@@ -434,6 +436,7 @@ impl Watch {
                 limit_hit: self.limit_hit,
                 oom_outside: 0,
                 escaped: Vec::new(),
+                usage: None,
             });
         }
     }

@@ -148,3 +148,20 @@ impl AsyncWriter {
         AsyncWriter::from_file(pty.input)
     }
 }
+
+/// A session's output descriptor for `select` (Unix only): Windows has no
+/// descriptor `select` could wait on, so there is none to make.
+#[derive(Debug)]
+pub(crate) struct Doorbell(());
+
+impl Doorbell {
+    /// Always `Unsupported` on Windows.
+    pub(crate) fn new() -> std::io::Result<Doorbell> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "no selectable output descriptor on Windows",
+        ))
+    }
+    pub(crate) fn ring(&self) {}
+    pub(crate) fn clear(&self) {}
+}

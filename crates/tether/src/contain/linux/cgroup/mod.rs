@@ -36,9 +36,7 @@ mod systemd;
 pub(crate) use hierarchy::{Hierarchies, writable};
 pub(crate) use leaf::SessionCgroups;
 pub(crate) use leftovers::{remove_empty_leaf, session_leaves};
-pub(crate) use route::{
-    delegation_hint, passed_over, plan, session_v2_base, short, systemd_scope,
-};
+pub(crate) use route::{delegation_hint, passed_over, plan, session_v2_base, short, systemd_scope};
 
 use std::path::Path;
 

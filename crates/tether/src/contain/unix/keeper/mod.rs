@@ -58,6 +58,7 @@ use crate::contain::os::keeper::{
     self as os, Arrival, Change, InitLink, OomPriority, Owner, SessionCgroups, TreeScope, Waiter,
 };
 use crate::containment::{Containment, ContainmentPolicy, Leftovers};
+use crate::exit::ResourceUsage;
 use crate::spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 // The PID namespace's init (Linux) enters the session's cgroups itself.
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
@@ -173,6 +174,9 @@ struct Session {
     /// When the phases of the kill under way happened (reported under
     /// `TETHER_KEEPER_DEBUG`).
     trace: KillTrace,
+    /// What the processes reaped for this command used, all together
+    /// (`None` where the platform does not say).
+    usage: Option<ResourceUsage>,
 }
 
 impl Session {
@@ -407,6 +411,7 @@ impl Keeper {
                 cgroups,
                 swept_at: None,
                 trace: KillTrace::default(),
+                usage: os::MEASURES_USAGE.then(ResourceUsage::default),
             },
             event,
         ))
@@ -498,6 +503,7 @@ impl Keeper {
                     limit_hit,
                     oom_outside,
                     escaped,
+                    usage: s.usage,
                 });
                 self.flush();
                 return;
@@ -583,9 +589,12 @@ impl Keeper {
     fn reap(&mut self, s: &mut Session) {
         while let Some((pid, change)) = os::reap_any(s.spec.report_stops) {
             let is_main = !s.pidns && Some(pid) == s.main.pid();
+            if let (Change::Exited(_, Some(used)), Some(total)) = (&change, s.usage.as_mut()) {
+                *total = *total + *used;
+            }
             match change {
-                Change::Exited(termination) if is_main => self.main_exited(s, termination),
-                Change::Exited(_) if s.pidns && pid == s.child => {
+                Change::Exited(termination, _) if is_main => self.main_exited(s, termination),
+                Change::Exited(..) if s.pidns && pid == s.child => {
                     // Init's report of the command's end may still be
                     // unread (it reports, then exits). With none, init died
                     // before reporting (killed from outside): the command
@@ -613,6 +622,7 @@ impl Keeper {
             timed_out: s.timed_out,
             limit_hit: s.cgroups.hit(),
             oom_outside: s.cgroups.oom_outside(),
+            usage: s.usage,
         });
         // What the main process left gets the session's gentle signals now
         // — also during a kill whose first signal reached only the main
