@@ -40,7 +40,8 @@ fn readme_the_rust_library() {
     use_built_keeper();
 
     fn main() -> Result<(), tether::Error> {
-        // Lets this program serve as its own keeper.
+        // Optional on Linux (any program linking tether is its own keeper);
+        // needed on macOS.
         tether::keeper::run_if_requested();
 
         let out = tether::Command::new("sh")
@@ -68,7 +69,8 @@ fn library_a_first_program() {
     use_built_keeper();
 
     fn main() -> Result<(), tether::Error> {
-        // Lets this program serve as its own keeper (see "Finding the keeper").
+        // Optional on Linux, where any program that links tether is its own
+        // keeper anyway; needed on macOS (see "Finding the keeper").
         tether::keeper::run_if_requested();
 
         let out = tether::Command::new("sh")
