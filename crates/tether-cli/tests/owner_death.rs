@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Owner, keeper_of};
-use tether_testkit::{TagGuard, Tree, wait_all_dead, wait_for_count};
+use tether_testkit::{TagGuard, Tree, require_root, wait_all_dead, wait_for_count};
 
 fn owner_sigkill_kills_tree(tree: Tree, extra: &[&str]) {
     let guard = TagGuard::new(&format!("owner-death-{tree:?}"));
@@ -154,6 +154,56 @@ fn a_group_member_handles_the_gentle_signal_when_the_owner_dies() {
     assert!(
         support::wait_pid_exit(keeper, Duration::from_secs(10)),
         "keeper {keeper} outlived its owner"
+    );
+}
+
+/// With a cgroup v2 of the session's own (a process limit far above the
+/// tree), the owner's death lists the tree from the leaf's `cgroup.procs`,
+/// each member proven through its pidfd (issue 34 item 10): a storm
+/// forking during the kill still leaves nothing.
+#[test]
+fn fork_storm_during_kill_in_its_own_cgroup() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    owner_sigkill_kills_tree(Tree::ForkStorm, &["--pids", "100000"]);
+}
+
+/// The same listing gives the gentle signal to a member outside the main
+/// process's group (a `setsid` child, which no group signal reaches): its
+/// `SIGTERM` handler runs at the owner's death, not the grace's `SIGKILL`
+/// (60 s here, far past the bound). A member the listing misfiled in the
+/// group, or skipped, would wait for that.
+#[test]
+fn a_setsid_member_in_its_own_cgroup_handles_the_gentle_signal_when_the_owner_dies() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("owner-death-cgroup-handler");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("handled");
+    let script = format!(
+        "setsid sh -c \"trap 'echo handled > {}; exit 0' TERM; while :; do sleep 0.05; done\" & \
+         echo ready; exec sleep 1000",
+        marker.display()
+    );
+    let mut owner = Owner::start_graced(guard.tag(), "60s", &["--pids", "100000"], &script);
+    owner.expect_ready();
+    // The setsid shell, its sleep and the main process.
+    let built = wait_for_count(guard.tag(), 3, Duration::from_secs(20));
+    assert!(built >= 3, "fixture built only {built} processes");
+
+    owner.sigkill();
+
+    let survivors = wait_all_dead(guard.tag(), Duration::from_secs(10));
+    assert!(
+        survivors.is_empty(),
+        "the setsid member did not end on SIGTERM: {survivors:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("handled\n"),
+        "the TERM handler did not run"
     );
 }
 
