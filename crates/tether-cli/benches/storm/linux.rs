@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tether_testkit::{TAG_VAR, pidfd, tagged_pids, unique_tag, wait_all_dead};
 
-use crate::support::{listing, ms, percentile};
+use crate::support::{builds, listing, ms, percentile};
 
 /// Two loops of 1,500 `setsid sleep`s, both done before the kill (the
 /// storm is bounded), and the main process: 3,003 processes with the two
@@ -20,16 +20,22 @@ const PROCESSES: usize = 3003;
 enum Case {
     /// No tether: the bench `SIGKILL`s every process itself.
     Floor,
-    /// `tether run` with these options, the owner `SIGKILL`ed.
-    Tether(&'static [&'static str]),
+    /// `tether run` with these options, the owner `SIGKILL`ed; `true`:
+    /// the `TETHER_BASELINE` build.
+    Tether(&'static [&'static str], bool),
 }
 
 impl Case {
     fn name(self) -> String {
         match self {
             Case::Floor => "(a) no tether: the bench SIGKILLs every pid (floor)".into(),
-            Case::Tether([]) => "(b) `tether run`, owner SIGKILLed".into(),
-            Case::Tether(extra) => format!("(c) `tether run {}`, owner SIGKILLed", extra.join(" ")),
+            Case::Tether(extra, baseline) => format!(
+                "({}) `tether run{}{}`, owner SIGKILLed{}",
+                if extra.is_empty() { "b" } else { "c" },
+                if extra.is_empty() { "" } else { " " },
+                extra.join(" "),
+                if baseline { " — baseline build" } else { "" }
+            ),
         }
     }
 }
@@ -67,8 +73,9 @@ fn one_run(case: Case) -> Run {
     let home = tempfile::tempdir().unwrap();
     let mut command = match case {
         Case::Floor => Command::new("/bin/sh"),
-        Case::Tether(extra) => {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_tether"));
+        Case::Tether(extra, baseline) => {
+            let build = builds();
+            let mut c = Command::new(&build[usize::from(baseline)].path);
             c.arg("run").args(extra).arg("--").arg("/bin/sh");
             c
         }
@@ -103,7 +110,7 @@ fn one_run(case: Case) -> Run {
     let fds: Vec<OwnedFd> = pids.iter().filter_map(|&p| pidfd(p)).collect();
     let kill_at = monotonic_ns();
     match case {
-        Case::Tether(_) => owner.kill().unwrap(),
+        Case::Tether(..) => owner.kill().unwrap(),
         Case::Floor => {
             for fd in &fds {
                 // SAFETY: pidfd_send_signal on a pidfd we hold, no siginfo.
@@ -232,10 +239,14 @@ pub fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
     let verbose = std::env::var_os("TETHER_STORM_VERBOSE").is_some();
-    let mut cases = vec![Case::Floor, Case::Tether(&[])];
-    if tether_testkit::is_root() {
-        cases.push(Case::Tether(&["--pids", "100000"]));
-        cases.push(Case::Tether(&["--memory", "8G"]));
+    let mut cases = vec![Case::Floor];
+    // With `TETHER_BASELINE`, that build's rows too, interleaved.
+    for baseline in [false, true].into_iter().take(builds().len()) {
+        cases.push(Case::Tether(&[], baseline));
+        if tether_testkit::is_root() {
+            cases.push(Case::Tether(&["--pids", "100000"], baseline));
+            cases.push(Case::Tether(&["--memory", "8G"], baseline));
+        }
     }
     let load_before = load();
     let mut results: Vec<Vec<Run>> = cases.iter().map(|_| Vec::new()).collect();
