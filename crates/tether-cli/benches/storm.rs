@@ -13,7 +13,8 @@
 //! `cargo bench -p process-tether-cli --bench storm` prints a markdown
 //! table: p50/min/max and the p50 ratio to (a); `TETHER_STORM_RUNS` sets
 //! the runs of each case (default 7); `TETHER_BASELINE=<another build's
-//! tether>` adds its rows, interleaved. The benchmark itself is in
+//! tether>` adds its rows, interleaved; `TETHER_STORM_NO_CGROUP` leaves
+//! out the cgroup rows. The benchmark itself is in
 //! `storm/linux.rs`: it drives real Linux process trees.
 
 #[cfg(target_os = "linux")]

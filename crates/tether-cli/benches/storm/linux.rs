@@ -243,7 +243,8 @@ pub fn main() {
     // With `TETHER_BASELINE`, that build's rows too, interleaved.
     for baseline in [false, true].into_iter().take(builds().len()) {
         cases.push(Case::Tether(&[], baseline));
-        if tether_testkit::is_root() {
+        // `TETHER_STORM_NO_CGROUP`: (a) and (b) only.
+        if tether_testkit::is_root() && std::env::var_os("TETHER_STORM_NO_CGROUP").is_none() {
             cases.push(Case::Tether(&["--pids", "100000"], baseline));
             cases.push(Case::Tether(&["--memory", "8G"], baseline));
         }
