@@ -101,7 +101,11 @@ impl Delivery<'_> {
     /// during the walk — one that did would hand its children to the
     /// keeper before the walk lists them, and they would wait for the next
     /// sweep.
-    pub(super) fn members_delivering(&mut self, rungs: &[Rung]) -> Vec<Member> {
+    ///
+    /// Also says whether the listing is the whole tree: the cgroup's is
+    /// not (see below), and "everything listed ignores the gentle signal"
+    /// says nothing of what it missed.
+    pub(super) fn members_delivering(&mut self, rungs: &[Rung]) -> (Vec<Member>, bool) {
         // A copy: the walk's callback borrows `self`.
         let scope = self.scope;
         let group = self.main;
@@ -116,13 +120,16 @@ impl Delivery<'_> {
         // signal: signalled during the listing, each dying member took the
         // CPU the listing needed. What left the leaf is not in it: the
         // next sweep's walk finds that, KILL_SWEEP later.
-        let listed = match cgroup_members(self.cgroups) {
-            Some(listed) => listed,
-            None => walk(&scope, |member| {
-                if Some(member.pgrp) != group {
-                    self.deliver_to(rungs, member, None);
-                }
-            }),
+        let (listed, whole) = match cgroup_members(self.cgroups) {
+            Some(listed) => (listed, false),
+            None => {
+                let listed = walk(&scope, |member| {
+                    if Some(member.pgrp) != group {
+                        self.deliver_to(rungs, member, None);
+                    }
+                });
+                (listed, true)
+            }
         };
         self.deliver(rungs, &listed);
         if let Some(main) = group {
@@ -131,7 +138,7 @@ impl Delivery<'_> {
             // SAFETY: as above.
             unsafe { libc::kill(-(main as libc::pid_t), libc::SIGCONT) };
         }
-        listed
+        (listed, whole)
     }
 
     /// Sends every signal of `rungs`, in order, to its scope — the members
