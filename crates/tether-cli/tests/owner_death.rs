@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use support::{Owner, keeper_of};
-use tether_testkit::{TagGuard, Tree, wait_all_dead, wait_for_count};
+use tether_testkit::{TagGuard, Tree, require_root, wait_all_dead, wait_for_count};
 
 fn owner_sigkill_kills_tree(tree: Tree, extra: &[&str]) {
     let guard = TagGuard::new(&format!("owner-death-{tree:?}"));
@@ -156,6 +156,123 @@ fn a_group_member_handles_the_gentle_signal_when_the_owner_dies() {
         "keeper {keeper} outlived its owner"
     );
 }
+
+/// With a cgroup v2 of the session's own (a process limit far above the
+/// tree), the owner's death lists the tree from the leaf's `cgroup.procs`,
+/// each member proven through its pidfd (issue 34 item 10): a storm
+/// forking during the kill still leaves nothing.
+#[test]
+fn fork_storm_during_kill_in_its_own_cgroup() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    owner_sigkill_kills_tree(Tree::ForkStorm, &["--pids", "100000"]);
+}
+
+/// The same listing gives the gentle signal to a member outside the main
+/// process's group (a `setsid` child, which no group signal reaches): its
+/// `SIGTERM` handler runs at the owner's death, not the grace's `SIGKILL`
+/// (60 s here, far past the bound). A member the listing misfiled in the
+/// group, or skipped, would wait for that.
+#[test]
+fn a_setsid_member_in_its_own_cgroup_handles_the_gentle_signal_when_the_owner_dies() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("owner-death-cgroup-handler");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("handled");
+    let script = format!(
+        "setsid sh -c \"trap 'echo handled > {}; exit 0' TERM; while :; do sleep 0.05; done\" & \
+         echo ready; exec sleep 1000",
+        marker.display()
+    );
+    let mut owner = Owner::start_graced(guard.tag(), "60s", &["--pids", "100000"], &script);
+    owner.expect_ready();
+    // The setsid shell, its sleep and the main process.
+    let built = wait_for_count(guard.tag(), 3, Duration::from_secs(20));
+    assert!(built >= 3, "fixture built only {built} processes");
+
+    owner.sigkill();
+
+    let survivors = wait_all_dead(guard.tag(), Duration::from_secs(10));
+    assert!(
+        survivors.is_empty(),
+        "the setsid member did not end on SIGTERM: {survivors:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("handled\n"),
+        "the TERM handler did not run"
+    );
+}
+
+/// A `setsid` member that moved itself out of the session's cgroups (as
+/// root it can: one write to a parent's `cgroup.procs`) is not in the
+/// leaf's listing at the owner's death: the walk that follows it, one
+/// sweep later, must still give it the gentle signal — its handler runs,
+/// long before the grace's `SIGKILL` (60 s) — and the forced rung must not
+/// come early because everything the leaf listed ignores the signal.
+#[test]
+fn a_member_that_left_its_cgroup_still_gets_the_gentle_signal_when_the_owner_dies() {
+    if !require_root("creating cgroups") {
+        return;
+    }
+    let guard = TagGuard::new("owner-death-cgroup-escape");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("handled");
+    let script = format!("exec python3 -c '{LEAVE_AND_HANDLE}' {}", marker.display());
+    let mut owner = Owner::start_graced(guard.tag(), "60s", &["--pids", "100000"], &script);
+    owner.expect_ready();
+
+    owner.sigkill();
+
+    let survivors = wait_all_dead(guard.tag(), Duration::from_secs(10));
+    assert!(
+        survivors.is_empty(),
+        "the member outside the cgroup did not end on SIGTERM: {survivors:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&marker).ok().as_deref(),
+        Some("handled\n"),
+        "the TERM handler did not run"
+    );
+}
+
+/// The main process forks a `setsid` child that leaves every cgroup of the
+/// session (for its parent's), handles `SIGTERM` by writing the marker
+/// (argv 1), and says `ready` once out; the main process ignores `SIGTERM`
+/// (it stays until the forced rung, so its exit starts no walk, and what
+/// the leaf lists all ignores the gentle signal). (No single quote: it
+/// runs inside `sh -c '…'`.)
+const LEAVE_AND_HANDLE: &str = r#"
+import os, signal, sys, time
+if os.fork() == 0:
+    os.setsid()
+    mounts = [l.split(" - ") for l in open("/proc/self/mountinfo").read().splitlines()]
+    for line in open("/proc/self/cgroup").read().splitlines():
+        hid, ctrls, path = line.split(":", 2)
+        if "tether-" not in path:
+            continue
+        for left, right in mounts:
+            f, t = left.split(), right.split()
+            v2 = t[0] == "cgroup2" and not ctrls
+            v1 = t[0] == "cgroup" and ctrls and set(ctrls.split(",")) <= set(t[2].split(","))
+            if (v2 or v1) and f[3] == "/":
+                open(os.path.dirname(f[4] + path) + "/cgroup.procs", "w").write(str(os.getpid()))
+                break
+    assert "tether-" not in open("/proc/self/cgroup").read()
+    def handled(*_):
+        open(sys.argv[1], "w").write("handled\n")
+        os._exit(0)
+    signal.signal(signal.SIGTERM, handled)
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.05)
+else:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(1000)
+"#;
 
 /// The main process exits at once and a grandchild holds stdout: `tether
 /// run` must neither hang on the pipe nor leave the grandchild behind.

@@ -61,6 +61,43 @@ impl Pidfd {
         rc == 0
     }
 
+    /// The id of the process's cgroup v2 (the inode number of its
+    /// directory), asked of the pidfd itself (`PIDFD_GET_INFO`, Linux
+    /// 6.13+): no `/proc` path, and no pid that could name another process
+    /// meanwhile. `Err` with `ESRCH` once the process is reaped; with
+    /// `ENOTTY`/`EINVAL` where the kernel has no such request.
+    pub(crate) fn cgroup_id(&self) -> io::Result<Option<u64>> {
+        /// `struct pidfd_info` as of Linux 6.13 (`PIDFD_INFO_SIZE_VER0`).
+        #[repr(C)]
+        #[derive(Default)]
+        struct PidfdInfo {
+            mask: u64,
+            cgroupid: u64,
+            ids: [u32; 11],
+            exit_code: i32,
+        }
+        const PIDFD_INFO_CGROUPID: u64 = 1 << 2;
+        // _IOWR(0xFF, 11, struct pidfd_info): read/write, 64 bytes.
+        const PIDFD_GET_INFO: libc::c_ulong = (3 << 30) | (64 << 16) | (0xFF << 8) | 11;
+        let mut info = PidfdInfo {
+            mask: PIDFD_INFO_CGROUPID,
+            ..PidfdInfo::default()
+        };
+        // SAFETY: the request fills at most the 64-byte struct we own,
+        // whose size the request number carries.
+        let rc = unsafe {
+            libc::ioctl(
+                self.0.as_raw_fd(),
+                PIDFD_GET_INFO as _,
+                &mut info as *mut PidfdInfo,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((info.mask & PIDFD_INFO_CGROUPID != 0).then_some(info.cgroupid))
+    }
+
     /// Whether the process has exited (the pidfd polls readable). A zombie
     /// has exited.
     pub(crate) fn has_exited(&self) -> bool {

@@ -282,6 +282,11 @@ pub(crate) fn members(scope: &TreeScope<'_>) -> Vec<Member> {
     }
 }
 
+/// No cgroups on macOS: the scan ([`walk`]) lists every member.
+pub(crate) fn cgroup_members(_cgroups: &SessionCgroups) -> Option<Vec<Member>> {
+    None
+}
+
 /// [`members`], calling `visit` with each (on macOS after the one scan
 /// that lists them all).
 pub(crate) fn walk(scope: &TreeScope<'_>, mut visit: impl FnMut(&Member)) -> Vec<Member> {

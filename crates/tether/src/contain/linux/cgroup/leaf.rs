@@ -338,6 +338,13 @@ impl SessionCgroups {
         Some(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
     }
 
+    /// The v2 leaf's id: its directory's inode number, which is what the
+    /// kernel reports as a process's cgroup id (`None`: no v2 leaf).
+    pub(crate) fn v2_id(&self) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        Some(std::fs::metadata(&self.v2.as_ref()?.dir).ok()?.ino())
+    }
+
     /// Whether any process is still in the v2 leaf (`None`: no v2 leaf, or
     /// unreadable).
     pub(crate) fn populated(&self) -> Option<bool> {

@@ -19,7 +19,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use crate::contain::os::keeper::{Member, SessionCgroups, TreeScope, walk};
+use crate::contain::os::keeper::{Member, SessionCgroups, TreeScope, cgroup_members, walk};
 use crate::contain::unix::protocol::{Rung, Scope};
 
 /// How long SIGKILL rounds go on before a kill is reported as incomplete
@@ -101,7 +101,11 @@ impl Delivery<'_> {
     /// during the walk — one that did would hand its children to the
     /// keeper before the walk lists them, and they would wait for the next
     /// sweep.
-    pub(super) fn members_delivering(&mut self, rungs: &[Rung]) -> Vec<Member> {
+    ///
+    /// Also says whether the listing is the whole tree: the cgroup's is
+    /// not (see below), and "everything listed ignores the gentle signal"
+    /// says nothing of what it missed.
+    pub(super) fn members_delivering(&mut self, rungs: &[Rung]) -> (Vec<Member>, bool) {
         // A copy: the walk's callback borrows `self`.
         let scope = self.scope;
         let group = self.main;
@@ -109,11 +113,24 @@ impl Delivery<'_> {
             // SAFETY: kill(2) with a negative pid signals a group.
             unsafe { libc::kill(-(main as libc::pid_t), libc::SIGSTOP) };
         }
-        let listed = walk(&scope, |member| {
-            if Some(member.pgrp) != group {
-                self.deliver_to(rungs, member, None);
+        // With a cgroup v2 of the session's own, its members are listed in
+        // one read and proven through their pidfds, no `/proc` walk (see
+        // `cgroup_members`; 3,003 processes listed in 15–37 ms under load,
+        // where the walk took 300–600 ms), all of them before the first
+        // signal: signalled during the listing, each dying member took the
+        // CPU the listing needed. What left the leaf is not in it: the
+        // next sweep's walk finds that, KILL_SWEEP later.
+        let (listed, whole) = match cgroup_members(self.cgroups) {
+            Some(listed) => (listed, false),
+            None => {
+                let listed = walk(&scope, |member| {
+                    if Some(member.pgrp) != group {
+                        self.deliver_to(rungs, member, None);
+                    }
+                });
+                (listed, true)
             }
-        });
+        };
         self.deliver(rungs, &listed);
         if let Some(main) = group {
             // Whatever the rungs were (a ladder of stop signals sends no
@@ -121,7 +138,7 @@ impl Delivery<'_> {
             // SAFETY: as above.
             unsafe { libc::kill(-(main as libc::pid_t), libc::SIGCONT) };
         }
-        listed
+        (listed, whole)
     }
 
     /// Sends every signal of `rungs`, in order, to its scope — the members

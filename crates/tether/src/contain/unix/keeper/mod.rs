@@ -667,12 +667,18 @@ impl Keeper {
         // (`note_doomed`) and the forced end is `cgroup.kill` (a walk of a
         // 3,000-process storm opened every one of them first).
         s.swept_at = Some(now);
+        // Whether `listed` is the whole tree (the cgroup's listing is not:
+        // what left the cgroup waits for the next sweep's walk, and so does
+        // the verdict that nothing alive will act on the gentle signal).
+        let mut whole = true;
         let listed = if rungs.is_empty() && starting && s.cgroups.members().is_some() {
             Vec::new()
         } else if starting && self.ctl.is_none() && !rungs.is_empty() {
             // The owner is gone: no count to keep exact, the signals go
             // out during the walk (the delivery below finds them sent).
-            delivery(s).members_delivering(&rungs)
+            let (listed, complete) = delivery(s).members_delivering(&rungs);
+            whole = complete;
+            listed
         } else {
             delivery(s).members()
         };
@@ -701,7 +707,7 @@ impl Keeper {
             }
             _ => Ladder::Gentle { rungs, deadline },
         };
-        if grace == 0 || self.none_will_act(s, &listed) {
+        if grace == 0 || (whole && self.none_will_act(s, &listed)) {
             Self::hurry(s, now);
             self.advance_ladder(s, now);
         }
