@@ -112,8 +112,20 @@ function normalizeSpawnArguments(file, args, options) {
     throw invalidArgType('options.argv0', 'of type string', options.argv0);
   }
   for (const key of ['uid', 'gid']) {
-    if (options[key] != null && !Number.isInteger(options[key])) {
-      throw invalidArgType(`options.${key}`, 'of type number', options[key]);
+    const id = options[key];
+    if (id == null) continue;
+    // Node's validateInt32: the addon takes a u32, where 2 ** 32 wrapped
+    // to 0 (root) and -1 meant "unchanged" (still root): both ran the
+    // command as this process's user instead of failing.
+    if (!Number.isInteger(id) || id < -(2 ** 31) || id >= 2 ** 31) {
+      throw nodeError(TypeError, 'ERR_INVALID_ARG_TYPE',
+        `The "options.${key}" property must be int32. Received type ${typeof id} (${id})`);
+    }
+    if (id < 0) {
+      // What uv_spawn answers, thrown as Node throws it.
+      const err = new Error('spawn EINVAL');
+      Object.assign(err, { errno: -22, code: 'EINVAL', syscall: 'spawn' });
+      throw err;
     }
   }
   if (options.timeout != null && !(Number.isInteger(options.timeout) && options.timeout >= 0)) {
@@ -242,7 +254,9 @@ class ChildProcess extends EventEmitter {
     this.containment = handle.containment;
     this.sessionId = handle.sessionId;
     if (opts.timeout > 0 && killNumber !== signals.SIGTERM) {
-      const timer = setTimeout(() => this.kill(killNumber), opts.timeout);
+      const timer = setTimeout(() => {
+        if (this.kill(killNumber)) this.timedOut = true;
+      }, opts.timeout);
       timer.unref();
       this.once('exit', () => clearTimeout(timer));
     }
@@ -271,7 +285,8 @@ class ChildProcess extends EventEmitter {
 
   _onExit(event) {
     this.descendantsKilled = event.descendantsKilled;
-    this.timedOut = event.timedOut;
+    // Or already set here: a timeout with another killSignal.
+    this.timedOut = this.timedOut || event.timedOut;
     this.limitHit = event.limitHit || null;
     if (event.error) {
       const err = new Error(`process-tether: lost the command's keeper: ${event.error}`);

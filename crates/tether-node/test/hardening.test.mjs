@@ -1,0 +1,91 @@
+// Defects a careless or hostile user ran into, one test each (docs/node.md
+// "Tests and CI"): each failed before its fix.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { spawn, run } from 'process-tether';
+import { assertNothingLeft, cleanup, exited, taggedEnv, taggedPids, uniqueTag } from './helpers.mjs';
+
+const fds = () => readdirSync('/proc/self/fd').length;
+const closed = (child) => new Promise((r) => child.on('close', r));
+
+test('a finished command holds no descriptor while its object is alive', async () => {
+  const tag = uniqueTag('heldfd');
+  // Programs keep their ChildProcess objects (a map of jobs, a log): each
+  // kept its keeper's socket until a garbage collection took the object,
+  // so a loop of commands ran into EMFILE under `ulimit -n 256`.
+  const once = async () => {
+    const child = spawn('true', [], { env: taggedEnv(tag) });
+    child.stdout.resume();
+    child.stderr.resume();
+    await closed(child);
+    return child;
+  };
+  try {
+    for (let i = 0; i < 3; i++) await once(); // warm keepers, libuv's own
+    const before = fds();
+    const kept = [];
+    for (let i = 0; i < 40; i++) kept.push(await once());
+    assert.ok(fds() <= before, `${fds()} descriptors with 40 finished commands kept, ${before} before`);
+    assert.equal(kept.length, 40);
+    await assertNothingLeft(tag);
+  } finally {
+    cleanup(tag);
+  }
+});
+
+test('uid/gid out of range are refused, not run as root (uid -1 meant "unchanged", 2 ** 32 wrapped to 0)', () => {
+  const tag = uniqueTag('uid');
+  try {
+    assert.throws(() => spawn('true', [], { uid: -1, env: taggedEnv(tag) }), { code: 'EINVAL', syscall: 'spawn' });
+    assert.throws(() => spawn('true', [], { gid: -1, env: taggedEnv(tag) }), { code: 'EINVAL' });
+    assert.throws(() => spawn('true', [], { uid: 2 ** 32, env: taggedEnv(tag) }), { code: 'ERR_INVALID_ARG_TYPE' });
+    assert.throws(() => spawn('true', [], { uid: 1.5, env: taggedEnv(tag) }), { code: 'ERR_INVALID_ARG_TYPE' });
+    assert.deepEqual(taggedPids(tag), []);
+  } finally {
+    cleanup(tag);
+  }
+});
+
+test("run passes spawn's options on: uid, gid, argv0, killSignal", { skip: process.getuid() !== 0 && 'needs root' }, async () => {
+  const tag = uniqueTag('runopts');
+  try {
+    const done = await run('sh', ['-c', 'echo $(id -u) $(id -g) $0'], { uid: 65534, gid: 65534, argv0: 'named', env: taggedEnv(tag) });
+    assert.equal(done.stdout, '65534 65534 named\n');
+    const timed = await run('sleep', ['1000'], { timeout: 100, killSignal: 'SIGKILL', env: taggedEnv(tag) });
+    assert.equal(timed.signal, 'SIGKILL');
+    assert.equal(timed.timedOut, true);
+    await assertNothingLeft(tag);
+  } finally {
+    cleanup(tag);
+  }
+});
+
+test("timeout with another killSignal: that signal, and timedOut, as with the default", async () => {
+  const tag = uniqueTag('killsignal');
+  try {
+    const child = spawn('sleep', ['1000'], { timeout: 100, killSignal: 'SIGINT', env: taggedEnv(tag) });
+    const [code, signal] = await exited(child);
+    assert.equal(code, null);
+    assert.equal(signal, 'SIGINT');
+    assert.equal(child.timedOut, true);
+    await assertNothingLeft(tag);
+  } finally {
+    cleanup(tag);
+  }
+});
+
+test("run's maxBuffer: the output up to the limit, without a hole", async () => {
+  const tag = uniqueTag('maxbuffer');
+  try {
+    let all = '';
+    for (let i = 1; i <= 300000; i++) all += `${i}\n`;
+    const err = await run('seq', ['1', '300000'], { maxBuffer: 100000, env: taggedEnv(tag) }).catch((e) => e);
+    assert.equal(err.code, 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER');
+    assert.equal(err.stdout.length, 100000);
+    assert.ok(all.startsWith(err.stdout), 'err.stdout is the beginning of the output');
+    await assertNothingLeft(tag);
+  } finally {
+    cleanup(tag);
+  }
+});
