@@ -2,7 +2,11 @@
 // "Tests and CI"): each failed before its fix.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { execFile as nodeExecFile } from 'node:child_process';
+import { readdirSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { spawn, run } from 'process-tether';
 import { assertNothingLeft, cleanup, exited, taggedEnv, taggedPids, uniqueTag } from './helpers.mjs';
 
@@ -86,6 +90,47 @@ test("run's maxBuffer: the output up to the limit, without a hole", async () => 
     assert.ok(all.startsWith(err.stdout), 'err.stdout is the beginning of the output');
     await assertNothingLeft(tag);
   } finally {
+    cleanup(tag);
+  }
+});
+
+test("out of descriptors: spawn emits 'error' EMFILE as Node's, it does not throw", async () => {
+  const tag = uniqueTag('emfile');
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const owner = path.join(here, `owner-${tag}.mjs`);
+  // 60 commands under `ulimit -n 64`: Node emits EMFILE for those it
+  // cannot start; spawn threw ETETHER_KEEPER (an uncaught exception in a
+  // program that handles 'error').
+  writeFileSync(owner, `
+import { spawn } from 'process-tether';
+const env = { ...process.env, TETHER_TEST_TAG: process.env.TREE_TAG };
+const kids = [];
+const seen = {};
+for (let i = 0; i < 60; i++) {
+  let child;
+  try {
+    // No pipes: the keeper's socket is what runs out (with pipes, which
+    // of the two does depends on the descriptors the owner started with).
+    child = spawn('sleep', ['1000'], { env, stdio: 'ignore' });
+  } catch (e) {
+    seen['threw ' + e.code] = true;
+    continue;
+  }
+  child.on('error', (e) => { seen['error ' + e.code] = true; });
+  kids.push(child);
+}
+setImmediate(() => {
+  for (const child of kids) child.kill('SIGKILL');
+  console.log(JSON.stringify(seen));
+});
+`);
+  try {
+    const { stdout } = await promisify(nodeExecFile)('sh', ['-c', `ulimit -n 64 && exec "$0" "$1"`, process.execPath, owner],
+      { cwd: here, env: { ...process.env, TREE_TAG: tag } });
+    assert.deepEqual(JSON.parse(stdout), { 'error EMFILE': true });
+    await assertNothingLeft(tag);
+  } finally {
+    rmSync(owner, { force: true });
     cleanup(tag);
   }
 });
