@@ -294,7 +294,8 @@ class ChildProcess extends EventEmitter {
       this.emit('error', err);
     }
     if (event.signal != null) this.signalCode = signalNames[event.signal] || `SIG${event.signal}`;
-    else this.exitCode = event.code;
+    // A lost keeper reports neither (undefined, which Node's never gives).
+    else this.exitCode = event.code ?? null;
     if (this.stdin) this.stdin.destroy();
     this.emit('exit', this.exitCode, this.signalCode);
     // What nobody reads is drained, so 'close' comes (Node's flushStdio).

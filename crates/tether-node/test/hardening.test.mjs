@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile as nodeExecFile } from 'node:child_process';
-import { readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -131,6 +131,28 @@ setImmediate(() => {
     await assertNothingLeft(tag);
   } finally {
     rmSync(owner, { force: true });
+    cleanup(tag);
+  }
+});
+
+test("a keeper killed under a command: 'error', 'exit', 'close' once each, exitCode null, the tree gone", async () => {
+  const tag = uniqueTag('keeperlost');
+  try {
+    const child = spawn('sh', ['-c', 'setsid sleep 1000 & sleep 1000 & echo ready; wait'], { env: taggedEnv(tag) });
+    const events = [];
+    for (const name of ['error', 'exit', 'close']) child.on(name, (arg) => events.push([name, name === 'error' ? arg.code : arg]));
+    await new Promise((r) => child.stdout.once('data', r));
+    // The main process's parent is its keeper (a process of this test's).
+    const stat = readFileSync(`/proc/${child.pid}/stat`, 'latin1');
+    const keeper = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    assert.match(readFileSync(`/proc/${keeper}/cmdline`, 'latin1'), /tether/);
+    process.kill(keeper, 'SIGKILL');
+    await closed(child);
+    assert.deepEqual(events, [['error', 'ETETHER_KEEPER'], ['exit', null], ['close', null]]);
+    assert.equal(child.exitCode, null);
+    assert.equal(child.kill(), false);
+    await assertNothingLeft(tag);
+  } finally {
     cleanup(tag);
   }
 });
