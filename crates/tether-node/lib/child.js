@@ -104,6 +104,14 @@ function normalizeSpawnArguments(file, args, options) {
   if (cwd != null) {
     if (cwd instanceof URL) cwd = require('node:url').fileURLToPath(cwd);
     if (typeof cwd !== 'string') throw invalidArgType('options.cwd', 'of type string or an instance of URL', cwd);
+    if (cwd.includes('\u0000')) {
+      throw nodeError(TypeError, 'ERR_INVALID_ARG_VALUE',
+        `The property 'options.cwd' must be a string, Uint8Array, or URL without null bytes. Received ${JSON.stringify(cwd)}`);
+    }
+  }
+  if (typeof options.shell === 'string' && options.shell.includes('\u0000')) {
+    throw nodeError(TypeError, 'ERR_INVALID_ARG_VALUE',
+      `The property 'options.shell' must be a string without null bytes. Received ${JSON.stringify(options.shell)}`);
   }
   if (options.shell != null && typeof options.shell !== 'boolean' && typeof options.shell !== 'string') {
     throw invalidArgType('options.shell', 'of type boolean or string', options.shell);

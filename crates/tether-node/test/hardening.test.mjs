@@ -38,13 +38,17 @@ test('a finished command holds no descriptor while its object is alive', async (
   }
 });
 
-test('uid/gid out of range are refused, not run as root (uid -1 meant "unchanged", 2 ** 32 wrapped to 0)', () => {
+test('uid/gid out of range are refused, not run as root (uid -1 meant "unchanged", 2 ** 32 wrapped to 0); NUL bytes in cwd/shell', () => {
   const tag = uniqueTag('uid');
   try {
     assert.throws(() => spawn('true', [], { uid: -1, env: taggedEnv(tag) }), { code: 'EINVAL', syscall: 'spawn' });
     assert.throws(() => spawn('true', [], { gid: -1, env: taggedEnv(tag) }), { code: 'EINVAL' });
     assert.throws(() => spawn('true', [], { uid: 2 ** 32, env: taggedEnv(tag) }), { code: 'ERR_INVALID_ARG_TYPE' });
     assert.throws(() => spawn('true', [], { uid: 1.5, env: taggedEnv(tag) }), { code: 'ERR_INVALID_ARG_TYPE' });
+    // NUL bytes refused as Node refuses them (a cwd with one was an ENOENT
+    // 'error', a shell with one a spawn of a program named with it).
+    assert.throws(() => spawn('true', [], { cwd: '/tmp\0/x', env: taggedEnv(tag) }), { code: 'ERR_INVALID_ARG_VALUE' });
+    assert.throws(() => spawn('true', [], { shell: '/bin/sh\0x', env: taggedEnv(tag) }), { code: 'ERR_INVALID_ARG_VALUE' });
     assert.deepEqual(taggedPids(tag), []);
   } finally {
     cleanup(tag);
