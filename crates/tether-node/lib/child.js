@@ -197,6 +197,9 @@ class ChildProcess extends EventEmitter {
 
   _spawn(opts) {
     const codes = normalizeStdio(opts.stdio);
+    // One entry per stdio entry, as Node's: those past the third
+    // ('ignore' or null, the only ones taken) are null.
+    if (Array.isArray(opts.stdio)) while (this.stdio.length < opts.stdio.length) this.stdio.push(null);
     this.spawnfile = opts.file;
     this.spawnargs = opts.args;
     const killSignal = opts.killSignal === undefined ? 'SIGTERM' : opts.killSignal;

@@ -160,3 +160,19 @@ test("a keeper killed under a command: 'error', 'exit', 'close' once each, exitC
     cleanup(tag);
   }
 });
+
+test('child.stdio has an entry per stdio entry, as Node (null past the third)', async () => {
+  const tag = uniqueTag('stdiolen');
+  try {
+    const child = spawn('true', [], { stdio: ['pipe', 'pipe', 'ignore', 'ignore', null], env: taggedEnv(tag) });
+    assert.equal(child.stdio.length, 5);
+    assert.equal(child.stdio[3], null);
+    assert.equal(child.stdio[4], null);
+    assert.equal(child.stdio[1], child.stdout);
+    child.stdout.resume();
+    await closed(child);
+    await assertNothingLeft(tag);
+  } finally {
+    cleanup(tag);
+  }
+});
