@@ -102,6 +102,12 @@ export interface RunOptions extends TetherOptions {
   /** Most bytes of stdout plus stderr (default unlimited); past it the tree is killed and the promise rejects. */
   maxBuffer?: number;
   signal?: AbortSignal;
+  /** As spawn's (the timeout's signal, the user and group, argv[0], a session of its own). */
+  killSignal?: NodeJS.Signals | number;
+  uid?: number;
+  gid?: number;
+  argv0?: string;
+  detached?: boolean;
 }
 
 export interface RunResult<T = string> {

@@ -104,6 +104,14 @@ function normalizeSpawnArguments(file, args, options) {
   if (cwd != null) {
     if (cwd instanceof URL) cwd = require('node:url').fileURLToPath(cwd);
     if (typeof cwd !== 'string') throw invalidArgType('options.cwd', 'of type string or an instance of URL', cwd);
+    if (cwd.includes('\u0000')) {
+      throw nodeError(TypeError, 'ERR_INVALID_ARG_VALUE',
+        `The property 'options.cwd' must be a string, Uint8Array, or URL without null bytes. Received ${JSON.stringify(cwd)}`);
+    }
+  }
+  if (typeof options.shell === 'string' && options.shell.includes('\u0000')) {
+    throw nodeError(TypeError, 'ERR_INVALID_ARG_VALUE',
+      `The property 'options.shell' must be a string without null bytes. Received ${JSON.stringify(options.shell)}`);
   }
   if (options.shell != null && typeof options.shell !== 'boolean' && typeof options.shell !== 'string') {
     throw invalidArgType('options.shell', 'of type boolean or string', options.shell);
@@ -112,8 +120,20 @@ function normalizeSpawnArguments(file, args, options) {
     throw invalidArgType('options.argv0', 'of type string', options.argv0);
   }
   for (const key of ['uid', 'gid']) {
-    if (options[key] != null && !Number.isInteger(options[key])) {
-      throw invalidArgType(`options.${key}`, 'of type number', options[key]);
+    const id = options[key];
+    if (id == null) continue;
+    // Node's validateInt32: the addon takes a u32, where 2 ** 32 wrapped
+    // to 0 (root) and -1 meant "unchanged" (still root): both ran the
+    // command as this process's user instead of failing.
+    if (!Number.isInteger(id) || id < -(2 ** 31) || id >= 2 ** 31) {
+      throw nodeError(TypeError, 'ERR_INVALID_ARG_TYPE',
+        `The "options.${key}" property must be int32. Received type ${typeof id} (${id})`);
+    }
+    if (id < 0) {
+      // What uv_spawn answers, thrown as Node throws it.
+      const err = new Error('spawn EINVAL');
+      Object.assign(err, { errno: -22, code: 'EINVAL', syscall: 'spawn' });
+      throw err;
     }
   }
   if (options.timeout != null && !(Number.isInteger(options.timeout) && options.timeout >= 0)) {
@@ -177,6 +197,9 @@ class ChildProcess extends EventEmitter {
 
   _spawn(opts) {
     const codes = normalizeStdio(opts.stdio);
+    // One entry per stdio entry, as Node's: those past the third
+    // ('ignore' or null, the only ones taken) are null.
+    if (Array.isArray(opts.stdio)) while (this.stdio.length < opts.stdio.length) this.stdio.push(null);
     this.spawnfile = opts.file;
     this.spawnargs = opts.args;
     const killSignal = opts.killSignal === undefined ? 'SIGTERM' : opts.killSignal;
@@ -242,7 +265,9 @@ class ChildProcess extends EventEmitter {
     this.containment = handle.containment;
     this.sessionId = handle.sessionId;
     if (opts.timeout > 0 && killNumber !== signals.SIGTERM) {
-      const timer = setTimeout(() => this.kill(killNumber), opts.timeout);
+      const timer = setTimeout(() => {
+        if (this.kill(killNumber)) this.timedOut = true;
+      }, opts.timeout);
       timer.unref();
       this.once('exit', () => clearTimeout(timer));
     }
@@ -271,7 +296,8 @@ class ChildProcess extends EventEmitter {
 
   _onExit(event) {
     this.descendantsKilled = event.descendantsKilled;
-    this.timedOut = event.timedOut;
+    // Or already set here: a timeout with another killSignal.
+    this.timedOut = this.timedOut || event.timedOut;
     this.limitHit = event.limitHit || null;
     if (event.error) {
       const err = new Error(`process-tether: lost the command's keeper: ${event.error}`);
@@ -279,7 +305,8 @@ class ChildProcess extends EventEmitter {
       this.emit('error', err);
     }
     if (event.signal != null) this.signalCode = signalNames[event.signal] || `SIG${event.signal}`;
-    else this.exitCode = event.code;
+    // A lost keeper reports neither (undefined, which Node's never gives).
+    else this.exitCode = event.code ?? null;
     if (this.stdin) this.stdin.destroy();
     this.emit('exit', this.exitCode, this.signalCode);
     // What nobody reads is drained, so 'close' comes (Node's flushStdio).

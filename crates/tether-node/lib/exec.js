@@ -208,19 +208,13 @@ function run(command, args, options) {
   return new Promise((resolve, reject) => {
     let child;
     try {
+      // Every spawn option goes through (a list of them here once left
+      // out uid/gid: `run(..., { uid: 65534 })` ran the command as root).
+      // eslint-disable-next-line no-unused-vars
+      const { input, encoding: _encoding, maxBuffer: _maxBuffer, stdio: _stdio, ...spawnOptions } = options;
       child = spawn(command, args, {
-        cwd: options.cwd,
-        env: options.env,
-        shell: options.shell,
-        timeout: options.timeout,
-        grace: options.grace,
-        purpose: options.purpose,
-        memory: options.memory,
-        pids: options.pids,
-        cpu: options.cpu,
-        requireLimits: options.requireLimits,
-        signal: options.signal,
-        stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+        ...spawnOptions,
+        stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       });
     } catch (e) {
       reject(e);
@@ -234,8 +228,13 @@ function run(command, args, options) {
     const take = (stream, chunks) => {
       if (!stream) return;
       stream.on('data', (chunk) => {
+        if (failed) return;
         size += chunk.length;
-        if (size > options.maxBuffer && !failed) {
+        if (size > options.maxBuffer) {
+          // Up to the limit, then nothing (as execFile): the chunk that
+          // crossed it was once dropped and the ones read after the kill
+          // kept, so err.stdout had a hole in the middle.
+          chunks.push(chunk.subarray(0, chunk.length - (size - options.maxBuffer)));
           failed = nodeError(RangeError, 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER', 'maxBuffer length exceeded');
           child.kill('SIGKILL');
           return;

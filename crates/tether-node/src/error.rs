@@ -30,6 +30,11 @@ fn encoded(code: &str, errno: i32, path: &str, message: &str) -> napi::Error {
     napi::Error::from_reason(format!("\u{1}{code}\u{1}{errno}\u{1}{path}\u{1}{message}"))
 }
 
+/// EMFILE, ENFILE (the same numbers on Linux and macOS) or EAGAIN.
+fn out_of_resources(error: &std::io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(23 | 24)) || error.kind() == std::io::ErrorKind::WouldBlock
+}
+
 /// `error` as a napi error whose message `lib/errors.js` turns into Node's.
 pub(crate) fn to_js(error: tether::Error) -> napi::Error {
     use tether::Error as E;
@@ -66,6 +71,14 @@ pub(crate) fn to_js(error: tether::Error) -> napi::Error {
         E::StdinQueueFull { .. } => encoded("ETETHER_STDIN_QUEUE_FULL", 0, "", &message),
         E::ContainmentUnavailable { .. } | E::LimitNotApplied { .. } => {
             encoded("ETETHER_UNAVAILABLE", 0, "", &message)
+        }
+        // Out of descriptors or processes while starting the keeper: the
+        // errno, so that the package emits Node's EMFILE/ENFILE/EAGAIN as
+        // 'error' (what a server handles) instead of throwing ETETHER_KEEPER
+        // from spawn() (60 spawns under `ulimit -n 64`: 54 throws before).
+        E::Keeper(ref source) if out_of_resources(source) => {
+            let errno = source.raw_os_error().unwrap_or(0);
+            encoded("", errno, "", &message)
         }
         E::KeeperNotFound { .. } | E::Keeper(_) | E::KeeperLost { .. } | E::Protocol(_) => {
             encoded("ETETHER_KEEPER", 0, "", &message)
