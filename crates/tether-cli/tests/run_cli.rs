@@ -364,6 +364,57 @@ fn a_command_that_stops_its_keeper_still_ends_the_run() {
     }
 }
 
+/// A command killed by a real-time signal (34 and up: numbers the `nix`
+/// crate has no variant for) ends the run with 128 + N, in every
+/// containment and output mode. Its keeper once reaped it through a call
+/// that could not represent the status: the exit was lost, `tether run`
+/// (and every front-end) waited for ever, and the keeper spun on as an
+/// orphan after its owner died. Bounded at 20 s, only so that a broken
+/// keeper does not hang the suite.
+#[test]
+fn a_command_killed_by_a_real_time_signal_ends_the_run() {
+    for containment in ["subreaper", "pidns"] {
+        for json in [false, true] {
+            let guard = TagGuard::new("run-rt-signal");
+            let mut args = vec!["run", "--containment", containment];
+            if json {
+                args.push("--json");
+            }
+            args.extend(["--", "sh", "-c", "kill -40 $$"]);
+            let mut owner = tether()
+                .args(&args)
+                .env(TAG_VAR, guard.tag())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let returned = support::wait_pid_exit(owner.id(), Duration::from_secs(20));
+            if !returned {
+                let _ = owner.kill();
+            }
+            let out = owner.wait_with_output().unwrap();
+            let what = format!("{containment}, json {json}");
+            assert!(
+                returned,
+                "{what}: tether run hung on a real-time signal's death"
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(128 + 40),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if json {
+                let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(result["signal"], 40, "{what}: {result}");
+            }
+            let left = wait_all_dead(guard.tag(), Duration::from_secs(10));
+            assert!(left.is_empty(), "{what}: survived: {left:?}");
+        }
+    }
+}
+
 /// `consumed N`, for `sh -c`: returns once the parent has taken signal N
 /// off its pending set (delivered: acted on, or read), or is gone; bounded
 /// at 1,000 polls (~10 s here).
