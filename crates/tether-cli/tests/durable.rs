@@ -660,6 +660,13 @@ impl Mcp {
 
     /// Calls `tool` and returns its structured result (asserting success).
     fn call(&mut self, tool: &str, arguments: serde_json::Value) -> serde_json::Value {
+        let answer = self.call_raw(tool, arguments);
+        assert_ne!(answer["result"]["isError"], true, "{tool}: {answer}");
+        answer["result"]["structuredContent"].clone()
+    }
+
+    /// Calls `tool` and returns the whole JSON-RPC answer.
+    fn call_raw(&mut self, tool: &str, arguments: serde_json::Value) -> serde_json::Value {
         use std::io::Write;
         let request = serde_json::json!({
             "jsonrpc": "2.0", "id": self.next, "method": "tools/call",
@@ -667,9 +674,7 @@ impl Mcp {
         });
         self.next += 1;
         writeln!(self.stdin, "{request}").unwrap();
-        let answer = self.answer();
-        assert_ne!(answer["result"]["isError"], true, "{tool}: {answer}");
-        answer["result"]["structuredContent"].clone()
+        self.answer()
     }
 }
 
@@ -738,6 +743,30 @@ fn a_new_mcp_server_re_adopts_a_durable_session() {
         wrote["output"].as_str().unwrap().contains("got hello"),
         "{wrote}"
     );
+    // What a durable session does not take is refused, never ignored.
+    for (tool, arguments) in [
+        ("read", serde_json::json!({"id": "dev", "tail_lines": 5})),
+        ("read", serde_json::json!({"id": "dev", "grep": "got"})),
+        (
+            "wait",
+            serde_json::json!({"id": "dev", "offset": 0, "timeout_s": 1}),
+        ),
+        (
+            "write",
+            serde_json::json!({"id": "dev", "data": "x", "quiet_s": 1}),
+        ),
+        ("write", serde_json::json!({"id": "dev", "eof": true})),
+    ] {
+        let answer = second.call_raw(tool, arguments.clone());
+        assert_eq!(
+            answer["result"]["isError"], true,
+            "{tool} {arguments}: {answer}"
+        );
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(text.contains("durable session"), "{tool}: {text}");
+    }
     let killed = second.call("kill", serde_json::json!({"id": id}));
     assert_eq!(killed["status"], "killed", "{killed}");
     assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());

@@ -19,6 +19,7 @@ use tether_durable::{Client, DurableError, DurableInfo, StartRequest};
 use crate::arguments::{self, CommandArg, RunArgs};
 use crate::reply::Reply;
 use crate::terminal::Terminal;
+use tether::registry::Stream;
 
 /// Most bytes one `read` of a durable session returns.
 const PAGE: usize = 64 << 10;
@@ -266,14 +267,23 @@ pub async fn route(terminal: &Terminal, tool: &str, args: &Map<String, Value>) -
     };
     let reply = match tool {
         "read" => match arguments::read(args) {
+            Ok(a) if !matches!(a.mode, arguments::ReadMode::Page { .. }) => {
+                unsupported(&info, "read", "tail_lines, head_lines and grep")
+            }
+            Ok(a) if a.stream != Stream::Output => unsupported(&info, "read", "stream"),
             Ok(a) => read(info, a.offset, a.max_bytes).await,
             Err(e) => Reply::error(e.to_string()),
         },
         "write" => match arguments::write(args) {
+            Ok(a) if a.eof => unsupported(&info, "write", "eof (its stdin stays open)"),
+            Ok(_) if args.contains_key("quiet_s") => unsupported(&info, "write", "quiet_s"),
             Ok(a) => write(info, a).await,
             Err(e) => Reply::error(e.to_string()),
         },
         "wait" => match arguments::wait(args) {
+            Ok(a) if a.offset.is_some() || a.stream != Stream::Output => {
+                unsupported(&info, "wait", "offset and stream")
+            }
             Ok(a) => wait(info, a.timeout, a.until).await,
             Err(e) => Reply::error(e.to_string()),
         },
@@ -287,6 +297,20 @@ pub async fn route(terminal: &Terminal, tool: &str, args: &Map<String, Value>) -
         },
     };
     Some(reply)
+}
+
+/// An argument a durable session does not take (yet): refused with what
+/// does work, never silently ignored.
+fn unsupported(info: &DurableInfo, tool: &str, what: &str) -> Reply {
+    let hint = match tool {
+        "read" => "read it by offset (`offset`, `max_bytes`) and search what comes back",
+        "write" => "use `until` (a pattern), or follow the write with `wait`",
+        _ => "wait from the last read (no `offset`) on the merged output",
+    };
+    Reply::error(format!(
+        "{}: `{tool}` of a durable session does not take {what}: {hint}",
+        note(info)
+    ))
 }
 
 async fn read(info: DurableInfo, offset: Option<u64>, max: Option<usize>) -> Reply {
@@ -343,6 +367,7 @@ async fn write(info: DurableInfo, a: arguments::WriteArgs) -> Reply {
         data.push(b'\r');
     }
     let keys = a.keys;
+    let until = a.until;
     let yield_for = a.yield_for.min(Duration::from_secs(30));
     let got = with_client(false, move |c| {
         if !data.is_empty() {
@@ -354,7 +379,15 @@ async fn write(info: DurableInfo, a: arguments::WriteArgs) -> Reply {
                 keys,
             })?;
         }
-        collect(c, &id, from, yield_for)
+        match until {
+            // Up to `yield_s` for the pattern (or the session's end), then
+            // what arrived.
+            Some(pattern) => {
+                c.wait(&id, yield_for, Some(&pattern))?;
+                collect(c, &id, from, Duration::ZERO)
+            }
+            None => collect(c, &id, from, yield_for),
+        }
     })
     .await;
     match got {
