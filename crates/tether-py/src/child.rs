@@ -38,6 +38,11 @@ pub(crate) struct Status {
     /// or `None`.
     #[pyo3(get)]
     limit_hit: Option<&'static str>,
+    /// Processes found outside the session's cgroups — out of its limits,
+    /// moved there by a command that could write its owner's cgroup — when
+    /// the keeper walked the tree; killed with it all the same.
+    #[pyo3(get)]
+    limits_escaped: u32,
     usage: Option<tether::ResourceUsage>,
 }
 
@@ -48,6 +53,7 @@ impl From<tether::ExitStatus> for Status {
             timed_out: status.timed_out(),
             descendants_killed: status.descendants_killed(),
             limit_hit: status.limit_hit().map(|hit| hit.name()),
+            limits_escaped: status.limits_escaped(),
             usage: status.resource_usage(),
         }
     }

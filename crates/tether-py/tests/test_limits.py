@@ -225,3 +225,42 @@ def test_require_limits_refuses_to_start_without_them_and_runs_with_them(tmp_pat
     assert "refused: memory limit not applied" in out.stdout, (out.stdout, out.stderr)
     assert "delegat" in out.stdout
     assert not marker.exists(), "the command never started"
+
+
+#: A command that writes itself into its owner's cgroups (the parents of its
+#: ``tether-*`` leaves, from /proc/self/cgroup and mountinfo) — out of its
+#: limits — then starts 5 sleepers there and exits (as the CLI's test in
+#: crates/tether-cli/tests/limits.rs).
+ESCAPE = r"""
+import os, subprocess
+mounts = [l.split(' - ') for l in open('/proc/self/mountinfo').read().splitlines()]
+for line in open('/proc/self/cgroup').read().splitlines():
+    hid, ctrls, path = line.split(':', 2)
+    if 'tether-' not in path:
+        continue
+    for left, right in mounts:
+        f, t = left.split(), right.split()
+        v2 = t[0] == 'cgroup2' and not ctrls
+        v1 = t[0] == 'cgroup' and ctrls and set(ctrls.split(',')) <= set(t[2].split(','))
+        if (v2 or v1) and f[3] == '/':
+            parent = os.path.dirname(f[4] + path)
+            open(parent + '/cgroup.procs', 'w').write(str(os.getpid()))
+            break
+for i in range(5):
+    subprocess.Popen(['sleep', '1000'])
+"""
+
+
+def test_a_command_that_leaves_its_limits_is_reported(tag: str) -> None:
+    require_root("creating cgroups")
+    done = tether.run([sys.executable, "-c", ESCAPE], memory="256M", pids=64, env=tagged_env(tag))
+    assert done.returncode == 0
+    assert done.limits_escaped == 5, done
+    assert done.descendants_killed == 5, done
+    assert wait_all_dead(tag, 10) == []
+    p = tether.Popen([sys.executable, "-c", ESCAPE], memory="256M", pids=64, env=tagged_env(tag))
+    assert p.limits_escaped == 0, "nothing walked yet"
+    p.wait()
+    p.kill_tree()
+    assert p.limits_escaped == 5
+    assert wait_all_dead(tag, 10) == []

@@ -63,8 +63,10 @@ class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
     ``descendants_killed`` (processes besides the main one killed on the way
     to an empty tree), ``containment`` (what held the tree: ``subreaper``,
     ``pidns``, ``pgroup+tag``, ``job``), ``limits`` (the limits as applied,
-    each with how it was enforced; falsy when none was asked for), ``limit_hit`` (``"memory"``, ``"pids"`` or ``None``)
-    and ``rusage``: what the whole tree used (``ru_utime``, ``ru_stime``
+    each with how it was enforced; falsy when none was asked for), ``limit_hit`` (``"memory"``, ``"pids"`` or ``None``),
+    ``limits_escaped`` (processes found outside the session's cgroups, out
+    of its limits: a command that could write its owner's cgroup moved
+    them; they died with it all the same) and ``rusage``: what the whole tree used (``ru_utime``, ``ru_stime``
     in seconds, ``ru_maxrss`` in KiB, as ``os.wait4`` reports one
     process), ``None`` where not measured (macOS, Windows)."""
 
@@ -72,6 +74,7 @@ class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
     containment: str
     limits: Optional[_native.LimitReport]
     limit_hit: Optional[str]
+    limits_escaped: int
     rusage: Optional[_native.ResourceUsage]
 
     def __init__(
@@ -85,12 +88,14 @@ class CompletedProcess(subprocess.CompletedProcess):  # type: ignore[type-arg]
         limits: Optional[_native.LimitReport] = None,
         limit_hit: Optional[str] = None,
         rusage: Optional[_native.ResourceUsage] = None,
+        limits_escaped: int = 0,
     ) -> None:
         super().__init__(args, returncode, stdout, stderr)
         self.descendants_killed = descendants_killed
         self.containment = containment
         self.limits = limits
         self.limit_hit = limit_hit
+        self.limits_escaped = limits_escaped
         self.rusage = rusage
 
 
@@ -585,6 +590,13 @@ class Popen:
         return self._status.descendants_killed if self._status is not None else 0
 
     @property
+    def limits_escaped(self) -> int:
+        """Processes found outside the session's cgroups (out of its
+        limits) when the keeper walked the tree; killed with it all the
+        same. 0 until the tree is empty."""
+        return self._status.limits_escaped if self._status is not None else 0
+
+    @property
     def rusage(self) -> Optional[_native.ResourceUsage]:
         """What the whole tree used — ``ru_utime``, ``ru_stime`` (seconds),
         ``ru_maxrss`` (KiB, the largest process), as ``os.wait4`` reports
@@ -1042,6 +1054,7 @@ def run(
         limits=process.limits,
         limit_hit=process.limit_hit,
         rusage=process.rusage,
+        limits_escaped=process.limits_escaped,
     )
 
 
