@@ -299,7 +299,9 @@ pub fn spawn(
                     error: Some(e.to_string()),
                 },
             };
-            drop(lock(&shared.handle).take());
+            // The keeper link, released now (not when JavaScript collects the
+            // object).
+            *lock(&shared.handle) = None;
             RUNNING.remove(env_key, id);
             // Taken out, so that once the call is delivered nothing of
             // ours keeps the event loop alive.
