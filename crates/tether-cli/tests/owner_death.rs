@@ -182,10 +182,16 @@ fn a_setsid_member_in_its_own_cgroup_handles_the_gentle_signal_when_the_owner_di
     let guard = TagGuard::new("owner-death-cgroup-handler");
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("handled");
+    // "ready" once the setsid shell's trap is set (it touches a file then;
+    // bounded at ~10 s of polling): a SIGTERM before that would end it by
+    // default, with no handler to run (1 failure in a CI run, when the
+    // owner was killed while the shell was still starting).
     let script = format!(
-        "setsid sh -c \"trap 'echo handled > {}; exit 0' TERM; while :; do sleep 0.05; done\" & \
+        "setsid sh -c \"trap 'echo handled > {m}; exit 0' TERM; touch {m}.armed; \
+         while :; do sleep 0.05; done\" & \
+         i=0; while [ ! -e {m}.armed ] && [ $i -lt 1000 ]; do i=$((i + 1)); sleep 0.01; done; \
          echo ready; exec sleep 1000",
-        marker.display()
+        m = marker.display()
     );
     let mut owner = Owner::start_graced(guard.tag(), "60s", &["--pids", "100000"], &script);
     owner.expect_ready();
