@@ -21,7 +21,9 @@ use std::time::Duration;
 use orphans::Home;
 use serde_json::Value;
 use support::{tether, tether_as, wait_pid_exit};
-use tether_testkit::{TAG_VAR, TagGuard, Tree, require_root, tagged_pids, wait_all_dead};
+use tether_testkit::{
+    ESCAPE_LIMITS, TAG_VAR, TagGuard, Tree, require_root, tagged_pids, wait_all_dead,
+};
 
 /// The cgroups the ledger recorded for `session`.
 fn recorded_cgroups(home: &Home, session: &str) -> Vec<String> {
@@ -505,28 +507,6 @@ fn mcp_require_limits_refuses_a_run_whose_limits_would_be_none() {
     assert_eq!(server.wait().unwrap().code(), Some(0));
 }
 
-/// A command that writes itself into its owner's cgroups (the parents of
-/// its `tether-*` leaves, found from /proc/self/cgroup and mountinfo) —
-/// out of its limits — then starts 5 sleepers there and exits.
-const ESCAPE: &str = r#"
-import os, subprocess
-mounts = [l.split(' - ') for l in open('/proc/self/mountinfo').read().splitlines()]
-for line in open('/proc/self/cgroup').read().splitlines():
-    hid, ctrls, path = line.split(':', 2)
-    if 'tether-' not in path:
-        continue
-    for left, right in mounts:
-        f, t = left.split(), right.split()
-        v2 = t[0] == 'cgroup2' and not ctrls
-        v1 = t[0] == 'cgroup' and ctrls and set(ctrls.split(',')) <= set(t[2].split(','))
-        if (v2 or v1) and f[3] == '/':
-            parent = os.path.dirname(f[4] + path)
-            open(parent + '/cgroup.procs', 'w').write(str(os.getpid()))
-            break
-for i in range(5):
-    subprocess.Popen(['sleep', '1000'])
-"#;
-
 #[test]
 fn a_command_that_leaves_its_limits_is_reported_in_every_output_mode() {
     if !require_root("creating cgroups") {
@@ -535,7 +515,7 @@ fn a_command_that_leaves_its_limits_is_reported_in_every_output_mode() {
     let guard = TagGuard::new("cli-limits-escape");
     let out = tether()
         .args(["run", "--memory", "256M", "--pids", "64", "--"])
-        .args(["python3", "-c", ESCAPE])
+        .args(["python3", "-c", ESCAPE_LIMITS])
         .env(TAG_VAR, guard.tag())
         .stdin(Stdio::null())
         .output()
@@ -549,7 +529,7 @@ fn a_command_that_leaves_its_limits_is_reported_in_every_output_mode() {
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
     let out = tether()
         .args(["run", "--json", "--memory", "256M", "--pids", "64", "--"])
-        .args(["python3", "-c", ESCAPE])
+        .args(["python3", "-c", ESCAPE_LIMITS])
         .env(TAG_VAR, guard.tag())
         .stdin(Stdio::null())
         .output()
@@ -589,7 +569,7 @@ fn mcp_results_name_the_processes_that_left_the_sessions_limits() {
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
         serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "run", "arguments": {"argv": ["python3", "-c", ESCAPE]}}})
+            "params": {"name": "run", "arguments": {"argv": ["python3", "-c", ESCAPE_LIMITS]}}})
         .to_string(),
     ] {
         writeln!(stdin, "{request}").unwrap();

@@ -236,13 +236,19 @@ pub(crate) struct Setup {
 
 #[cfg(unix)]
 fn apply_setup(command: &mut tether::Command, setup: Setup) -> PyResult<()> {
-    use std::os::fd::{BorrowedFd, RawFd};
     use tether::unix::CommandExt;
     command.new_session(setup.new_session);
     for (target, fd) in setup.pass_fds {
-        // SAFETY: the caller's descriptor, borrowed for the duplication.
-        let borrowed = unsafe { BorrowedFd::borrow_raw(fd as RawFd) };
-        command.pass_fd(target, borrowed.try_clone_to_owned()?);
+        // A negative number is a ValueError (subprocess's too); one that
+        // is no open descriptor is OSError(EBADF, …) with its errno set.
+        if fd < 0 {
+            return Err(PyValueError::new_err(format!(
+                "pass_fds: {fd} is not a file descriptor (negative)"
+            )));
+        }
+        let owned = tether::unix::duplicate_fd(fd)
+            .map_err(|e| Python::attach(|py| crate::error::to_py(py, tether::Error::Io(e))))?;
+        command.pass_fd(target, owned);
     }
     if let Some(mask) = setup.umask {
         command.umask(mask);

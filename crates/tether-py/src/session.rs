@@ -93,15 +93,7 @@ impl Info {
             state: i.state.name().to_owned(),
             returncode: i.exit.as_ref().map(returncode),
             timed_out: i.exit.is_some_and(|e| e.timed_out()),
-            kill_reason: i.kill_reason.map(|r| {
-                match r {
-                    tether::registry::KillReason::Requested => "requested",
-                    tether::registry::KillReason::Timeout => "timeout",
-                    tether::registry::KillReason::IdleTimeout => "idle_timeout",
-                    tether::registry::KillReason::Shutdown => "shutdown",
-                }
-                .to_owned()
-            }),
+            kill_reason: i.kill_reason.map(|r| r.name().to_owned()),
             pid: i.identity.pid,
             containment: i.containment.name().to_owned(),
             descendants: i

@@ -12,6 +12,7 @@ import gc
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Dict
 
 import pytest
@@ -229,26 +230,9 @@ def test_require_limits_refuses_to_start_without_them_and_runs_with_them(tmp_pat
 
 #: A command that writes itself into its owner's cgroups (the parents of its
 #: ``tether-*`` leaves, from /proc/self/cgroup and mountinfo) — out of its
-#: limits — then starts 5 sleepers there and exits (as the CLI's test in
-#: crates/tether-cli/tests/limits.rs).
-ESCAPE = r"""
-import os, subprocess
-mounts = [l.split(' - ') for l in open('/proc/self/mountinfo').read().splitlines()]
-for line in open('/proc/self/cgroup').read().splitlines():
-    hid, ctrls, path = line.split(':', 2)
-    if 'tether-' not in path:
-        continue
-    for left, right in mounts:
-        f, t = left.split(), right.split()
-        v2 = t[0] == 'cgroup2' and not ctrls
-        v1 = t[0] == 'cgroup' and ctrls and set(ctrls.split(',')) <= set(t[2].split(','))
-        if (v2 or v1) and f[3] == '/':
-            parent = os.path.dirname(f[4] + path)
-            open(parent + '/cgroup.procs', 'w').write(str(os.getpid()))
-            break
-for i in range(5):
-    subprocess.Popen(['sleep', '1000'])
-"""
+#: limits — then starts 5 sleepers there and exits: the fixture the Rust
+#: tests share (``tether_testkit::ESCAPE_LIMITS``).
+ESCAPE = (Path(__file__).resolve().parents[2] / "tether-testkit/fixtures/escape_limits.py").read_text()
 
 
 def test_a_command_that_leaves_its_limits_is_reported(tag: str) -> None:

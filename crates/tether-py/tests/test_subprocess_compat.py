@@ -101,6 +101,19 @@ def test_pass_fds_and_close_fds_false() -> None:
             os.close(fd)
 
 
+def test_pass_fds_that_are_no_descriptors_are_refused(tag: str) -> None:
+    # Before, -1 reached BorrowedFd::borrow_raw unchecked (a Rust panic).
+    with pytest.raises(ValueError, match="pass_fds: -1 is not a file descriptor"):
+        tether.Popen(["sleep", "1000"], pass_fds=[-1], env=tagged_env(tag))
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    with pytest.raises(OSError) as raised:
+        tether.Popen(["sleep", "1000"], pass_fds=[w], env=tagged_env(tag))
+    assert raised.value.errno == errno.EBADF
+    assert tagged_pids(tag) == []
+
+
 def _status_line(out: str, name: str) -> str:
     return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith(name + ":"))
 

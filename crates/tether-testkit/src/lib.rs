@@ -18,6 +18,13 @@ pub use linux::*;
 /// Environment variable carrying a test's unique tag.
 pub const TAG_VAR: &str = "TETHER_TEST_TAG";
 
+/// A Python script (`python3 -c`) that leaves its session's limits: it
+/// writes itself into its owner's cgroups (the parents of its `tether-*`
+/// leaves, found from /proc/self/cgroup and mountinfo), then starts 5
+/// sleepers there and exits. Root only. The Python tests read the same
+/// file (`fixtures/escape_limits.py`).
+pub const ESCAPE_LIMITS: &str = include_str!("../fixtures/escape_limits.py");
+
 /// A unique tag for one test: its name, this process's pid and a counter.
 pub fn unique_tag(name: &str) -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);

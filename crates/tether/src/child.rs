@@ -370,8 +370,8 @@ impl Child {
     /// then (the owner is their subreaper, or finds them by spawn tag),
     /// which ends the pipes.
     ///
-    /// The captured bytes are empty when reading a pipe failed
-    /// ([`Error::Io`]).
+    /// When reading a pipe failed ([`Error::Io`]), the captured bytes are
+    /// those read before the failure.
     pub fn wait_with_captured_output(
         mut self,
         max_per_stream: usize,
@@ -381,20 +381,20 @@ impl Child {
         // pipes are read as before: to EOF, then the wait.
         let events = self.event_source();
         let mut ended: Option<Error> = None;
-        let read = crate::contain::read_both(
-            self.stdout.take().map(ChildStdout::into_file),
-            self.stderr.take().map(ChildStderr::into_file),
-            max_per_stream,
-            events,
-            || self.take_events(&mut ended),
-        );
-        let ((stdout, stdout_dropped), (stderr, stderr_dropped)) = match read {
-            Ok(kept) => kept,
-            Err(e) => return (Captured::default(), Err(Error::Io(e))),
-        };
-        let status = match ended {
-            Some(e) => Err(e),
-            None => self.wait(),
+        let (((stdout, stdout_dropped), (stderr, stderr_dropped)), read) =
+            crate::contain::read_both(
+                self.stdout.take().map(ChildStdout::into_file),
+                self.stderr.take().map(ChildStderr::into_file),
+                max_per_stream,
+                events,
+                || self.take_events(&mut ended),
+            );
+        // A failed read ends the wait without waiting (dropping the child
+        // kills the tree); what was read before it is returned all the same.
+        let status = match (read, ended) {
+            (Err(e), _) => Err(Error::Io(e)),
+            (Ok(()), Some(e)) => Err(e),
+            (Ok(()), None) => self.wait(),
         };
         let captured = Captured {
             stdout,

@@ -900,3 +900,46 @@ fn a_warm_keeper_does_not_run_commands_as_the_root_its_owner_gave_up() {
     tether::set_warm_keepers(0);
     drop(dir);
 }
+
+/// A read that failed (here the test hands the wait a directory as the
+/// command's stderr, so `read` says `EISDIR`) ended
+/// `wait_with_captured_output` with nothing captured: the bytes already
+/// read from stdout were thrown away with the error. They are returned
+/// beside it now.
+#[test]
+fn a_failed_read_keeps_the_output_read_before_it() {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    let guard = TagGuard::new("failed-read");
+    let mut child = tether::Command::new("/bin/sh")
+        .args(["-c", "echo hello; exec sleep 1000"])
+        .env(TAG_VAR, guard.tag())
+        .stdin(tether::Stdio::Null)
+        .stdout(tether::Stdio::Piped)
+        .stderr(tether::Stdio::Null)
+        .spawn()
+        .expect("spawn");
+    // Once stdout is readable, the wait's first poll finds both streams
+    // ready and reads stdout before the directory fails.
+    let mut pfd = libc::pollfd {
+        fd: child.stdout.as_ref().unwrap().as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd we own, for a descriptor the child holds open.
+    assert_eq!(unsafe { libc::poll(&mut pfd, 1, 30_000) }, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let dir_fd = OwnedFd::from(std::fs::File::open(dir.path()).unwrap());
+    child.stderr = Some(tether::ChildStderr::from(dir_fd));
+
+    let (captured, status) = child.wait_with_captured_output(usize::MAX);
+    match status {
+        Err(tether::Error::Io(e)) => assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{e}"),
+        other => panic!("expected the read's EISDIR, got {other:?}"),
+    }
+    assert_eq!(captured.stdout, b"hello\n");
+    // The child was dropped with the error: its tree is killed.
+    assert!(
+        wait_all_dead(guard.tag(), Duration::from_secs(15)).is_empty(),
+        "survived the failed wait"
+    );
+}

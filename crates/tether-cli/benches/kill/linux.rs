@@ -1,12 +1,13 @@
 //! See the bench target's own docs (`../kill.rs`).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tether_testkit::{TAG_VAR, tagged_pids, unique_tag, wait_all_dead, wait_for_count};
 
+use crate::support::owner::start_owner;
 use crate::support::{Build, builds, listing, ms, percentile};
 
 const ROUNDS: usize = 15;
@@ -21,21 +22,11 @@ const SETSID_CHILD: &str = "setsid sleep 1000 & echo ready; wait";
 fn term_to_run(build: &Build, script: &str) -> Duration {
     let tag = unique_tag("bench-kill-run");
     let home = tempfile::tempdir().unwrap();
-    let mut owner = Command::new(&build.path)
-        .args(["run", "--grace", "2s", "--", "/bin/sh", "-c", script])
-        .env(TAG_VAR, &tag)
-        .env("TETHER_HOME", home.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = [0u8; 6];
-    owner
-        .stdout
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut ready)
-        .unwrap();
+    let mut owner = start_owner(
+        Command::new(&build.path).args(["run", "--grace", "2s", "--", "/bin/sh", "-c", script]),
+        &tag,
+        home.path(),
+    );
     // tether run, the shell and its sleep.
     assert_eq!(wait_for_count(&tag, 3, Duration::from_secs(30)), 3);
     wait_for_sleeps(&tag, 1);

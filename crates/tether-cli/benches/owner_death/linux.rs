@@ -5,10 +5,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use tether_testkit::{
-    TAG_VAR, Tree, pidfd, tagged_pids, unique_tag, wait_all_dead, wait_for_count,
-};
+use tether_testkit::{Tree, pidfd, tagged_pids, unique_tag, wait_all_dead, wait_for_count};
 
+use crate::support::owner::{keeper_phases, monotonic_ns, sigkill_all, start_owner};
 use crate::support::{Build, builds, listing, ms, percentile};
 
 const RUNS: usize = 15;
@@ -21,18 +20,6 @@ enum Killer {
     /// The bench SIGKILLs every process of the tree itself through pidfds
     /// it already holds: the kernel's floor for this tree.
     Bench,
-}
-
-/// `CLOCK_MONOTONIC` in nanoseconds: the clock the keeper's phase report
-/// uses, so the two can be compared.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The keeper's report of one kill (`TETHER_KEEPER_DEBUG`), in
@@ -50,9 +37,7 @@ struct KeeperPhases {
 }
 
 fn parse_phases(stderr: &str) -> Option<KeeperPhases> {
-    let line = stderr
-        .lines()
-        .find(|l| l.starts_with("tether-keeper: kill phases:"))?;
+    let line = keeper_phases(stderr)?;
     let field = |name: &str| -> Option<u64> {
         line.split_whitespace()
             .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))?
@@ -88,25 +73,16 @@ impl Run {
 fn one_run(build: &Build, tree: Tree, containment: &str, extra: &[&str], killer: Killer) -> Run {
     let tag = unique_tag("bench-owner-death");
     let home = tempfile::tempdir().unwrap();
-    let mut owner = Command::new(&build.path)
-        .args(["run", "--grace", "1s", "--containment", containment])
-        .args(extra)
-        .args(["--", "/bin/sh", "-c", tree.script()])
-        .env(TAG_VAR, &tag)
-        .env("TETHER_HOME", home.path())
-        .env("TETHER_KEEPER_DEBUG", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut ready = [0u8; 6];
-    owner
-        .stdout
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut ready)
-        .unwrap();
+    let mut owner = start_owner(
+        Command::new(&build.path)
+            .args(["run", "--grace", "1s", "--containment", containment])
+            .args(extra)
+            .args(["--", "/bin/sh", "-c", tree.script()])
+            .env("TETHER_KEEPER_DEBUG", "1")
+            .stderr(Stdio::piped()),
+        &tag,
+        home.path(),
+    );
     assert!(
         wait_for_count(&tag, tree.min_processes(), Duration::from_secs(30)) >= tree.min_processes()
     );
@@ -118,20 +94,7 @@ fn one_run(build: &Build, tree: Tree, containment: &str, extra: &[&str], killer:
     let kill_at = monotonic_ns();
     match killer {
         Killer::OwnerDeath => owner.kill().unwrap(),
-        Killer::Bench => {
-            for fd in &fds {
-                // SAFETY: pidfd_send_signal on a pidfd we hold, no siginfo.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        fd.as_raw_fd(),
-                        libc::SIGKILL,
-                        std::ptr::null::<libc::siginfo_t>(),
-                        0u32,
-                    )
-                };
-            }
-        }
+        Killer::Bench => sigkill_all(&fds),
     }
     let (first_dead, all_dead) = wait_dead(&fds);
     // Anything forked after the snapshot must be gone too.

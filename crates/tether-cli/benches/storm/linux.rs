@@ -2,11 +2,12 @@
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use tether_testkit::{TAG_VAR, pidfd, tagged_pids, unique_tag, wait_all_dead};
+use tether_testkit::{pidfd, tagged_pids, unique_tag, wait_all_dead};
 
+use crate::support::owner::{keeper_phases, monotonic_ns, sigkill_all, start_owner};
 use crate::support::{builds, listing, ms, percentile};
 
 /// Two loops of 1,500 `setsid sleep`s, both done before the kill (the
@@ -40,17 +41,6 @@ impl Case {
     }
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds (the keeper's debug report's clock).
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime fills the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?
@@ -80,23 +70,14 @@ fn one_run(case: Case) -> Run {
             c
         }
     };
-    let mut owner: Child = command
-        .args(["-c", SCRIPT])
-        .env(TAG_VAR, &tag)
-        .env("TETHER_HOME", home.path())
-        .env("TETHER_KEEPER_DEBUG", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut ready = [0u8; 6];
-    owner
-        .stdout
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut ready)
-        .unwrap();
+    let mut owner = start_owner(
+        command
+            .args(["-c", SCRIPT])
+            .env("TETHER_KEEPER_DEBUG", "1")
+            .stderr(Stdio::piped()),
+        &tag,
+        home.path(),
+    );
     let _cleanup = Cleanup(&tag, owner.id());
     // The owner carries the tag too (tether's case; its keeper does not).
     let extra = if case == Case::Floor { 0 } else { 1 };
@@ -111,20 +92,7 @@ fn one_run(case: Case) -> Run {
     let kill_at = monotonic_ns();
     match case {
         Case::Tether(..) => owner.kill().unwrap(),
-        Case::Floor => {
-            for fd in &fds {
-                // SAFETY: pidfd_send_signal on a pidfd we hold, no siginfo.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        fd.as_raw_fd(),
-                        libc::SIGKILL,
-                        std::ptr::null::<libc::siginfo_t>(),
-                        0u32,
-                    )
-                };
-            }
-        }
+        Case::Floor => sigkill_all(&fds),
     }
     let all_dead = wait_dead(&fds);
     let rest = wait_all_dead(&tag, Duration::from_secs(30));
@@ -135,24 +103,21 @@ fn one_run(case: Case) -> Run {
     Run {
         elapsed: Duration::from_nanos(all_dead - kill_at),
         processes: fds.len(),
-        keeper: stderr
-            .lines()
-            .find(|l| l.starts_with("tether-keeper: kill phases:"))
-            .map(|l| {
-                // Relative to the kill, in ms.
-                l.split_whitespace()
-                    .filter_map(|w| {
-                        let (k, v) = w.split_once('=')?;
-                        let v: u64 = v.parse().ok()?;
-                        Some(if k == "killed" {
-                            format!("{k}={v}")
-                        } else {
-                            format!("{k}={:.1}", v.saturating_sub(kill_at) as f64 / 1e6)
-                        })
+        keeper: keeper_phases(&stderr).map(|l| {
+            // Relative to the kill, in ms.
+            l.split_whitespace()
+                .filter_map(|w| {
+                    let (k, v) = w.split_once('=')?;
+                    let v: u64 = v.parse().ok()?;
+                    Some(if k == "killed" {
+                        format!("{k}={v}")
+                    } else {
+                        format!("{k}={:.1}", v.saturating_sub(kill_at) as f64 / 1e6)
                     })
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            }),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
     }
 }
 

@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod owner;
+
 use std::path::PathBuf;
 use std::time::Duration;
 

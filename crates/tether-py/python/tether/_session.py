@@ -252,6 +252,37 @@ class Killing:
         return f"<tether.Killing {'done' if self.done() else 'in flight'}>"
 
 
+class _OutputReading:
+    """One ``iter_output``'s state, the same for the sync and the async
+    loop (they differ only in how they wait): ``op()`` starts the wait for
+    the next chunk; ``take(chunk)`` returns its bytes, ``b""`` when a wait
+    slice passed with none, or raises ``TimeoutError`` once ``timeout``
+    passed without output; ``ended`` once the output did."""
+
+    def __init__(self, session: "_Base", timeout: Optional[float], max_bytes: int) -> None:
+        self.session = session
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self.waited = 0.0  # seconds waited for the next chunk so far
+        self.ended = False
+
+    def op(self) -> Any:
+        left = None if self.timeout is None else self.timeout - self.waited
+        return self.session._read_wait_op(left, self.max_bytes)
+
+    def take(self, chunk: Any) -> bytes:
+        if not (chunk.data or chunk.eof):
+            if self.timeout is not None:
+                self.waited += _ITER_SLICE
+                if self.waited >= self.timeout:
+                    raise TimeoutError(
+                        f"no output from session {self.session.id} within {self.timeout} s")
+            return b""
+        self.waited = 0.0
+        self.ended = bool(chunk.eof)
+        return self.session._took(chunk)
+
+
 class _Base:
     """What the sync and async sessions share: everything that does not block."""
 
@@ -444,22 +475,11 @@ class Session(_Base):
         there, until the output ended (every writer gone). ``timeout``: the
         most seconds to wait for each chunk (``TimeoutError``; ``None``:
         no bound). Ctrl-C while it waits raises at once."""
-        while True:
-            waited = 0.0
-            while True:
-                chunk = _sync(self._read_wait_op(
-                    None if timeout is None else timeout - waited, max_bytes))
-                if chunk.data or chunk.eof:
-                    break
-                if timeout is not None:
-                    waited += _ITER_SLICE
-                    if waited >= timeout:
-                        raise TimeoutError(f"no output from session {self.id} within {timeout} s")
-            data = self._took(chunk)
+        reading = _OutputReading(self, timeout, max_bytes)
+        while not reading.ended:
+            data = reading.take(_sync(reading.op()))
             if data:
                 yield data
-            if chunk.eof:
-                return
 
     def close(self, grace: float = 2.0) -> None:
         """Kills what is left of the tree (verified, as ``kill``), then
@@ -522,22 +542,11 @@ class AsyncSession(_Base):
     async def iter_output(self, timeout: Optional[float] = None,
                           max_bytes: int = 65536) -> AsyncIterator[bytes]:
         """``Session.iter_output``, for ``async for``."""
-        while True:
-            waited = 0.0
-            while True:
-                chunk = await _async(self._read_wait_op(
-                    None if timeout is None else timeout - waited, max_bytes))
-                if chunk.data or chunk.eof:
-                    break
-                if timeout is not None:
-                    waited += _ITER_SLICE
-                    if waited >= timeout:
-                        raise TimeoutError(f"no output from session {self.id} within {timeout} s")
-            data = self._took(chunk)
+        reading = _OutputReading(self, timeout, max_bytes)
+        while not reading.ended:
+            data = reading.take(await _async(reading.op()))
             if data:
                 yield data
-            if chunk.eof:
-                return
 
     def close(self, grace: float = 2.0) -> Killing:
         """``Session.close``, started at once (as ``kill``): ``await`` it,

@@ -66,6 +66,25 @@ pub enum KillReason {
     Shutdown,
 }
 
+impl KillReason {
+    /// Lower-case name used in reports: `requested`, `timeout`,
+    /// `idle_timeout`, `shutdown`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KillReason::Requested => "requested",
+            KillReason::Timeout => "timeout",
+            KillReason::IdleTimeout => "idle_timeout",
+            KillReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+impl std::fmt::Display for KillReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Which output stream to read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Stream {

@@ -554,6 +554,17 @@ const _: () = assert!(std::mem::size_of::<QueuedInfo>() == std::mem::size_of::<l
 /// command ran is, by the time the keeper reads the signal, and an
 /// outsider that signals a keeper is rarer than that. The keeper itself
 /// is not its tree.
+///
+/// A vanished sender leaves nothing to tell the two apart (no pidfd, no
+/// `/proc` entry, no cgroup), so one of two errors is chosen. Counting it
+/// as the tree's is the harmless one: all that does is pass a signal
+/// `meant_for_parent` (never `SIGTERM`, which stops the keeper whoever
+/// sent it) on to the owner, which runs as the keeper's user: whoever
+/// could signal the keeper could have signalled the owner directly, so
+/// an outsider gains nothing. Counting it as an outsider's would drop
+/// the tree's own notices to its parent (`/bin/kill -USR1 $PPID`)
+/// whenever the `kill` program is reaped before the keeper reads the
+/// signal.
 pub(crate) fn sent_by_tree(from: u32) -> bool {
     let me = std::process::id();
     if from == me {

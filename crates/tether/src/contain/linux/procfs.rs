@@ -55,14 +55,21 @@ fn state_of(letter: u8) -> ProcessState {
     }
 }
 
+/// What follows `name:` on its line of `/proc/<pid>/status`; `Ok(None)`
+/// if the status has no such line.
+fn status_field(pid: u32, name: &str) -> io::Result<Option<String>> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
+    Ok(status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::to_owned))
+}
+
 /// The real uid of `pid` (the `Uid:` line of `/proc/<pid>/status`). Not the
 /// owner of a `/proc` file: a non-dumpable process's files belong to root.
 pub(crate) fn real_uid(pid: u32) -> io::Result<u32> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|rest| rest.split_ascii_whitespace().next()?.parse().ok())
+    status_field(pid, "Uid")?
+        .and_then(|uids| uids.split_ascii_whitespace().next()?.parse().ok())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Uid line"))
 }
 
@@ -354,24 +361,21 @@ fn read_proc_file(mut file: &File, buf: &mut Vec<u8>) -> io::Result<usize> {
 /// status, bit `n - 1` for signal `n`. A handler (`SigCgt`) or a block
 /// (`SigBlk`) is not an ignore.
 pub(crate) fn ignored_signals(pid: u32) -> Option<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+    let mask = status_field(pid, "SigIgn").ok()??;
     u64::from_str_radix(mask.trim(), 16).ok()
 }
 
 /// The innermost pid of `pid` (last field of `NSpid:` in its status).
 pub(crate) fn ns_pid_of(pid: u32) -> Option<u32> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
-    line.split_ascii_whitespace().last()?.parse().ok()
+    ns_pids_of(pid)?.last().copied()
 }
 
 /// Every pid of `pid`, outermost namespace first (the `NSpid:` line of its
 /// status): one entry in tether's namespace, more in nested ones.
 pub(crate) fn ns_pids_of(pid: u32) -> Option<Vec<u32>> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
-    line.split_ascii_whitespace()
+    status_field(pid, "NSpid")
+        .ok()??
+        .split_ascii_whitespace()
         .map(|p| p.parse().ok())
         .collect()
 }
@@ -474,6 +478,20 @@ mod tests {
         assert!(find_tag(b"TETHER_SPAWN=garbage\0").is_none());
         assert!(find_tag(b"TETHER_SPAWNX=v1:0123456789abcdef:run:42:7:abc\0").is_none());
         assert!(find_tag(b"").is_none());
+    }
+
+    #[test]
+    fn status_fields_of_this_process() {
+        let me = std::process::id();
+        // Rust's runtime ignores SIGPIPE in every program it starts.
+        let ignored = ignored_signals(me).unwrap();
+        assert_ne!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "{ignored:#x}");
+        assert_eq!(ignored & (1 << (libc::SIGTERM - 1)), 0, "{ignored:#x}");
+        // The innermost pid is the one this process knows itself by.
+        assert_eq!(ns_pids_of(me).unwrap().last(), Some(&me));
+        assert_eq!(ns_pid_of(me), Some(me));
+        assert_eq!(status_field(me, "Nope").unwrap(), None);
+        assert!(status_field(u32::MAX, "Uid").is_err());
     }
 
     #[test]

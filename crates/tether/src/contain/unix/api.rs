@@ -409,3 +409,15 @@ impl AsRawFd for crate::watchdog::OwnerWatch {
         self.handle.as_fd().as_raw_fd()
     }
 }
+
+/// A descriptor of this process known only by its number (say, one a
+/// Python caller passed), duplicated into one the caller owns — for
+/// [`CommandExt::pass_fd`], which takes ownership. The caller keeps (and
+/// may close) its own.
+///
+/// # Errors
+/// `EBADF` for a negative number or one that is not an open descriptor:
+/// it is checked before anything borrows it.
+pub fn duplicate_fd(fd: RawFd) -> std::io::Result<OwnedFd> {
+    crate::contain::unix::duplicate_descriptor(fd)
+}

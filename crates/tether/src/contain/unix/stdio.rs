@@ -111,14 +111,32 @@ pub(crate) type EventSource = super::fork::Lifeline;
 /// nothing would supervise the tree, until the orphans ended by
 /// themselves. `on_events` kills them (see `orphans.rs`) and the pipes
 /// then end with their last writer.
+///
+/// What was read is returned however the reading ended: with a failed
+/// read's error beside it (the bytes before it are the command's output
+/// all the same).
 pub(crate) fn read_both(
     out: Option<File>,
     err: Option<File>,
     max: usize,
+    events: Option<EventSource>,
+    on_events: impl FnMut() -> bool,
+) -> ((Kept, Kept), io::Result<()>) {
+    let mut streams: [(Option<File>, Tail); 2] = [(out, Tail::default()), (err, Tail::default())];
+    let ended = read_into(&mut streams, max, events, on_events);
+    let [(_, out), (_, err)] = streams;
+    (
+        ((out.buf.into(), out.dropped), (err.buf.into(), err.dropped)),
+        ended,
+    )
+}
+
+fn read_into(
+    streams: &mut [(Option<File>, Tail); 2],
+    max: usize,
     mut events: Option<EventSource>,
     mut on_events: impl FnMut() -> bool,
-) -> io::Result<(Kept, Kept)> {
-    let mut streams: [(Option<File>, Tail); 2] = [(out, Tail::default()), (err, Tail::default())];
+) -> io::Result<()> {
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         let open: Vec<RawFd> = streams
@@ -169,6 +187,5 @@ pub(crate) fn read_both(
             }
         }
     }
-    let [(_, out), (_, err)] = streams;
-    Ok(((out.buf.into(), out.dropped), (err.buf.into(), err.dropped)))
+    Ok(())
 }

@@ -143,39 +143,44 @@ pub(crate) type Kept = (Vec<u8>, u64);
 pub(crate) enum EventSource {}
 
 /// Reads both streams to EOF at once (a thread for stderr), keeping the
-/// last `max` bytes of each. (`events` is never given on Windows.)
+/// last `max` bytes of each. (`events` is never given on Windows.) What
+/// was read is returned however the reading ended: with a failed read's
+/// error beside it.
 pub(crate) fn read_both(
     out: Option<File>,
     err: Option<File>,
     max: usize,
     _events: Option<EventSource>,
     _on_events: impl FnMut() -> bool,
-) -> io::Result<(Kept, Kept)> {
+) -> ((Kept, Kept), io::Result<()>) {
     let err_thread = err.map(|file| std::thread::spawn(move || read_kept(file, max)));
-    let out = match out {
-        Some(file) => read_kept(file, max)?,
-        None => (Vec::new(), 0),
+    let (out, out_ended) = match out {
+        Some(file) => read_kept(file, max),
+        None => ((Vec::new(), 0), Ok(())),
     };
-    let err = match err_thread {
-        Some(thread) => thread
-            .join()
-            .map_err(|_| io::Error::other("stderr reader panicked"))??,
-        None => (Vec::new(), 0),
+    let (err, err_ended) = match err_thread {
+        Some(thread) => thread.join().unwrap_or_else(|_| {
+            (
+                (Vec::new(), 0),
+                Err(io::Error::other("stderr reader panicked")),
+            )
+        }),
+        None => ((Vec::new(), 0), Ok(())),
     };
-    Ok((out, err))
+    ((out, err), out_ended.and(err_ended))
 }
 
-fn read_kept(mut file: File, max: usize) -> io::Result<Kept> {
+fn read_kept(mut file: File, max: usize) -> (Kept, io::Result<()>) {
     let mut kept = Vec::new();
     let mut dropped = 0u64;
     let mut buf = vec![0u8; 64 << 10];
-    loop {
+    let ended = loop {
         let n = match file.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => break Ok(()),
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => break,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => break Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(e) => break Err(e),
         };
         kept.extend_from_slice(&buf[..n]);
         if kept.len() > max {
@@ -183,6 +188,6 @@ fn read_kept(mut file: File, max: usize) -> io::Result<Kept> {
             kept.drain(..excess);
             dropped += excess as u64;
         }
-    }
-    Ok((kept, dropped))
+    };
+    ((kept, dropped), ended)
 }
