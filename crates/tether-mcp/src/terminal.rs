@@ -190,7 +190,7 @@ impl Terminal {
         args: &serde_json::Map<String, serde_json::Value>,
         context: CallContext,
     ) -> Option<Reply> {
-        if let Some(reply) = crate::durable::route(self, name, args).await {
+        if let Some(reply) = crate::durable::route(self, name, args, &context).await {
             return Some(reply);
         }
         let reply = match name {
@@ -351,11 +351,7 @@ impl Terminal {
             Err(e) => return self.session_error(&e, id.as_str()),
         };
         if a.stream == Stream::Stderr && info.stderr_bytes.is_none() {
-            return Reply::error(format!(
-                "{id} merges stderr into its output ({} it without `stream`); start a command \
-                 with separate_stderr: true to read stderr apart",
-                self.tool("read")
-            ));
+            return merged_stderr(id.as_str(), &self.tool("read"));
         }
         let source = self.source(&id, a.stream);
         let budget = self.config.budget;
@@ -371,10 +367,7 @@ impl Terminal {
         if let Some(offset) = a.offset
             && offset > end
         {
-            return Reply::error(format!(
-                "offset {offset} is past the end of the output of {id} ({end} bytes so far); \
-                 leave `offset` out to continue where you left off"
-            ));
+            return past_end(offset, id.as_str(), end);
         }
         let read_tool = self.tool("read");
         let call = self.read_call(&read_tool, id.as_str(), a.stream);
@@ -385,16 +378,13 @@ impl Terminal {
             ..ReadReport::default()
         };
         let shown: Result<Shown, Error> = match &a.mode {
-            ReadMode::Page { raw } => {
-                let from = a.offset.unwrap_or(cursor);
-                let shown = page(&source, from, a.max_bytes.unwrap_or(budget), budget, *raw);
-                if let Ok(shown) = &shown {
+            ReadMode::Page { .. } | ReadMode::Head(_) | ReadMode::Tail(_) => {
+                let shown = lines_or_page(&source, &call, &a, cursor, budget);
+                if let (ReadMode::Page { .. }, Ok(shown)) = (&a.mode, &shown) {
                     self.move_cursor(&id, a.stream, shown.next_offset);
                 }
                 shown
             }
-            ReadMode::Head(n) => head(&source, &call, a.offset.unwrap_or(0), *n, budget),
-            ReadMode::Tail(n) => tail(&source, *n, budget),
             ReadMode::Grep {
                 pattern,
                 context: lines_around,
@@ -418,56 +408,21 @@ impl Terminal {
                     Ok(None) => return Reply::error("cancelled by the client"),
                     Err(e) => return self.session_error(&e, id.as_str()),
                 };
-                crate::grep::report(
+                Ok(grep_shown(
                     &mut report,
-                    &found,
+                    found,
                     &query,
                     &call,
                     pattern,
                     self.config.grep_time,
-                );
-                Ok(Shown {
-                    output: found.text,
-                    offset: found.offset,
-                    next_offset: found.end,
-                    end_offset: found.stream_end,
-                    eof: info.output_eof && found.end == end,
-                    dropped: found.dropped,
-                    gap: None,
-                    encoding: None,
-                    lines: None,
-                    note: report.note.take(),
-                })
-            }
-        };
-        let shown = match shown {
-            Ok(shown) => shown,
-            Err(e) => return self.session_error(&e, id.as_str()),
-        };
-        report.output = shown.output;
-        report.offset = shown.offset;
-        report.next_offset = shown.next_offset;
-        report.end_offset = shown.end_offset;
-        report.eof = shown.eof;
-        report.encoding = shown.encoding;
-        report.lines = shown.lines;
-        if report.match_count.is_none() {
-            report.dropped = shown.dropped;
-        }
-        report.note = match (shown.note, shown.gap.as_ref()) {
-            (note, None) => note,
-            (note, Some(gap)) => {
-                let gap = GapReport::from(gap);
-                let sentence = gap.sentence();
-                report.gap = Some(gap);
-                Some(format!(
-                    "{sentence}{}",
-                    note.map(|n| format!("; {n}")).unwrap_or_default()
+                    info.output_eof.then_some(end),
                 ))
             }
         };
-        let text = report.text();
-        Reply::ok(&report, text)
+        match shown {
+            Ok(shown) => read_reply(report, shown),
+            Err(e) => self.session_error(&e, id.as_str()),
+        }
     }
 
     /// Runs a grep on a blocking thread — off the request loop, so a slow
@@ -820,37 +775,26 @@ impl Terminal {
             duration_ms: info.uptime.as_millis() as u64,
             ..SessionReport::default()
         };
-        // Stderr apart: it gets up to half the budget, the main stream the rest.
-        let mut main_budget = budget;
         let read_tool = self.tool("read");
-        if info.stderr_bytes.is_some() {
-            let source = self.source(id, Stream::Stderr);
-            let call = self.read_call(&read_tool, id.as_str(), Stream::Stderr);
-            match excerpt(&source, &call, view.stderr_shown, budget / 2) {
-                Ok(shown) => {
-                    main_budget = budget - shown.text.len().min(budget / 2);
-                    self.move_cursor(id, Stream::Stderr, shown.next_offset);
-                    report.stderr = Some(shown.text);
-                    report.stderr_next_offset = Some(shown.next_offset);
-                    report.stderr_truncated_bytes = Some(shown.omitted);
-                }
-                Err(e) => report.output_error = Some(e.to_string()),
-            }
-        }
-        let source = self.source(id, Stream::Output);
-        let call = self.read_call(&read_tool, id.as_str(), Stream::Output);
-        match excerpt(&source, &call, view.shown, main_budget.max(1024)) {
-            Ok(shown) => {
-                self.move_cursor(id, Stream::Output, shown.next_offset);
-                report.output = shown.text;
-                report.next_offset = shown.next_offset;
-                report.truncated_bytes = shown.omitted;
-                if shown.dropped > 0 {
-                    report.dropped_bytes = Some(shown.dropped);
-                }
-                report.gap = shown.gap.as_ref().map(GapReport::from);
-            }
-            Err(e) => report.output_error = Some(e.to_string()),
+        let stderr = info
+            .stderr_bytes
+            .is_some()
+            .then(|| self.source(id, Stream::Stderr));
+        let cursors = Cursors {
+            shown: view.shown,
+            stderr_shown: view.stderr_shown,
+        };
+        let after = output_into(
+            &mut report,
+            &self.source(id, Stream::Output),
+            stderr.as_ref(),
+            &read_tool,
+            cursors,
+            budget,
+        );
+        self.move_cursor(id, Stream::Output, after.shown);
+        if stderr.is_some() {
+            self.move_cursor(id, Stream::Stderr, after.stderr_shown);
         }
         match waited.outcome {
             WaitOutcome::Matched { start, end } => {
@@ -1082,6 +1026,163 @@ impl Terminal {
     }
 }
 
+/// The error for `stream: "stderr"` of a session that merges it.
+pub(crate) fn merged_stderr(id: &str, read_tool: &str) -> Reply {
+    Reply::error(format!(
+        "{id} merges stderr into its output ({read_tool} it without `stream`); start a command \
+         with separate_stderr: true to read stderr apart"
+    ))
+}
+
+/// The error for a `read` offset past the stream's end.
+pub(crate) fn past_end(offset: u64, id: &str, end: u64) -> Reply {
+    Reply::error(format!(
+        "offset {offset} is past the end of the output of {id} ({end} bytes so far); leave \
+         `offset` out to continue where you left off"
+    ))
+}
+
+/// What `read` shows in its page, `head_lines` and `tail_lines` modes
+/// (`grep` is [`grep_shown`]); `cursor`: where a page without `offset`
+/// starts.
+pub(crate) fn lines_or_page(
+    source: &impl Source,
+    call: &ReadCall<'_>,
+    a: &ReadArgs,
+    cursor: u64,
+    budget: usize,
+) -> Result<Shown, Error> {
+    match &a.mode {
+        ReadMode::Page { raw } => page(
+            source,
+            a.offset.unwrap_or(cursor),
+            a.max_bytes.unwrap_or(budget),
+            budget,
+            *raw,
+        ),
+        ReadMode::Head(n) => head(source, call, a.offset.unwrap_or(0), *n, budget),
+        ReadMode::Tail(n) => tail(source, *n, budget),
+        ReadMode::Grep { .. } => unreachable!("grep is searched apart"),
+    }
+}
+
+/// What `read` shows of a grep's findings (their counts go into
+/// `report`); `ended_at`: the stream's end once it has ended.
+pub(crate) fn grep_shown(
+    report: &mut ReadReport,
+    found: Found,
+    query: &Query<'_>,
+    call: &ReadCall<'_>,
+    pattern: &str,
+    grep_time: Duration,
+    ended_at: Option<u64>,
+) -> Shown {
+    crate::grep::report(report, &found, query, call, pattern, grep_time);
+    Shown {
+        eof: ended_at == Some(found.end),
+        output: found.text,
+        offset: found.offset,
+        next_offset: found.end,
+        end_offset: found.stream_end,
+        dropped: found.dropped,
+        gap: None,
+        encoding: None,
+        lines: None,
+        note: report.note.take(),
+    }
+}
+
+/// The `read` result: `report` (status, id, stream, grep counts) with
+/// what was shown.
+pub(crate) fn read_reply(mut report: ReadReport, shown: Shown) -> Reply {
+    report.output = shown.output;
+    report.offset = shown.offset;
+    report.next_offset = shown.next_offset;
+    report.end_offset = shown.end_offset;
+    report.eof = shown.eof;
+    report.encoding = shown.encoding;
+    report.lines = shown.lines;
+    if report.match_count.is_none() {
+        report.dropped = shown.dropped;
+    }
+    report.note = match (shown.note, shown.gap.as_ref()) {
+        (note, None) => note,
+        (note, Some(gap)) => {
+            let gap = GapReport::from(gap);
+            let sentence = gap.sentence();
+            report.gap = Some(gap);
+            Some(format!(
+                "{sentence}{}",
+                note.map(|n| format!("; {n}")).unwrap_or_default()
+            ))
+        }
+    };
+    let text = report.text();
+    Reply::ok(&report, text)
+}
+
+/// Where the output shown so far ends, per stream, for a session.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cursors {
+    /// The main output.
+    pub shown: u64,
+    /// Stderr apart.
+    pub stderr_shown: u64,
+}
+
+/// Puts the output from `cursors` on (stderr apart when `stderr` is
+/// given, with up to half the budget) into `report`, with the markers
+/// over what does not fit; returns where the output shown ends.
+pub(crate) fn output_into<S: Source>(
+    report: &mut SessionReport,
+    output: &S,
+    stderr: Option<&S>,
+    read_tool: &str,
+    cursors: Cursors,
+    budget: usize,
+) -> Cursors {
+    let id = report.id.clone();
+    let mut after = cursors;
+    // Stderr apart: it gets up to half the budget, the main stream the rest.
+    let mut main_budget = budget;
+    if let Some(stderr) = stderr {
+        let call = ReadCall {
+            tool: read_tool,
+            id: &id,
+            stream: Some("stderr"),
+        };
+        match excerpt(stderr, &call, cursors.stderr_shown, budget / 2) {
+            Ok(shown) => {
+                main_budget = budget - shown.text.len().min(budget / 2);
+                after.stderr_shown = shown.next_offset;
+                report.stderr = Some(shown.text);
+                report.stderr_next_offset = Some(shown.next_offset);
+                report.stderr_truncated_bytes = Some(shown.omitted);
+            }
+            Err(e) => report.output_error = Some(e.to_string()),
+        }
+    }
+    let call = ReadCall {
+        tool: read_tool,
+        id: &id,
+        stream: None,
+    };
+    match excerpt(output, &call, cursors.shown, main_budget.max(1024)) {
+        Ok(shown) => {
+            after.shown = shown.next_offset;
+            report.output = shown.text;
+            report.next_offset = shown.next_offset;
+            report.truncated_bytes = shown.omitted;
+            if shown.dropped > 0 {
+                report.dropped_bytes = Some(shown.dropped);
+            }
+            report.gap = shown.gap.as_ref().map(GapReport::from);
+        }
+        Err(e) => report.output_error = Some(e.to_string()),
+    }
+    after
+}
+
 /// The regex `until` and `grep` use, as the registry builds it.
 /// `limit_hit` as results show it: present (null or a name) for a session
 /// with limits, absent otherwise.
@@ -1089,7 +1190,7 @@ fn limit_hit(info: &SessionInfo) -> Option<Option<&'static str>> {
     (!info.limits.is_empty() || info.limit_hit.is_some()).then(|| info.limit_hit.map(|h| h.name()))
 }
 
-fn until_regex(pattern: &str) -> Result<Regex, regex::Error> {
+pub(crate) fn until_regex(pattern: &str) -> Result<Regex, regex::Error> {
     RegexBuilder::new(pattern)
         .multi_line(true)
         .size_limit(1 << 22)
@@ -1150,7 +1251,7 @@ impl Source for RegistrySource<'_> {
 impl Terminal {
     /// The reply to arguments that do not check out, naming the tool as
     /// the client calls it.
-    fn invalid(&self, tool: &str, e: crate::error::ArgError) -> Reply {
+    pub(crate) fn invalid(&self, tool: &str, e: crate::error::ArgError) -> Reply {
         let ceiling = matches!(
             &e,
             crate::error::ArgError::OutOfRange { name, .. } if *name == "yield_s" || (*name == "timeout_s" && tool == "wait")
