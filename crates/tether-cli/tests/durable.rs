@@ -885,6 +885,56 @@ fn a_new_mcp_server_takes_every_argument_on_a_durable_session() {
     assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());
 }
 
+/// A durable `run` with `until` returns at that line (as a plain one
+/// does), and what a durable session does not take is a clear error; on a
+/// terminal, `keys` reach the program from a new server (Enter ends the
+/// line `read` waits for).
+#[test]
+fn a_durable_run_waits_for_until_and_takes_keys_after_re_adoption() {
+    let home = Home::new();
+    let durable = TagGuard::new("durable-mcp-keys");
+    let mut first = Mcp::start(&home, durable.tag());
+    let started = first.call(
+        "run",
+        serde_json::json!({
+            "command": "echo ready; read x; echo got:$x; exec sleep 1000",
+            "durable": true, "pty": true, "name": "tty", "until": "ready", "yield_s": 20,
+        }),
+    );
+    assert_eq!(started["matched"], true, "{started}");
+    assert!(
+        started["output"].as_str().unwrap().contains("ready"),
+        "{started}"
+    );
+    let refused = first.call_raw(
+        "run",
+        serde_json::json!({"command": "true", "durable": true, "timeout_s": 5}),
+    );
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        refused["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ttl_s"),
+        "{refused}"
+    );
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+
+    let mut second = Mcp::start(&home, "-");
+    let answered = second.call(
+        "write",
+        serde_json::json!({"id": "tty", "data": "abc", "keys": ["Enter"], "until": "got:abc",
+                           "yield_s": 20}),
+    );
+    assert_eq!(answered["matched"], true, "{answered}");
+    let killed = second.call("kill", serde_json::json!({"id": "tty"}));
+    assert_eq!(killed["status"], "killed", "{killed}");
+    assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());
+    drop(second.stdin);
+    assert_eq!(second.child.wait().unwrap().code(), Some(0));
+}
+
 /// Eight first requests at once start one holder between them, and every
 /// one of them gets its session.
 #[test]

@@ -333,6 +333,7 @@ pub async fn run(terminal: &Terminal, a: RunArgs) -> Reply {
     // keep_stdin_open (a terminal's input is never closed); without
     // `stdin`, a durable session's input stays open for later writes.
     let close = stdin.is_some() && !a.keep_stdin_open && a.pty.is_none();
+    let (until, yield_for) = (a.until, a.yield_for);
     let started = with_client(true, move |client| {
         let info = client.start(request)?;
         if let Some(data) = stdin {
@@ -341,7 +342,25 @@ pub async fn run(terminal: &Terminal, a: RunArgs) -> Reply {
         if close {
             client.close_stdin(&info.id)?;
         }
-        session_report(client, &info.id, &shape, &Outcome::default())
+        // Returns at once, unless asked to wait for a line: then up to
+        // `yield_s`, as a plain `run` with `until` does.
+        let outcome = match until {
+            Some(pattern) => {
+                let waited = client.wait_with(Request::Wait {
+                    session: info.id.clone(),
+                    timeout_ms: yield_for.as_millis() as u64,
+                    until: Some(pattern),
+                    from: 0,
+                    stream: None,
+                    quiet_ms: None,
+                    prompt: None,
+                    through_exit: true,
+                })?;
+                Outcome::of(&waited, None, true)
+            }
+            None => Outcome::default(),
+        };
+        session_report(client, &info.id, &shape, &outcome)
     })
     .await;
     match started {
