@@ -743,7 +743,7 @@ fn a_new_mcp_server_re_adopts_a_durable_session() {
         wrote["output"].as_str().unwrap().contains("got hello"),
         "{wrote}"
     );
-    // What a durable session cannot do is refused, never ignored.
+    // Without a terminal there is no screen: said as for any session.
     let answer = second.call_raw(
         "screen",
         serde_json::json!({"id": "dev", "rows": 40, "cols": 100}),
@@ -752,7 +752,7 @@ fn a_new_mcp_server_re_adopts_a_durable_session() {
     let text = answer["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or("");
-    assert!(text.contains("durable session"), "{text}");
+    assert!(text.contains("runs without a terminal"), "{text}");
     let killed = second.call("kill", serde_json::json!({"id": id}));
     assert_eq!(killed["status"], "killed", "{killed}");
     assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());
@@ -888,7 +888,7 @@ fn a_new_mcp_server_takes_every_argument_on_a_durable_session() {
 /// A durable `run` with `until` returns at that line (as a plain one
 /// does), and what a durable session does not take is a clear error; on a
 /// terminal, `keys` reach the program from a new server (Enter ends the
-/// line `read` waits for).
+/// line `read` waits for), and `screen` resizes it.
 #[test]
 fn a_durable_run_waits_for_until_and_takes_keys_after_re_adoption() {
     let home = Home::new();
@@ -928,6 +928,19 @@ fn a_durable_run_waits_for_until_and_takes_keys_after_re_adoption() {
                            "yield_s": 20}),
     );
     assert_eq!(answered["matched"], true, "{answered}");
+    let resized = second.call(
+        "screen",
+        serde_json::json!({"id": "tty", "rows": 40, "cols": 100}),
+    );
+    assert_eq!(
+        (resized["rows"].as_u64(), resized["cols"].as_u64()),
+        (Some(40), Some(100)),
+        "{resized}"
+    );
+    assert!(
+        resized["screen"].as_str().unwrap().contains("got:abc"),
+        "{resized}"
+    );
     let killed = second.call("kill", serde_json::json!({"id": "tty"}));
     assert_eq!(killed["status"], "killed", "{killed}");
     assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());

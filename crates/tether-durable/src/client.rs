@@ -305,6 +305,16 @@ impl Client {
         self.call(&request)
     }
 
+    /// Resizes a PTY session's terminal.
+    pub fn resize(&mut self, session: &str, rows: u16, cols: u16) -> Result<()> {
+        self.call::<serde_json::Value>(&Request::Resize {
+            session: session.into(),
+            rows,
+            cols,
+        })
+        .map(|_| ())
+    }
+
     /// Closes the session's stdin (on a PTY: sends its end-of-file character).
     pub fn close_stdin(&mut self, session: &str) -> Result<()> {
         self.call::<serde_json::Value>(&Request::CloseStdin {

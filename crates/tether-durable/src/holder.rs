@@ -638,6 +638,17 @@ impl Holder {
                 self.registry.write(&id, &sent).await?;
                 value(serde_json::json!({"written": sent.len()}))
             }
+            Request::Resize {
+                session,
+                rows,
+                cols,
+            } => {
+                let id = self.resolve(&session)?;
+                let size = tether::terminal::PtySize::new(u32::from(rows), u32::from(cols))
+                    .map_err(|e| Failure::new("bad_request", e.to_string()))?;
+                tether::registry::may_wait_long(|| self.registry.resize(&id, size))?;
+                value(serde_json::json!({"rows": rows, "cols": cols}))
+            }
             Request::CloseStdin { session } => {
                 let id = self.resolve(&session)?;
                 self.registry.close_stdin(&id)?;

@@ -91,6 +91,15 @@ pub enum Request {
         /// Id, id prefix, or name.
         session: String,
     },
+    /// Resizes a PTY session's terminal (its program gets `SIGWINCH`).
+    Resize {
+        /// Id, id prefix, or name.
+        session: String,
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
+    },
     /// The verified kill of the whole tree.
     Kill {
         /// Id, id prefix, or name.

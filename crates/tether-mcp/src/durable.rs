@@ -29,11 +29,11 @@ use tether_durable::{Client, DurableError, DurableInfo, StartRequest, WaitReply}
 use crate::arguments::{self, CommandArg, ReadArgs, ReadMode, RunArgs, WaitArgs, WriteArgs};
 use crate::excerpt::{ReadCall, Source};
 use crate::grep::{Query, Stop, grep};
-use crate::reply::{ReadReport, Reply, SessionReport, Span};
+use crate::reply::{ReadReport, Reply, ScreenReport, SessionReport, Span};
 use crate::screen::render;
 use crate::terminal::{
-    CallContext, Cursors, Terminal, grep_shown, lines_or_page, merged_stderr, output_into,
-    past_end, read_reply, until_regex,
+    CallContext, Cursors, Terminal, grep_shown, lines_or_page, merged_stderr, no_screen,
+    output_into, past_end, read_reply, until_regex,
 };
 
 /// What this server has shown of each durable session (as it remembers
@@ -461,12 +461,8 @@ pub async fn route(
             Err(e) => terminal.invalid("kill", e),
         },
         _ => match arguments::screen(args) {
-            Ok(a) if a.resize.is_some() => Reply::error(format!(
-                "{}: `screen` of a durable session does not resize it (its holder keeps the \
-                 size it started with); call it without rows and cols",
-                note(&info)
-            )),
-            Ok(_) => screen(info).await,
+            Ok(_) if !info.pty => no_screen(&info.id, terminal.names()),
+            Ok(a) => screen(info, a.resize).await,
             Err(e) => terminal.invalid("screen", e),
         },
     };
@@ -694,33 +690,48 @@ fn kill(c: &mut Client, id: &str, grace: Duration, shape: &Shape) -> Result<Repl
 fn screen_text(lines: &[String]) -> String {
     let used = lines
         .iter()
-        .rposition(|l| !l.trim_end().is_empty())
+        .rposition(|l| !l.is_empty())
         .map_or(0, |i| i + 1);
     lines[..used].join("\n")
 }
 
-async fn screen(info: DurableInfo) -> Reply {
+/// `screen`, as [`Terminal`]'s: with a size, resize first and give the
+/// program up to 2 s to redraw (output after the resize, then 200 ms of
+/// quiet).
+async fn screen(info: DurableInfo, resize: Option<tether::terminal::PtySize>) -> Reply {
     let id = info.id.clone();
-    let got = with_client(false, move |c| c.screen(&id)).await;
+    let got = with_client(false, move |c| {
+        if let Some(size) = resize {
+            let from = c.info(&id)?.output_bytes;
+            c.resize(&id, size.rows(), size.cols())?;
+            c.wait_with(Request::Wait {
+                session: id.clone(),
+                timeout_ms: 2000,
+                until: None,
+                from,
+                stream: None,
+                quiet_ms: Some(200),
+                prompt: None,
+                through_exit: false,
+            })?;
+        }
+        Ok((c.screen(&id)?, c.info(&id)?))
+    })
+    .await;
     match got {
-        Ok(Some(screen)) => {
-            let text = screen_text(&screen.lines);
-            let body = json!({
-                "id": info.id,
-                "status": status(&info.status),
-                "rows": screen.rows,
-                "cols": screen.cols,
-                "cursor_row": screen.cursor_row + 1,
-                "cursor_col": screen.cursor_col + 1,
-                "alternate_screen": screen.alternate_screen,
-                "cursor_hidden": screen.cursor_hidden,
-                "screen": text,
-            });
-            Reply {
-                text: text.clone(),
-                body,
-                is_error: false,
-            }
+        Ok(Some((screen, info))) => {
+            let report = ScreenReport {
+                id: info.id.clone(),
+                status: status(&info.status),
+                rows: screen.rows,
+                cols: screen.cols,
+                cursor_row: screen.cursor_row + 1,
+                cursor_col: screen.cursor_col + 1,
+                alternate_screen: screen.alternate_screen,
+                cursor_hidden: screen.cursor_hidden,
+                screen: screen_text(&screen.lines),
+            };
+            Reply::ok(&report, report.text())
         }
         Ok(None) => Reply::error("the durable-session holder is gone"),
         Err(e) => error(&e),

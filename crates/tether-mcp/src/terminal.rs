@@ -851,12 +851,7 @@ impl Terminal {
         };
         let id = info.id.clone();
         if info.pty.is_none() {
-            return Reply::error(format!(
-                "{id} runs without a terminal, so it has no screen; its output is all there is \
-                 ({}). Start programs that draw on a terminal with {} {{\"pty\": true, ...}}",
-                self.tool("read"),
-                self.tool("run")
-            ));
+            return no_screen(id.as_str(), self.names());
         }
         if let Some(size) = a.resize {
             if let Err(e) = may_wait_long(|| self.registry.resize(id.as_str(), size)) {
@@ -1024,6 +1019,16 @@ impl Terminal {
             Stream::Stderr => view.stderr_shown = offset,
         }
     }
+}
+
+/// The error for `screen` of a session without a terminal.
+pub(crate) fn no_screen(id: &str, names: &Names) -> Reply {
+    Reply::error(format!(
+        "{id} runs without a terminal, so it has no screen; its output is all there is ({}). \
+         Start programs that draw on a terminal with {} {{\"pty\": true, ...}}",
+        names.of("read"),
+        names.of("run")
+    ))
 }
 
 /// The error for `stream: "stderr"` of a session that merges it.
