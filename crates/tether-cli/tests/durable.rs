@@ -835,6 +835,11 @@ fn a_new_mcp_server_takes_every_argument_on_a_durable_session() {
         serde_json::json!({"id": "lines", "until": "^line 3$", "timeout_s": 1}),
     );
     assert_eq!(again["matched"], false, "{again}");
+    assert_eq!(again["earlier_match"]["start"], 14, "{again}");
+    assert!(
+        again["hint"].as_str().unwrap().contains("\"offset\": 14"),
+        "{again}"
+    );
     let from_zero = second.call("wait", third);
     assert_eq!(from_zero["match"]["start"], 14, "{from_zero}");
 

@@ -27,13 +27,13 @@ use tether_durable::protocol::{MAX_READ, Request};
 use tether_durable::{Client, DurableError, DurableInfo, StartRequest, WaitReply};
 
 use crate::arguments::{self, CommandArg, ReadArgs, ReadMode, RunArgs, WaitArgs, WriteArgs};
-use crate::excerpt::{ReadCall, Source};
+use crate::excerpt::{ReadCall, Source, read_range};
 use crate::grep::{Query, Stop, grep};
 use crate::reply::{ReadReport, Reply, ScreenReport, SessionReport, Span};
 use crate::screen::render;
 use crate::terminal::{
-    CallContext, Cursors, Terminal, grep_shown, lines_or_page, merged_stderr, no_screen,
-    output_into, past_end, read_reply, until_regex,
+    CallContext, Cursors, EARLIER_LOOKBACK, Terminal, grep_shown, last_match, lines_or_page,
+    merged_stderr, no_screen, output_into, past_end, read_reply, until_regex, wait_hints,
 };
 
 /// What this server has shown of each durable session (as it remembers
@@ -177,6 +177,7 @@ fn error(e: &DurableError) -> Reply {
 struct Shape {
     read_tool: String,
     budget: usize,
+    names: crate::names::Names,
 }
 
 impl Shape {
@@ -184,6 +185,7 @@ impl Shape {
         Shape {
             read_tool: terminal.names().of("read"),
             budget: terminal.config().budget,
+            names: terminal.names().clone(),
         }
     }
 }
@@ -662,19 +664,26 @@ fn wait(c: &mut Client, id: &str, a: WaitArgs, shape: &Shape) -> Result<Reply, D
     })?;
     let outcome = Outcome::of(&waited, stream, a.until.is_some());
     let mut report = session_report(c, id, shape, &outcome)?;
-    if waited.outcome == "timeout" {
-        report.hint = Some(format!(
-            "still running after {} s{}; call wait again (one call waits at most {} s), read \
-             its output, or kill it",
-            a.timeout.as_secs_f64(),
-            if a.until.is_some() {
-                " and no output matched `until`"
-            } else {
-                ""
-            },
-            crate::tools::MAX_WAIT_S
-        ));
-    }
+    // Where `until` matched before `from`, when it matched nothing from
+    // there (the last EARLIER_LOOKBACK bytes before it).
+    let earlier = match a.until.as_deref().filter(|_| outcome.matched.is_none()) {
+        Some(pattern) => {
+            let start = from.saturating_sub(EARLIER_LOOKBACK);
+            let client = RefCell::new(&mut *c);
+            let source = HolderSource {
+                client: &client,
+                id,
+                stream,
+            };
+            match (until_regex(pattern), read_range(&source, start, from)) {
+                (Ok(regex), Ok((data, _))) => last_match(&regex, &data, start),
+                _ => None,
+            }
+        }
+        None => None,
+    };
+    let still_running = waited.outcome == "timeout";
+    wait_hints(&mut report, &a, from, still_running, earlier, &shape.names);
     Ok(reply_of(&report))
 }
 

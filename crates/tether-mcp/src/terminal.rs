@@ -63,7 +63,7 @@ const EDITOR_VARS: [&str; 4] = ["GIT_EDITOR", "EDITOR", "VISUAL", "GIT_SEQUENCE_
 const RESIZE_REDRAW: Duration = Duration::from_secs(2);
 
 /// How far back a `wait` looks for an earlier match of its pattern.
-const EARLIER_LOOKBACK: u64 = 4 << 20;
+pub(crate) const EARLIER_LOOKBACK: u64 = 4 << 20;
 
 /// How the terminal runs commands.
 #[derive(Clone, Debug)]
@@ -585,52 +585,18 @@ impl Terminal {
         let still_running = waited.outcome == WaitOutcome::StillRunning;
         let no_match = !matches!(waited.outcome, WaitOutcome::Matched { .. });
         let mut reply_report = self.report(&id, &waited, a.until.is_some());
-        if let Some(pattern) = a.until.as_deref().filter(|_| no_match)
-            && let Some(span) = self.earlier_match(&id, a.stream, pattern, from).await
-        {
-            reply_report.hint = Some(format!(
-                "`until` matched nothing from offset {from}, but the same pattern matched \
-                 earlier output at offset {} (already matched or shown before); pass \
-                 \"offset\": {} to match from there{}",
-                span.start,
-                span.start,
-                if still_running {
-                    format!(", or call {} again for a new line", self.tool("wait"))
-                } else {
-                    String::new()
-                }
-            ));
-            reply_report.earlier_match = Some(span);
-        } else if still_running {
-            let mut again = format!("\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}");
-            if let Some(pattern) = &a.until {
-                again.push_str(&format!(
-                    ", \"until\": {}",
-                    serde_json::Value::from(pattern.as_str())
-                ));
-            }
-            if a.stream == Stream::Stderr {
-                again.push_str(", \"stream\": \"stderr\"");
-            }
-            let base = format!(
-                "still running after {} s{}; to wait longer call {} {{{again}}} again, in a loop \
-                 while the status is running (one call waits at most {MAX_WAIT_S} s, under \
-                 clients' request timeouts); or {} the output so far, or {} it",
-                seconds(a.timeout),
-                if a.until.is_some() {
-                    " and no output matched `until`"
-                } else {
-                    ""
-                },
-                self.tool("wait"),
-                self.tool("read"),
-                self.tool("kill")
-            );
-            reply_report.hint = Some(match reply_report.hint.take() {
-                Some(prompt) if prompt.starts_with("it seems") => format!("{base}. {prompt}"),
-                _ => base,
-            });
-        }
+        let earlier = match a.until.as_deref().filter(|_| no_match) {
+            Some(pattern) => self.earlier_match(&id, a.stream, pattern, from).await,
+            None => None,
+        };
+        wait_hints(
+            &mut reply_report,
+            &a,
+            from,
+            still_running,
+            earlier,
+            self.names(),
+        );
         let text = reply_report.text();
         Reply::ok(&reply_report, text)
     }
@@ -984,12 +950,7 @@ impl Terminal {
             let chunk = registry
                 .read_stream(&id, stream, from, (before - from) as usize)
                 .ok()?;
-            let m = regex.find_iter(&chunk.data).last()?;
-            Some(Span {
-                text: render(m.as_bytes()),
-                start: chunk.offset + m.start() as u64,
-                end: chunk.offset + m.end() as u64,
-            })
+            last_match(&regex, &chunk.data, chunk.offset)
         })
         .await
         .ok()
@@ -1019,6 +980,74 @@ impl Terminal {
             Stream::Stderr => view.stderr_shown = offset,
         }
     }
+}
+
+/// The hints of a `wait` result: the earlier match of `until` before
+/// `from` when nothing matched from there (`earlier`), else, while the
+/// session runs on, how to wait longer (after a prompt hint, if any).
+pub(crate) fn wait_hints(
+    report: &mut SessionReport,
+    a: &WaitArgs,
+    from: u64,
+    still_running: bool,
+    earlier: Option<Span>,
+    names: &Names,
+) {
+    let id = report.id.clone();
+    if let Some(span) = earlier {
+        report.hint = Some(format!(
+            "`until` matched nothing from offset {from}, but the same pattern matched earlier \
+             output at offset {} (already matched or shown before); pass \"offset\": {} to \
+             match from there{}",
+            span.start,
+            span.start,
+            if still_running {
+                format!(", or call {} again for a new line", names.of("wait"))
+            } else {
+                String::new()
+            }
+        ));
+        report.earlier_match = Some(span);
+    } else if still_running {
+        let mut again = format!("\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}");
+        if let Some(pattern) = &a.until {
+            again.push_str(&format!(
+                ", \"until\": {}",
+                serde_json::Value::from(pattern.as_str())
+            ));
+        }
+        if a.stream == Stream::Stderr {
+            again.push_str(", \"stream\": \"stderr\"");
+        }
+        let base = format!(
+            "still running after {} s{}; to wait longer call {} {{{again}}} again, in a loop \
+             while the status is running (one call waits at most {MAX_WAIT_S} s, under clients' \
+             request timeouts); or {} the output so far, or {} it",
+            seconds(a.timeout),
+            if a.until.is_some() {
+                " and no output matched `until`"
+            } else {
+                ""
+            },
+            names.of("wait"),
+            names.of("read"),
+            names.of("kill")
+        );
+        report.hint = Some(match report.hint.take() {
+            Some(prompt) if prompt.starts_with("it seems") => format!("{base}. {prompt}"),
+            _ => base,
+        });
+    }
+}
+
+/// The last match of `regex` in `data` (which starts at `offset`).
+pub(crate) fn last_match(regex: &Regex, data: &[u8], offset: u64) -> Option<Span> {
+    let m = regex.find_iter(data).last()?;
+    Some(Span {
+        text: render(m.as_bytes()),
+        start: offset + m.start() as u64,
+        end: offset + m.end() as u64,
+    })
 }
 
 /// The error for `screen` of a session without a terminal.
