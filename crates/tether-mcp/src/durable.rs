@@ -32,8 +32,9 @@ use crate::grep::{Query, Stop, grep};
 use crate::reply::{ReadReport, Reply, ScreenReport, SessionReport, Span};
 use crate::screen::render;
 use crate::terminal::{
-    CallContext, Cursors, EARLIER_LOOKBACK, Terminal, grep_shown, last_match, lines_or_page,
-    merged_stderr, no_screen, output_into, past_end, read_reply, until_regex, wait_hints,
+    CallContext, Cursors, EARLIER_LOOKBACK, Standing, Terminal, grep_shown, last_match,
+    lines_or_page, merged_stderr, no_screen, output_into, past_end, read_reply, session_hint,
+    until_regex, wait_hints,
 };
 
 /// What this server has shown of each durable session (as it remembers
@@ -272,6 +273,23 @@ fn session_report(
     if outcome.quiet {
         report.quiet = Some(true);
     }
+    let running = info.status == "running";
+    // The end of the output, for a prompt it waits at.
+    let tail = if running {
+        source(None)
+            .read(info.output_bytes.saturating_sub(512), 512)
+            .map(|r| render(&r.data))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    let stand = Standing {
+        running,
+        stdin_open: info.stdin_open,
+        // The holder does not list them; its kill ends them all the same.
+        descendants: false,
+    };
+    report.hint = session_hint(id, stand, &tail, &report, &shape.names);
     // A full-screen program's stream is cursor moves and redraws: the
     // screen is what can be read.
     if info.pty

@@ -856,68 +856,17 @@ impl Terminal {
 
     /// What to do next, from where the session stands.
     fn hint(&self, id: &SessionId, info: &SessionInfo, report: &SessionReport) -> Option<String> {
-        let shown = format!(
-            "{}{}",
-            report.output,
-            report.stderr.as_deref().unwrap_or_default()
-        );
-        if editor_refused(&shown) {
-            return Some(
-                "the command wanted an editor, and commands here have none (EDITOR, VISUAL and \
-                 GIT_EDITOR fail on purpose): pass the text on the command line, e.g. git commit \
-                 -m \"message\", git merge --no-edit, git rebase with GIT_SEQUENCE_EDITOR=true"
-                    .to_owned(),
-            );
-        }
-        if info.is_running() {
-            let tail = self.tail_text(id);
-            if let Some(prompt) = waiting_prompt(&tail) {
-                let how = if info.stdin_open {
-                    format!(
-                        "answer with {} {{\"id\": \"{id}\", \"data\": \"...\", \"submit\": true}}",
-                        self.tool("write")
-                    )
-                } else {
-                    format!(
-                        "its stdin is /dev/null, so nobody can answer: {} it and {} it \
-                         non-interactively (-y, --yes, --non-interactive, a token in env), or \
-                         with keep_stdin_open to answer with {}",
-                        self.tool("kill"),
-                        self.tool("run"),
-                        self.tool("write")
-                    )
-                };
-                return Some(format!(
-                    "it seems to wait for input (its output ends with the prompt {prompt:?}; \
-                     commands here have no terminal): {how}"
-                ));
-            }
-            return Some(format!(
-                "still running: {} {{\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}}} waits for \
-                 it to finish (add \"until\": a regex to stop at a line; one call waits at most \
-                 {MAX_WAIT_S} s: call it again while the status is running), {} for new output, \
-                 {}{} to stop it",
-                self.tool("wait"),
-                self.tool("read"),
-                if info.stdin_open {
-                    format!("{} for input, ", self.tool("write"))
-                } else {
-                    String::new()
-                },
-                self.tool("kill")
-            ));
-        }
-        if !info.descendants.is_empty() {
-            return Some(format!(
-                "the command exited but left processes running (descendants_alive); they stay \
-                 contained in {id}: {} with until for their output, {} shows it, {} \
-                 {{\"id\": \"{id}\"}} ends them, and they die when this server exits",
-                self.tool("wait"),
-                self.tool("read"),
-                self.tool("kill")
-            ));
-        }
-        None
+        let stand = Standing {
+            running: info.is_running(),
+            stdin_open: info.stdin_open,
+            descendants: !info.descendants.is_empty(),
+        };
+        let tail = if stand.running {
+            self.tail_text(id)
+        } else {
+            String::new()
+        };
+        session_hint(id.as_str(), stand, &tail, report, self.names())
     }
 
     /// The end of the output (last 512 bytes), rendered: for prompts.
@@ -1048,6 +997,89 @@ pub(crate) fn last_match(regex: &Regex, data: &[u8], offset: u64) -> Option<Span
         start: offset + m.start() as u64,
         end: offset + m.end() as u64,
     })
+}
+
+/// Where a session stands, as its hint needs it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Standing {
+    /// The main process runs.
+    pub running: bool,
+    /// Its stdin takes input.
+    pub stdin_open: bool,
+    /// Processes it started still run.
+    pub descendants: bool,
+}
+
+/// What to do next, from where session `id` stands (`tail`: the end of
+/// its output, rendered, while it runs: for prompts).
+pub(crate) fn session_hint(
+    id: &str,
+    stand: Standing,
+    tail: &str,
+    report: &SessionReport,
+    names: &Names,
+) -> Option<String> {
+    let shown = format!(
+        "{}{}",
+        report.output,
+        report.stderr.as_deref().unwrap_or_default()
+    );
+    if editor_refused(&shown) {
+        return Some(
+            "the command wanted an editor, and commands here have none (EDITOR, VISUAL and \
+             GIT_EDITOR fail on purpose): pass the text on the command line, e.g. git commit \
+             -m \"message\", git merge --no-edit, git rebase with GIT_SEQUENCE_EDITOR=true"
+                .to_owned(),
+        );
+    }
+    if stand.running {
+        if let Some(prompt) = waiting_prompt(tail) {
+            let how = if stand.stdin_open {
+                format!(
+                    "answer with {} {{\"id\": \"{id}\", \"data\": \"...\", \"submit\": true}}",
+                    names.of("write")
+                )
+            } else {
+                format!(
+                    "its stdin is /dev/null, so nobody can answer: {} it and {} it \
+                     non-interactively (-y, --yes, --non-interactive, a token in env), or \
+                     with keep_stdin_open to answer with {}",
+                    names.of("kill"),
+                    names.of("run"),
+                    names.of("write")
+                )
+            };
+            return Some(format!(
+                "it seems to wait for input (its output ends with the prompt {prompt:?}; \
+                 commands here have no terminal): {how}"
+            ));
+        }
+        return Some(format!(
+            "still running: {} {{\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}}} waits for \
+             it to finish (add \"until\": a regex to stop at a line; one call waits at most \
+             {MAX_WAIT_S} s: call it again while the status is running), {} for new output, \
+             {}{} to stop it",
+            names.of("wait"),
+            names.of("read"),
+            if stand.stdin_open {
+                format!("{} for input, ", names.of("write"))
+            } else {
+                String::new()
+            },
+            names.of("kill")
+        ));
+    }
+    if stand.descendants {
+        return Some(format!(
+            "the command exited but left processes running (descendants_alive); they stay \
+             contained in {id}: {} with until for their output, {} shows it, {} \
+             {{\"id\": \"{id}\"}} ends them, and they die when this server exits",
+            names.of("wait"),
+            names.of("read"),
+            names.of("kill")
+        ));
+    }
+    None
 }
 
 /// The error for `screen` of a session without a terminal.
