@@ -441,4 +441,50 @@ mod tests {
         assert_eq!(from_hex("abc"), None);
         assert_eq!(from_hex("zz"), None);
     }
+
+    #[test]
+    fn gaps_cross_the_wire_with_their_cause() {
+        use tether::output::{Gap, GapCause};
+        for cause in [
+            GapCause::NoSpill,
+            GapCause::SpillCap { cap: 1 << 30 },
+            GapCause::SpillFailed {
+                error: "disk full".into(),
+            },
+            GapCause::SpillRemoved,
+        ] {
+            let gap = Gap {
+                start: 10,
+                end: 4096,
+                newlines: Some(7),
+                cause,
+            };
+            let wire: GapInfo =
+                serde_json::from_str(&serde_json::to_string(&GapInfo::from(&gap)).unwrap())
+                    .unwrap();
+            assert_eq!(Gap::from(&wire), gap);
+        }
+    }
+
+    #[test]
+    fn requests_of_older_clients_still_parse() {
+        // A read and a wait without the fields added since (stream,
+        // quiet, prompt, through_exit) mean what they meant.
+        let read: Request =
+            serde_json::from_str(r#"{"op":"read","session":"a","offset":0,"max_bytes":9}"#)
+                .unwrap();
+        assert!(matches!(read, Request::Read { stream: None, .. }));
+        let wait: Request =
+            serde_json::from_str(r#"{"op":"wait","session":"a","timeout_ms":5}"#).unwrap();
+        assert!(matches!(
+            wait,
+            Request::Wait {
+                stream: None,
+                quiet_ms: None,
+                prompt: None,
+                through_exit: false,
+                ..
+            }
+        ));
+    }
 }
