@@ -279,8 +279,9 @@ impl Client {
 /// What the MCP server's tools need beyond the basics: a stream apart,
 /// waits with every option, and the end of input.
 impl Client {
-    /// Up to `max_bytes` of `stream` (`Some("stderr")`: stderr apart) from
-    /// `offset`, without waiting; 0 bytes asks where the stream stands.
+    /// Up to `max_bytes` (at least 1) of `stream` (`Some("stderr")`:
+    /// stderr apart) from `offset`, without waiting, with where the stream
+    /// stands (`end_offset`, `gap`).
     pub fn read_stream(
         &mut self,
         session: &str,

@@ -600,11 +600,9 @@ impl Holder {
             } => {
                 let id = self.resolve(&session)?;
                 let stream = stream_of(stream.as_deref())?;
-                // 0 asks where the stream stands (offsets, gap), as the
-                // registry's read of 0 bytes does.
-                let max = max_bytes.min(MAX_READ);
+                let max = max_bytes.clamp(1, MAX_READ);
                 let mut chunk = self.registry.read_stream(&id, stream, offset, max)?;
-                if chunk.data.is_empty() && !chunk.eof && wait_ms > 0 && max > 0 {
+                if chunk.data.is_empty() && !chunk.eof && wait_ms > 0 {
                     let options = WaitOptions::new(Duration::from_millis(wait_ms))
                         .from(chunk.next_offset)
                         .stream(stream)
