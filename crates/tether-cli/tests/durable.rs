@@ -946,6 +946,33 @@ fn a_durable_run_waits_for_until_and_takes_keys_after_re_adoption() {
         resized["screen"].as_str().unwrap().contains("got:abc"),
         "{resized}"
     );
+    // A wait with a progressToken reports progress while it waits (as on
+    // the server's own sessions), then answers.
+    {
+        use std::io::Write;
+        let request = serde_json::json!({
+            "jsonrpc": "2.0", "id": 999, "method": "tools/call",
+            "params": {"name": "wait", "arguments": {"id": "tty", "timeout_s": 3},
+                       "_meta": {"progressToken": "p1"}},
+        });
+        writeln!(second.stdin, "{request}").unwrap();
+        let mut progress = 0;
+        let answer = loop {
+            let line = second.answer();
+            if line["method"] == "notifications/progress" {
+                assert_eq!(line["params"]["progressToken"], "p1", "{line}");
+                progress += 1;
+            } else {
+                break line;
+            }
+        };
+        assert_eq!(answer["id"], 999, "{answer}");
+        assert_eq!(
+            answer["result"]["structuredContent"]["status"], "running",
+            "{answer}"
+        );
+        assert!(progress >= 1, "no progress in a 3 s wait");
+    }
     let killed = second.call("kill", serde_json::json!({"id": "tty"}));
     assert_eq!(killed["status"], "killed", "{killed}");
     assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());

@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 use tether::registry::{ReadResult, Stream};
 use tether_durable::protocol::{MAX_READ, Request};
 use tether_durable::{Client, DurableError, DurableInfo, StartRequest, WaitReply};
+use tokio_util::sync::CancellationToken;
 
 use crate::arguments::{self, CommandArg, ReadArgs, ReadMode, RunArgs, WaitArgs, WriteArgs};
 use crate::excerpt::{ReadCall, Source, read_range};
@@ -96,6 +97,43 @@ async fn on_holder(
         Ok(Some(reply)) => reply,
         Ok(None) => Reply::error("the durable-session holder is gone"),
         Err(e) => error(&e),
+    }
+}
+
+/// [`on_holder`] for a call that waits up to `bound`: it reports progress
+/// every second when the client asked (as a wait on this server's own
+/// sessions does), and returns at once when the client cancels (the
+/// holder's wait, bounded, ends by itself; nothing is left behind).
+async fn waiting_on_holder(
+    context: &CallContext,
+    id: &str,
+    bound: Duration,
+    work: impl FnOnce(&mut Client) -> Result<Reply, DurableError> + Send + 'static,
+) -> Reply {
+    let started = Instant::now();
+    let call = on_holder(work);
+    tokio::pin!(call);
+    let every = crate::terminal::PROGRESS_EVERY;
+    let mut ticks = tokio::time::interval_at((started + every).into(), every);
+    loop {
+        tokio::select! {
+            reply = &mut call => return reply,
+            _ = context.cancel.cancelled() => return Reply::error("cancelled by the client"),
+            _ = ticks.tick(), if context.progress.is_some() => {
+                if let Some(sink) = &context.progress {
+                    let elapsed = started.elapsed();
+                    sink(crate::terminal::Progress {
+                        elapsed: elapsed.as_secs_f64(),
+                        total: bound.as_secs_f64(),
+                        message: format!(
+                            "{id} (durable) waited {:.0} s of at most {:.0} s",
+                            elapsed.as_secs_f64(),
+                            bound.as_secs_f64()
+                        ),
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -469,11 +507,27 @@ pub async fn route(
             Err(e) => terminal.invalid("read", e),
         },
         "write" => match arguments::write(args) {
-            Ok(a) => on_holder(move |c| write(c, &info.id, a, &shape)).await,
+            Ok(a) => {
+                let bound = a.yield_for;
+                let id = info.id.clone();
+                let cancel = context.cancel.clone();
+                waiting_on_holder(context, &id, bound, move |c| {
+                    write(c, &info.id, a, &shape, &cancel)
+                })
+                .await
+            }
             Err(e) => terminal.invalid("write", e),
         },
         "wait" => match arguments::wait(args) {
-            Ok(a) => on_holder(move |c| wait(c, &info.id, a, &shape)).await,
+            Ok(a) => {
+                let bound = a.timeout;
+                let id = info.id.clone();
+                let cancel = context.cancel.clone();
+                waiting_on_holder(context, &id, bound, move |c| {
+                    wait(c, &info.id, a, &shape, &cancel)
+                })
+                .await
+            }
             Err(e) => terminal.invalid("wait", e),
         },
         "kill" => match arguments::kill(args) {
@@ -498,7 +552,7 @@ fn read(
     a: &ReadArgs,
     shape: &Shape,
     grep_time: Duration,
-    cancel: &tokio_util::sync::CancellationToken,
+    cancel: &CancellationToken,
 ) -> Result<Reply, DurableError> {
     let info = c.info(id)?;
     let read_tool = shape.read_tool.as_str();
@@ -615,7 +669,13 @@ fn read(
 /// end of input with `eof`, and a wait of up to `yield_s` for `until` or
 /// for the output to go quiet (`quiet_s`) — both judged on what arrived
 /// after the write began.
-fn write(c: &mut Client, id: &str, a: WriteArgs, shape: &Shape) -> Result<Reply, DurableError> {
+fn write(
+    c: &mut Client,
+    id: &str,
+    a: WriteArgs,
+    shape: &Shape,
+    cancel: &CancellationToken,
+) -> Result<Reply, DurableError> {
     let info = c.info(id)?;
     if !info.stdin_open {
         return Ok(Reply::error(if info.status == "running" {
@@ -661,13 +721,23 @@ fn write(c: &mut Client, id: &str, a: WriteArgs, shape: &Shape) -> Result<Reply,
         prompt: a.quiet.map(|_| crate::prompt::REPL_PROMPT.to_owned()),
         through_exit: false,
     })?;
+    if cancel.is_cancelled() {
+        // Nobody sees this result: the cursors stay where they were.
+        return Ok(Reply::error("cancelled by the client"));
+    }
     let outcome = Outcome::of(&waited, None, a.until.is_some());
     Ok(reply_of(&session_report(c, id, shape, &outcome)?))
 }
 
 /// `wait`, as [`Terminal`]'s: up to `timeout_s` for the exit, or for
 /// `until` on `stream` from `offset` (default: after the last match).
-fn wait(c: &mut Client, id: &str, a: WaitArgs, shape: &Shape) -> Result<Reply, DurableError> {
+fn wait(
+    c: &mut Client,
+    id: &str,
+    a: WaitArgs,
+    shape: &Shape,
+    cancel: &CancellationToken,
+) -> Result<Reply, DurableError> {
     let stream = stream_name(a.stream);
     let from = a.offset.unwrap_or_else(|| view(id).matched);
     let waited = c.wait_with(Request::Wait {
@@ -680,6 +750,9 @@ fn wait(c: &mut Client, id: &str, a: WaitArgs, shape: &Shape) -> Result<Reply, D
         prompt: None,
         through_exit: a.until.is_some(),
     })?;
+    if cancel.is_cancelled() {
+        return Ok(Reply::error("cancelled by the client"));
+    }
     let outcome = Outcome::of(&waited, stream, a.until.is_some());
     let mut report = session_report(c, id, shape, &outcome)?;
     // Where `until` matched before `from`, when it matched nothing from
