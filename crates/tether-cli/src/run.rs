@@ -516,6 +516,7 @@ fn durable_request(args: &RunArgs) -> tether_durable::StartRequest {
         require_limits: args.require_limits,
         grace_ms: Some(args.grace.as_millis() as u64),
         owner: Some(tether_durable::own_identity("tether run")),
+        separate_stderr: false,
     }
 }
 

@@ -743,31 +743,237 @@ fn a_new_mcp_server_re_adopts_a_durable_session() {
         wrote["output"].as_str().unwrap().contains("got hello"),
         "{wrote}"
     );
-    // What a durable session does not take is refused, never ignored.
-    for (tool, arguments) in [
-        ("read", serde_json::json!({"id": "dev", "tail_lines": 5})),
-        ("read", serde_json::json!({"id": "dev", "grep": "got"})),
-        (
-            "wait",
-            serde_json::json!({"id": "dev", "offset": 0, "timeout_s": 1}),
-        ),
-        (
-            "write",
-            serde_json::json!({"id": "dev", "data": "x", "quiet_s": 1}),
-        ),
-        ("write", serde_json::json!({"id": "dev", "eof": true})),
-    ] {
-        let answer = second.call_raw(tool, arguments.clone());
-        assert_eq!(
-            answer["result"]["isError"], true,
-            "{tool} {arguments}: {answer}"
-        );
-        let text = answer["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or("");
-        assert!(text.contains("durable session"), "{tool}: {text}");
-    }
+    // Without a terminal there is no screen: said as for any session.
+    let answer = second.call_raw(
+        "screen",
+        serde_json::json!({"id": "dev", "rows": 40, "cols": 100}),
+    );
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(text.contains("runs without a terminal"), "{text}");
     let killed = second.call("kill", serde_json::json!({"id": id}));
+    assert_eq!(killed["status"], "killed", "{killed}");
+    assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());
+    drop(second.stdin);
+    assert_eq!(second.child.wait().unwrap().code(), Some(0));
+}
+
+/// Every argument of `read`, `write` and `wait` works on a durable
+/// session re-adopted by a new `tether mcp` as on the server's own: the
+/// lines of `tail_lines`/`head_lines`, `grep`'s matches, stderr apart,
+/// `wait` from an `offset` and on a `stream`, `write` with `quiet_s` and
+/// with `eof` (which closes its stdin: `cat` ends), and the marker over
+/// output beyond the result's budget.
+#[test]
+fn a_new_mcp_server_takes_every_argument_on_a_durable_session() {
+    let home = Home::new();
+    let durable = TagGuard::new("durable-mcp-args");
+    let mut first = Mcp::start(&home, durable.tag());
+    let lines = first.call(
+        "run",
+        serde_json::json!({
+            "command": "i=1; while [ $i -le 50 ]; do echo line $i; i=$((i+1)); done; \
+                        echo oops >&2; echo warn >&2; exec cat",
+            "durable": true, "name": "lines", "separate_stderr": true,
+        }),
+    );
+    assert_eq!(lines["status"], "running", "{lines}");
+    let big = first.call(
+        "run",
+        serde_json::json!({"command": "seq 1 30000", "durable": true, "name": "big"}),
+    );
+    let big_id = big["id"].as_str().unwrap().to_owned();
+    let ready = first.call(
+        "wait",
+        serde_json::json!({"id": "lines", "until": "^line 50$", "timeout_s": 20}),
+    );
+    assert_eq!(ready["matched"], true, "{ready}");
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+
+    let mut second = Mcp::start(&home, "-");
+    // Stderr apart, waited for on its own stream, then read.
+    let warned = second.call(
+        "wait",
+        serde_json::json!({"id": "lines", "until": "warn", "stream": "stderr", "timeout_s": 20}),
+    );
+    assert_eq!(warned["matched"], true, "{warned}");
+    assert_eq!(warned["match"]["text"], "warn", "{warned}");
+    let stderr = second.call(
+        "read",
+        serde_json::json!({"id": "lines", "stream": "stderr", "offset": 0}),
+    );
+    assert_eq!(stderr["output"], "oops\nwarn\n", "{stderr}");
+    assert_eq!(stderr["stream"], "stderr", "{stderr}");
+
+    let tail = second.call("read", serde_json::json!({"id": "lines", "tail_lines": 2}));
+    assert_eq!(tail["output"], "line 49\nline 50\n", "{tail}");
+    assert_eq!(tail["lines"], 2, "{tail}");
+    let head = second.call("read", serde_json::json!({"id": "lines", "head_lines": 3}));
+    assert_eq!(head["output"], "line 1\nline 2\nline 3\n", "{head}");
+    assert_eq!(head["next_offset"], 21, "{head}");
+    let found = second.call(
+        "read",
+        serde_json::json!({"id": "lines", "grep": "^line 4\\d$", "context": 0}),
+    );
+    assert_eq!(found["match_count"], 10, "{found}");
+    let shown = found["output"].as_str().unwrap();
+    assert!(
+        shown.contains("line 40") && shown.contains("line 49") && !shown.contains("line 39"),
+        "{found}"
+    );
+
+    // `until` looks after the last match unless given an offset.
+    let third =
+        serde_json::json!({"id": "lines", "until": "^line 3$", "offset": 0, "timeout_s": 10});
+    let matched = second.call("wait", third.clone());
+    assert_eq!(matched["match"]["start"], 14, "{matched}");
+    let again = second.call(
+        "wait",
+        serde_json::json!({"id": "lines", "until": "^line 3$", "timeout_s": 1}),
+    );
+    assert_eq!(again["matched"], false, "{again}");
+    assert_eq!(again["earlier_match"]["start"], 14, "{again}");
+    assert!(
+        again["hint"].as_str().unwrap().contains("\"offset\": 14"),
+        "{again}"
+    );
+    let from_zero = second.call("wait", third);
+    assert_eq!(from_zero["match"]["start"], 14, "{from_zero}");
+
+    // `quiet_s`: the answer to the write, once it went quiet.
+    let pinged = second.call(
+        "write",
+        serde_json::json!({"id": "lines", "data": "ping\n", "quiet_s": 0.5, "yield_s": 30}),
+    );
+    assert_eq!(pinged["quiet"], true, "{pinged}");
+    assert!(
+        pinged["output"].as_str().unwrap().ends_with("ping\n"),
+        "{pinged}"
+    );
+    // `eof`: `cat` reads the end of its input and exits.
+    let closed = second.call(
+        "write",
+        serde_json::json!({"id": "lines", "data": "bye\n", "eof": true, "yield_s": 30}),
+    );
+    assert!(
+        closed["output"].as_str().unwrap().contains("bye"),
+        "{closed}"
+    );
+    let ended = second.call("wait", serde_json::json!({"id": "lines", "timeout_s": 30}));
+    assert_eq!(ended["status"], "exited", "{ended}");
+    assert_eq!(ended["exit_code"], 0, "{ended}");
+
+    // 168 894 bytes: a result shows the budget's head and tail, and a
+    // marker naming the read that shows the rest.
+    let done = second.call("wait", serde_json::json!({"id": "big", "timeout_s": 30}));
+    assert_eq!(done["status"], "exited", "{done}");
+    let output = done["output"].as_str().unwrap();
+    assert!(output.starts_with("1\n2\n3\n"), "{done}");
+    assert!(output.ends_with("29999\n30000\n"), "{done}");
+    assert!(
+        output.contains(&format!(
+            "bytes omitted here; to see them call read {{\"id\": \"{big_id}\", \"offset\": "
+        )),
+        "{done}"
+    );
+    assert!(
+        done["truncated_bytes"].as_u64().unwrap() > 100_000,
+        "{done}"
+    );
+    assert_eq!(done["next_offset"], 168_894, "{done}");
+
+    drop(second.stdin);
+    assert_eq!(second.child.wait().unwrap().code(), Some(0));
+    assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());
+}
+
+/// A durable `run` with `until` returns at that line (as a plain one
+/// does), and what a durable session does not take is a clear error; on a
+/// terminal, `keys` reach the program from a new server (Enter ends the
+/// line `read` waits for), and `screen` resizes it.
+#[test]
+fn a_durable_run_waits_for_until_and_takes_keys_after_re_adoption() {
+    let home = Home::new();
+    let durable = TagGuard::new("durable-mcp-keys");
+    let mut first = Mcp::start(&home, durable.tag());
+    let started = first.call(
+        "run",
+        serde_json::json!({
+            "command": "echo ready; read x; echo got:$x; exec sleep 1000",
+            "durable": true, "pty": true, "name": "tty", "until": "ready", "yield_s": 20,
+        }),
+    );
+    assert_eq!(started["matched"], true, "{started}");
+    assert!(
+        started["output"].as_str().unwrap().contains("ready"),
+        "{started}"
+    );
+    let refused = first.call_raw(
+        "run",
+        serde_json::json!({"command": "true", "durable": true, "timeout_s": 5}),
+    );
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        refused["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ttl_s"),
+        "{refused}"
+    );
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+
+    let mut second = Mcp::start(&home, "-");
+    let answered = second.call(
+        "write",
+        serde_json::json!({"id": "tty", "data": "abc", "keys": ["Enter"], "until": "got:abc",
+                           "yield_s": 20}),
+    );
+    assert_eq!(answered["matched"], true, "{answered}");
+    let resized = second.call(
+        "screen",
+        serde_json::json!({"id": "tty", "rows": 40, "cols": 100}),
+    );
+    assert_eq!(
+        (resized["rows"].as_u64(), resized["cols"].as_u64()),
+        (Some(40), Some(100)),
+        "{resized}"
+    );
+    assert!(
+        resized["screen"].as_str().unwrap().contains("got:abc"),
+        "{resized}"
+    );
+    // A wait with a progressToken reports progress while it waits (as on
+    // the server's own sessions), then answers.
+    {
+        use std::io::Write;
+        let request = serde_json::json!({
+            "jsonrpc": "2.0", "id": 999, "method": "tools/call",
+            "params": {"name": "wait", "arguments": {"id": "tty", "timeout_s": 3},
+                       "_meta": {"progressToken": "p1"}},
+        });
+        writeln!(second.stdin, "{request}").unwrap();
+        let mut progress = 0;
+        let answer = loop {
+            let line = second.answer();
+            if line["method"] == "notifications/progress" {
+                assert_eq!(line["params"]["progressToken"], "p1", "{line}");
+                progress += 1;
+            } else {
+                break line;
+            }
+        };
+        assert_eq!(answer["id"], 999, "{answer}");
+        assert_eq!(
+            answer["result"]["structuredContent"]["status"], "running",
+            "{answer}"
+        );
+        assert!(progress >= 1, "no progress in a 3 s wait");
+    }
+    let killed = second.call("kill", serde_json::json!({"id": "tty"}));
     assert_eq!(killed["status"], "killed", "{killed}");
     assert!(wait_all_dead(durable.tag(), Duration::from_secs(10)).is_empty());
     drop(second.stdin);

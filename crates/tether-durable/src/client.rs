@@ -217,6 +217,7 @@ impl Client {
             offset,
             max_bytes,
             wait_ms: wait.as_millis() as u64,
+            stream: None,
         })?;
         let data = crate::protocol::from_hex(&reply.data_hex)
             .ok_or_else(|| DurableError::Protocol("output is not hex".into()))?;
@@ -244,6 +245,10 @@ impl Client {
             timeout_ms: timeout.as_millis() as u64,
             until: until.map(str::to_owned),
             from: 0,
+            stream: None,
+            quiet_ms: None,
+            prompt: None,
+            through_exit: false,
         })
     }
 
@@ -268,6 +273,55 @@ impl Client {
         self.call(&Request::Screen {
             session: session.into(),
         })
+    }
+}
+
+/// What the MCP server's tools need beyond the basics: a stream apart,
+/// waits with every option, and the end of input.
+impl Client {
+    /// Up to `max_bytes` (at least 1) of `stream` (`Some("stderr")`:
+    /// stderr apart) from `offset`, without waiting, with where the stream
+    /// stands (`end_offset`, `gap`).
+    pub fn read_stream(
+        &mut self,
+        session: &str,
+        stream: Option<&str>,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<(Vec<u8>, ReadReply)> {
+        let reply: ReadReply = self.call(&Request::Read {
+            session: session.into(),
+            offset,
+            max_bytes,
+            wait_ms: 0,
+            stream: stream.map(str::to_owned),
+        })?;
+        let data = crate::protocol::from_hex(&reply.data_hex)
+            .ok_or_else(|| DurableError::Protocol("output is not hex".into()))?;
+        Ok((data, reply))
+    }
+
+    /// A [`Request::Wait`] as given (every option).
+    pub fn wait_with(&mut self, request: Request) -> Result<WaitReply> {
+        self.call(&request)
+    }
+
+    /// Resizes a PTY session's terminal.
+    pub fn resize(&mut self, session: &str, rows: u16, cols: u16) -> Result<()> {
+        self.call::<serde_json::Value>(&Request::Resize {
+            session: session.into(),
+            rows,
+            cols,
+        })
+        .map(|_| ())
+    }
+
+    /// Closes the session's stdin (on a PTY: sends its end-of-file character).
+    pub fn close_stdin(&mut self, session: &str) -> Result<()> {
+        self.call::<serde_json::Value>(&Request::CloseStdin {
+            session: session.into(),
+        })
+        .map(|_| ())
     }
 }
 

@@ -11,15 +11,15 @@ use serde::Serialize;
 use tether::Install;
 use tether::local_socket::{Detached, HolderLock, LocalListener, Peer};
 use tether::registry::{
-    Registry, RegistryConfig, RunSpec, SessionInfo, SessionState, StdinMode, WaitOptions,
+    Registry, RegistryConfig, RunSpec, SessionInfo, SessionState, StdinMode, Stream, WaitOptions,
     WaitOutcome,
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::Notify;
 
 use crate::protocol::{
-    DurableInfo, ErrorBody, HelloReply, KillReply, MAX_READ, MAX_REQUEST, OwnerOfRecord, ReadReply,
-    Reply, Request, ScreenReply, StartRequest, WaitReply, to_hex,
+    DurableInfo, ErrorBody, GapInfo, HelloReply, KillReply, MAX_READ, MAX_REQUEST, OwnerOfRecord,
+    ReadReply, Reply, Request, ScreenReply, StartRequest, WaitReply, to_hex,
 };
 use crate::{DEFAULT_TTL, HOLDER_IDLE, MAX_TTL, socket_path};
 
@@ -362,6 +362,9 @@ impl Holder {
             containment: info.containment.to_string(),
             owner: durable.and_then(|d| d.owner.clone()),
             holder_pid: std::process::id(),
+            stderr_bytes: info.stderr_bytes,
+            stdin_open: info.stdin_open,
+            pty: info.pty.is_some(),
         }
     }
 
@@ -420,6 +423,9 @@ impl Holder {
             let size = tether::terminal::PtySize::new(u32::from(rows), u32::from(cols))
                 .map_err(|e| Failure::new("bad_request", e.to_string()))?;
             spec = spec.pty(size);
+        }
+        if request.separate_stderr {
+            spec = spec.output(tether::registry::OutputMode::Separate);
         }
         if request.memory.is_some() || request.pids.is_some() || request.cpu.is_some() {
             spec = spec.limits(tether::Limits {
@@ -590,17 +596,20 @@ impl Holder {
                 offset,
                 max_bytes,
                 wait_ms,
+                stream,
             } => {
                 let id = self.resolve(&session)?;
+                let stream = stream_of(stream.as_deref())?;
                 let max = max_bytes.clamp(1, MAX_READ);
-                let mut chunk = self.registry.read(&id, offset, max)?;
+                let mut chunk = self.registry.read_stream(&id, stream, offset, max)?;
                 if chunk.data.is_empty() && !chunk.eof && wait_ms > 0 {
                     let options = WaitOptions::new(Duration::from_millis(wait_ms))
                         .from(chunk.next_offset)
+                        .stream(stream)
                         .quiet(Duration::from_millis(2))
                         .through_exit();
                     self.registry.wait(&id, options).await?;
-                    chunk = self.registry.read(&id, offset, max)?;
+                    chunk = self.registry.read_stream(&id, stream, offset, max)?;
                 }
                 value(ReadReply {
                     data_hex: to_hex(&chunk.data),
@@ -608,6 +617,8 @@ impl Holder {
                     next_offset: chunk.next_offset,
                     dropped: chunk.dropped,
                     eof: chunk.eof,
+                    end_offset: chunk.end_offset,
+                    gap: chunk.gap.as_ref().map(GapInfo::from),
                 })
             }
             Request::Write { session, data_hex } => {
@@ -620,18 +631,52 @@ impl Holder {
             Request::Keys { session, keys } => {
                 let id = self.resolve(&session)?;
                 let sent = tether::registry::may_wait_long(|| self.registry.keys(&id, &keys))?;
+                // `keys` only encodes them (as the cursor-key mode says):
+                // they reach the program written like any input.
+                self.registry.write(&id, &sent).await?;
                 value(serde_json::json!({"written": sent.len()}))
+            }
+            Request::Resize {
+                session,
+                rows,
+                cols,
+            } => {
+                let id = self.resolve(&session)?;
+                let size = tether::terminal::PtySize::new(u32::from(rows), u32::from(cols))
+                    .map_err(|e| Failure::new("bad_request", e.to_string()))?;
+                tether::registry::may_wait_long(|| self.registry.resize(&id, size))?;
+                value(serde_json::json!({"rows": rows, "cols": cols}))
+            }
+            Request::CloseStdin { session } => {
+                let id = self.resolve(&session)?;
+                self.registry.close_stdin(&id)?;
+                value(serde_json::json!({"closed": true}))
             }
             Request::Wait {
                 session,
                 timeout_ms,
                 until,
                 from,
+                stream,
+                quiet_ms,
+                prompt,
+                through_exit,
             } => {
                 let id = self.resolve(&session)?;
-                let mut options = WaitOptions::new(Duration::from_millis(timeout_ms)).from(from);
+                let mut options = WaitOptions::new(Duration::from_millis(timeout_ms))
+                    .from(from)
+                    .stream(stream_of(stream.as_deref())?);
                 if let Some(pattern) = until {
                     options = options.until(pattern);
+                }
+                if let Some(quiet) = quiet_ms {
+                    options = options.quiet(Duration::from_millis(quiet));
+                }
+                if let Some(pattern) = prompt {
+                    options = options.prompt(pattern);
+                }
+                if through_exit {
+                    options = options.through_exit();
                 }
                 let waited = self.registry.wait(&id, options).await?;
                 value(WaitReply {
@@ -644,6 +689,10 @@ impl Holder {
                     .into(),
                     status: self.view(&waited.info).status,
                     exit_code: waited.info.exit.and_then(|e| e.code()),
+                    matched: match waited.outcome {
+                        WaitOutcome::Matched { start, end } => Some((start, end)),
+                        _ => None,
+                    },
                 })
             }
             Request::Kill { session, grace_ms } => {
@@ -757,6 +806,18 @@ async fn connection(
         if write.write_all(&bytes).await.is_err() || oversized {
             return;
         }
+    }
+}
+
+/// The stream a request names: `stderr`, or the main output.
+fn stream_of(name: Option<&str>) -> std::result::Result<Stream, Failure> {
+    match name {
+        None | Some("output") => Ok(Stream::Output),
+        Some("stderr") => Ok(Stream::Stderr),
+        Some(other) => Err(Failure::new(
+            "bad_request",
+            format!("no stream {other:?} (`output` or `stderr`)"),
+        )),
     }
 }
 

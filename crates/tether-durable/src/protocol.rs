@@ -39,6 +39,10 @@ pub enum Request {
         /// Longest wait for new output, in ms (0: none).
         #[serde(default)]
         wait_ms: u64,
+        /// `stderr`: a session's stderr apart (started with
+        /// `separate_stderr`); otherwise its main output.
+        #[serde(default)]
+        stream: Option<String>,
     },
     /// Bytes for the session's stdin (or its terminal).
     Write {
@@ -66,6 +70,35 @@ pub enum Request {
         /// Offset the match is searched from.
         #[serde(default)]
         from: u64,
+        /// `stderr`: match on stderr apart; otherwise the main output.
+        #[serde(default)]
+        stream: Option<String>,
+        /// Also return once output past `from` went quiet this long, in ms.
+        #[serde(default)]
+        quiet_ms: Option<u64>,
+        /// With `quiet_ms`: return at once when new output ends in a line
+        /// this regex matches (a REPL's prompt).
+        #[serde(default)]
+        prompt: Option<String>,
+        /// With `until`: keep waiting past the main process's exit while
+        /// the stream is open (descendants may still print the line).
+        #[serde(default)]
+        through_exit: bool,
+    },
+    /// Closes the session's stdin after what was written (on a PTY: sends
+    /// the terminal's end-of-file character).
+    CloseStdin {
+        /// Id, id prefix, or name.
+        session: String,
+    },
+    /// Resizes a PTY session's terminal (its program gets `SIGWINCH`).
+    Resize {
+        /// Id, id prefix, or name.
+        session: String,
+        /// Rows.
+        rows: u16,
+        /// Columns.
+        cols: u16,
     },
     /// The verified kill of the whole tree.
     Kill {
@@ -137,6 +170,9 @@ pub struct StartRequest {
     /// The requesting process (pid, start time): the owner of record.
     #[serde(default)]
     pub owner: Option<OwnerOfRecord>,
+    /// Capture stderr apart from the main output (not with `pty`).
+    #[serde(default)]
+    pub separate_stderr: bool,
 }
 
 /// The process that asked for a durable session.
@@ -190,6 +226,15 @@ pub struct DurableInfo {
     pub owner: Option<OwnerOfRecord>,
     /// The holder's pid.
     pub holder_pid: u32,
+    /// Bytes of stderr so far, when it is captured apart.
+    #[serde(default)]
+    pub stderr_bytes: Option<u64>,
+    /// Its stdin takes input (running, and not closed).
+    #[serde(default)]
+    pub stdin_open: bool,
+    /// It runs on a terminal.
+    #[serde(default)]
+    pub pty: bool,
 }
 
 /// Output as [`Request::Read`] returns it.
@@ -205,6 +250,73 @@ pub struct ReadReply {
     pub dropped: u64,
     /// The stream is finished and this read reached its end.
     pub eof: bool,
+    /// Bytes in the stream so far.
+    #[serde(default)]
+    pub end_offset: u64,
+    /// The bytes of the stream that are gone, if any.
+    #[serde(default)]
+    pub gap: Option<GapInfo>,
+}
+
+/// Bytes of a stream that are gone (beyond the spill cap, or never
+/// spilled), as [`tether::output::Gap`] says it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GapInfo {
+    /// Offset of the first byte gone.
+    pub start: u64,
+    /// Offset just past the last byte gone.
+    pub end: u64,
+    /// Newlines among them, when known.
+    pub newlines: Option<u64>,
+    /// `no_spill`, `spill_cap`, `spill_failed` or `spill_removed`.
+    pub cause: String,
+    /// With `spill_cap`: the cap, bytes.
+    #[serde(default)]
+    pub cap: Option<u64>,
+    /// With `spill_failed`: what failed.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl From<&tether::output::Gap> for GapInfo {
+    fn from(gap: &tether::output::Gap) -> GapInfo {
+        use tether::output::GapCause;
+        let (cause, cap, error) = match &gap.cause {
+            GapCause::NoSpill => ("no_spill", None, None),
+            GapCause::SpillCap { cap } => ("spill_cap", Some(*cap), None),
+            GapCause::SpillFailed { error } => ("spill_failed", None, Some(error.clone())),
+            GapCause::SpillRemoved => ("spill_removed", None, None),
+        };
+        GapInfo {
+            start: gap.start,
+            end: gap.end,
+            newlines: gap.newlines,
+            cause: cause.into(),
+            cap,
+            error,
+        }
+    }
+}
+
+impl From<&GapInfo> for tether::output::Gap {
+    fn from(gap: &GapInfo) -> tether::output::Gap {
+        use tether::output::GapCause;
+        tether::output::Gap {
+            start: gap.start,
+            end: gap.end,
+            newlines: gap.newlines,
+            cause: match gap.cause.as_str() {
+                "spill_cap" => GapCause::SpillCap {
+                    cap: gap.cap.unwrap_or(0),
+                },
+                "spill_failed" => GapCause::SpillFailed {
+                    error: gap.error.clone().unwrap_or_default(),
+                },
+                "spill_removed" => GapCause::SpillRemoved,
+                _ => GapCause::NoSpill,
+            },
+        }
+    }
 }
 
 /// What a wait found.
@@ -216,6 +328,9 @@ pub struct WaitReply {
     pub status: String,
     /// Exit code, once exited.
     pub exit_code: Option<i32>,
+    /// With `matched`: where the match starts and ends (offsets).
+    #[serde(default)]
+    pub matched: Option<(u64, u64)>,
 }
 
 /// What a kill did.
@@ -325,5 +440,51 @@ mod tests {
         assert_eq!(from_hex(&to_hex(&all)).unwrap(), all);
         assert_eq!(from_hex("abc"), None);
         assert_eq!(from_hex("zz"), None);
+    }
+
+    #[test]
+    fn gaps_cross_the_wire_with_their_cause() {
+        use tether::output::{Gap, GapCause};
+        for cause in [
+            GapCause::NoSpill,
+            GapCause::SpillCap { cap: 1 << 30 },
+            GapCause::SpillFailed {
+                error: "disk full".into(),
+            },
+            GapCause::SpillRemoved,
+        ] {
+            let gap = Gap {
+                start: 10,
+                end: 4096,
+                newlines: Some(7),
+                cause,
+            };
+            let wire: GapInfo =
+                serde_json::from_str(&serde_json::to_string(&GapInfo::from(&gap)).unwrap())
+                    .unwrap();
+            assert_eq!(Gap::from(&wire), gap);
+        }
+    }
+
+    #[test]
+    fn requests_of_older_clients_still_parse() {
+        // A read and a wait without the fields added since (stream,
+        // quiet, prompt, through_exit) mean what they meant.
+        let read: Request =
+            serde_json::from_str(r#"{"op":"read","session":"a","offset":0,"max_bytes":9}"#)
+                .unwrap();
+        assert!(matches!(read, Request::Read { stream: None, .. }));
+        let wait: Request =
+            serde_json::from_str(r#"{"op":"wait","session":"a","timeout_ms":5}"#).unwrap();
+        assert!(matches!(
+            wait,
+            Request::Wait {
+                stream: None,
+                quiet_ms: None,
+                prompt: None,
+                through_exit: false,
+                ..
+            }
+        ));
     }
 }

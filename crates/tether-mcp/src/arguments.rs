@@ -279,6 +279,22 @@ pub fn run(map: &Map<String, Value>) -> Result<RunArgs, ArgError> {
             reason: "belongs to a durable session: give durable: true with it".into(),
         });
     }
+    // A durable session's time is its TTL, and its `run` waits only for
+    // `until`: what would otherwise be ignored is refused.
+    if durable && args.has("timeout_s") {
+        return Err(ArgError::Invalid {
+            name: "timeout_s",
+            reason: "bounds a plain session; a durable one is bounded by ttl_s".into(),
+        });
+    }
+    if durable && args.has("quiet_s") {
+        return Err(ArgError::Invalid {
+            name: "quiet_s",
+            reason: "a durable run returns at once (or at `until`); give quiet_s to the `write` \
+                     that talks to it"
+                .into(),
+        });
+    }
     Ok(RunArgs {
         durable,
         name: args.text("name").map(str::to_owned),

@@ -63,7 +63,7 @@ const EDITOR_VARS: [&str; 4] = ["GIT_EDITOR", "EDITOR", "VISUAL", "GIT_SEQUENCE_
 const RESIZE_REDRAW: Duration = Duration::from_secs(2);
 
 /// How far back a `wait` looks for an earlier match of its pattern.
-const EARLIER_LOOKBACK: u64 = 4 << 20;
+pub(crate) const EARLIER_LOOKBACK: u64 = 4 << 20;
 
 /// How the terminal runs commands.
 #[derive(Clone, Debug)]
@@ -190,7 +190,7 @@ impl Terminal {
         args: &serde_json::Map<String, serde_json::Value>,
         context: CallContext,
     ) -> Option<Reply> {
-        if let Some(reply) = crate::durable::route(self, name, args).await {
+        if let Some(reply) = crate::durable::route(self, name, args, &context).await {
             return Some(reply);
         }
         let reply = match name {
@@ -351,11 +351,7 @@ impl Terminal {
             Err(e) => return self.session_error(&e, id.as_str()),
         };
         if a.stream == Stream::Stderr && info.stderr_bytes.is_none() {
-            return Reply::error(format!(
-                "{id} merges stderr into its output ({} it without `stream`); start a command \
-                 with separate_stderr: true to read stderr apart",
-                self.tool("read")
-            ));
+            return merged_stderr(id.as_str(), &self.tool("read"));
         }
         let source = self.source(&id, a.stream);
         let budget = self.config.budget;
@@ -371,10 +367,7 @@ impl Terminal {
         if let Some(offset) = a.offset
             && offset > end
         {
-            return Reply::error(format!(
-                "offset {offset} is past the end of the output of {id} ({end} bytes so far); \
-                 leave `offset` out to continue where you left off"
-            ));
+            return past_end(offset, id.as_str(), end);
         }
         let read_tool = self.tool("read");
         let call = self.read_call(&read_tool, id.as_str(), a.stream);
@@ -385,16 +378,13 @@ impl Terminal {
             ..ReadReport::default()
         };
         let shown: Result<Shown, Error> = match &a.mode {
-            ReadMode::Page { raw } => {
-                let from = a.offset.unwrap_or(cursor);
-                let shown = page(&source, from, a.max_bytes.unwrap_or(budget), budget, *raw);
-                if let Ok(shown) = &shown {
+            ReadMode::Page { .. } | ReadMode::Head(_) | ReadMode::Tail(_) => {
+                let shown = lines_or_page(&source, &call, &a, cursor, budget);
+                if let (ReadMode::Page { .. }, Ok(shown)) = (&a.mode, &shown) {
                     self.move_cursor(&id, a.stream, shown.next_offset);
                 }
                 shown
             }
-            ReadMode::Head(n) => head(&source, &call, a.offset.unwrap_or(0), *n, budget),
-            ReadMode::Tail(n) => tail(&source, *n, budget),
             ReadMode::Grep {
                 pattern,
                 context: lines_around,
@@ -418,56 +408,21 @@ impl Terminal {
                     Ok(None) => return Reply::error("cancelled by the client"),
                     Err(e) => return self.session_error(&e, id.as_str()),
                 };
-                crate::grep::report(
+                Ok(grep_shown(
                     &mut report,
-                    &found,
+                    found,
                     &query,
                     &call,
                     pattern,
                     self.config.grep_time,
-                );
-                Ok(Shown {
-                    output: found.text,
-                    offset: found.offset,
-                    next_offset: found.end,
-                    end_offset: found.stream_end,
-                    eof: info.output_eof && found.end == end,
-                    dropped: found.dropped,
-                    gap: None,
-                    encoding: None,
-                    lines: None,
-                    note: report.note.take(),
-                })
-            }
-        };
-        let shown = match shown {
-            Ok(shown) => shown,
-            Err(e) => return self.session_error(&e, id.as_str()),
-        };
-        report.output = shown.output;
-        report.offset = shown.offset;
-        report.next_offset = shown.next_offset;
-        report.end_offset = shown.end_offset;
-        report.eof = shown.eof;
-        report.encoding = shown.encoding;
-        report.lines = shown.lines;
-        if report.match_count.is_none() {
-            report.dropped = shown.dropped;
-        }
-        report.note = match (shown.note, shown.gap.as_ref()) {
-            (note, None) => note,
-            (note, Some(gap)) => {
-                let gap = GapReport::from(gap);
-                let sentence = gap.sentence();
-                report.gap = Some(gap);
-                Some(format!(
-                    "{sentence}{}",
-                    note.map(|n| format!("; {n}")).unwrap_or_default()
+                    info.output_eof.then_some(end),
                 ))
             }
         };
-        let text = report.text();
-        Reply::ok(&report, text)
+        match shown {
+            Ok(shown) => read_reply(report, shown),
+            Err(e) => self.session_error(&e, id.as_str()),
+        }
     }
 
     /// Runs a grep on a blocking thread — off the request loop, so a slow
@@ -630,52 +585,18 @@ impl Terminal {
         let still_running = waited.outcome == WaitOutcome::StillRunning;
         let no_match = !matches!(waited.outcome, WaitOutcome::Matched { .. });
         let mut reply_report = self.report(&id, &waited, a.until.is_some());
-        if let Some(pattern) = a.until.as_deref().filter(|_| no_match)
-            && let Some(span) = self.earlier_match(&id, a.stream, pattern, from).await
-        {
-            reply_report.hint = Some(format!(
-                "`until` matched nothing from offset {from}, but the same pattern matched \
-                 earlier output at offset {} (already matched or shown before); pass \
-                 \"offset\": {} to match from there{}",
-                span.start,
-                span.start,
-                if still_running {
-                    format!(", or call {} again for a new line", self.tool("wait"))
-                } else {
-                    String::new()
-                }
-            ));
-            reply_report.earlier_match = Some(span);
-        } else if still_running {
-            let mut again = format!("\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}");
-            if let Some(pattern) = &a.until {
-                again.push_str(&format!(
-                    ", \"until\": {}",
-                    serde_json::Value::from(pattern.as_str())
-                ));
-            }
-            if a.stream == Stream::Stderr {
-                again.push_str(", \"stream\": \"stderr\"");
-            }
-            let base = format!(
-                "still running after {} s{}; to wait longer call {} {{{again}}} again, in a loop \
-                 while the status is running (one call waits at most {MAX_WAIT_S} s, under \
-                 clients' request timeouts); or {} the output so far, or {} it",
-                seconds(a.timeout),
-                if a.until.is_some() {
-                    " and no output matched `until`"
-                } else {
-                    ""
-                },
-                self.tool("wait"),
-                self.tool("read"),
-                self.tool("kill")
-            );
-            reply_report.hint = Some(match reply_report.hint.take() {
-                Some(prompt) if prompt.starts_with("it seems") => format!("{base}. {prompt}"),
-                _ => base,
-            });
-        }
+        let earlier = match a.until.as_deref().filter(|_| no_match) {
+            Some(pattern) => self.earlier_match(&id, a.stream, pattern, from).await,
+            None => None,
+        };
+        wait_hints(
+            &mut reply_report,
+            &a,
+            from,
+            still_running,
+            earlier,
+            self.names(),
+        );
         let text = reply_report.text();
         Reply::ok(&reply_report, text)
     }
@@ -820,37 +741,26 @@ impl Terminal {
             duration_ms: info.uptime.as_millis() as u64,
             ..SessionReport::default()
         };
-        // Stderr apart: it gets up to half the budget, the main stream the rest.
-        let mut main_budget = budget;
         let read_tool = self.tool("read");
-        if info.stderr_bytes.is_some() {
-            let source = self.source(id, Stream::Stderr);
-            let call = self.read_call(&read_tool, id.as_str(), Stream::Stderr);
-            match excerpt(&source, &call, view.stderr_shown, budget / 2) {
-                Ok(shown) => {
-                    main_budget = budget - shown.text.len().min(budget / 2);
-                    self.move_cursor(id, Stream::Stderr, shown.next_offset);
-                    report.stderr = Some(shown.text);
-                    report.stderr_next_offset = Some(shown.next_offset);
-                    report.stderr_truncated_bytes = Some(shown.omitted);
-                }
-                Err(e) => report.output_error = Some(e.to_string()),
-            }
-        }
-        let source = self.source(id, Stream::Output);
-        let call = self.read_call(&read_tool, id.as_str(), Stream::Output);
-        match excerpt(&source, &call, view.shown, main_budget.max(1024)) {
-            Ok(shown) => {
-                self.move_cursor(id, Stream::Output, shown.next_offset);
-                report.output = shown.text;
-                report.next_offset = shown.next_offset;
-                report.truncated_bytes = shown.omitted;
-                if shown.dropped > 0 {
-                    report.dropped_bytes = Some(shown.dropped);
-                }
-                report.gap = shown.gap.as_ref().map(GapReport::from);
-            }
-            Err(e) => report.output_error = Some(e.to_string()),
+        let stderr = info
+            .stderr_bytes
+            .is_some()
+            .then(|| self.source(id, Stream::Stderr));
+        let cursors = Cursors {
+            shown: view.shown,
+            stderr_shown: view.stderr_shown,
+        };
+        let after = output_into(
+            &mut report,
+            &self.source(id, Stream::Output),
+            stderr.as_ref(),
+            &read_tool,
+            cursors,
+            budget,
+        );
+        self.move_cursor(id, Stream::Output, after.shown);
+        if stderr.is_some() {
+            self.move_cursor(id, Stream::Stderr, after.stderr_shown);
         }
         match waited.outcome {
             WaitOutcome::Matched { start, end } => {
@@ -907,12 +817,7 @@ impl Terminal {
         };
         let id = info.id.clone();
         if info.pty.is_none() {
-            return Reply::error(format!(
-                "{id} runs without a terminal, so it has no screen; its output is all there is \
-                 ({}). Start programs that draw on a terminal with {} {{\"pty\": true, ...}}",
-                self.tool("read"),
-                self.tool("run")
-            ));
+            return no_screen(id.as_str(), self.names());
         }
         if let Some(size) = a.resize {
             if let Err(e) = may_wait_long(|| self.registry.resize(id.as_str(), size)) {
@@ -951,68 +856,17 @@ impl Terminal {
 
     /// What to do next, from where the session stands.
     fn hint(&self, id: &SessionId, info: &SessionInfo, report: &SessionReport) -> Option<String> {
-        let shown = format!(
-            "{}{}",
-            report.output,
-            report.stderr.as_deref().unwrap_or_default()
-        );
-        if editor_refused(&shown) {
-            return Some(
-                "the command wanted an editor, and commands here have none (EDITOR, VISUAL and \
-                 GIT_EDITOR fail on purpose): pass the text on the command line, e.g. git commit \
-                 -m \"message\", git merge --no-edit, git rebase with GIT_SEQUENCE_EDITOR=true"
-                    .to_owned(),
-            );
-        }
-        if info.is_running() {
-            let tail = self.tail_text(id);
-            if let Some(prompt) = waiting_prompt(&tail) {
-                let how = if info.stdin_open {
-                    format!(
-                        "answer with {} {{\"id\": \"{id}\", \"data\": \"...\", \"submit\": true}}",
-                        self.tool("write")
-                    )
-                } else {
-                    format!(
-                        "its stdin is /dev/null, so nobody can answer: {} it and {} it \
-                         non-interactively (-y, --yes, --non-interactive, a token in env), or \
-                         with keep_stdin_open to answer with {}",
-                        self.tool("kill"),
-                        self.tool("run"),
-                        self.tool("write")
-                    )
-                };
-                return Some(format!(
-                    "it seems to wait for input (its output ends with the prompt {prompt:?}; \
-                     commands here have no terminal): {how}"
-                ));
-            }
-            return Some(format!(
-                "still running: {} {{\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}}} waits for \
-                 it to finish (add \"until\": a regex to stop at a line; one call waits at most \
-                 {MAX_WAIT_S} s: call it again while the status is running), {} for new output, \
-                 {}{} to stop it",
-                self.tool("wait"),
-                self.tool("read"),
-                if info.stdin_open {
-                    format!("{} for input, ", self.tool("write"))
-                } else {
-                    String::new()
-                },
-                self.tool("kill")
-            ));
-        }
-        if !info.descendants.is_empty() {
-            return Some(format!(
-                "the command exited but left processes running (descendants_alive); they stay \
-                 contained in {id}: {} with until for their output, {} shows it, {} \
-                 {{\"id\": \"{id}\"}} ends them, and they die when this server exits",
-                self.tool("wait"),
-                self.tool("read"),
-                self.tool("kill")
-            ));
-        }
-        None
+        let stand = Standing {
+            running: info.is_running(),
+            stdin_open: info.stdin_open,
+            descendants: !info.descendants.is_empty(),
+        };
+        let tail = if stand.running {
+            self.tail_text(id)
+        } else {
+            String::new()
+        };
+        session_hint(id.as_str(), stand, &tail, report, self.names())
     }
 
     /// The end of the output (last 512 bytes), rendered: for prompts.
@@ -1045,12 +899,7 @@ impl Terminal {
             let chunk = registry
                 .read_stream(&id, stream, from, (before - from) as usize)
                 .ok()?;
-            let m = regex.find_iter(&chunk.data).last()?;
-            Some(Span {
-                text: render(m.as_bytes()),
-                start: chunk.offset + m.start() as u64,
-                end: chunk.offset + m.end() as u64,
-            })
+            last_match(&regex, &chunk.data, chunk.offset)
         })
         .await
         .ok()
@@ -1082,6 +931,324 @@ impl Terminal {
     }
 }
 
+/// The hints of a `wait` result: the earlier match of `until` before
+/// `from` when nothing matched from there (`earlier`), else, while the
+/// session runs on, how to wait longer (after a prompt hint, if any).
+pub(crate) fn wait_hints(
+    report: &mut SessionReport,
+    a: &WaitArgs,
+    from: u64,
+    still_running: bool,
+    earlier: Option<Span>,
+    names: &Names,
+) {
+    let id = report.id.clone();
+    if let Some(span) = earlier {
+        report.hint = Some(format!(
+            "`until` matched nothing from offset {from}, but the same pattern matched earlier \
+             output at offset {} (already matched or shown before); pass \"offset\": {} to \
+             match from there{}",
+            span.start,
+            span.start,
+            if still_running {
+                format!(", or call {} again for a new line", names.of("wait"))
+            } else {
+                String::new()
+            }
+        ));
+        report.earlier_match = Some(span);
+    } else if still_running {
+        let mut again = format!("\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}");
+        if let Some(pattern) = &a.until {
+            again.push_str(&format!(
+                ", \"until\": {}",
+                serde_json::Value::from(pattern.as_str())
+            ));
+        }
+        if a.stream == Stream::Stderr {
+            again.push_str(", \"stream\": \"stderr\"");
+        }
+        let base = format!(
+            "still running after {} s{}; to wait longer call {} {{{again}}} again, in a loop \
+             while the status is running (one call waits at most {MAX_WAIT_S} s, under clients' \
+             request timeouts); or {} the output so far, or {} it",
+            seconds(a.timeout),
+            if a.until.is_some() {
+                " and no output matched `until`"
+            } else {
+                ""
+            },
+            names.of("wait"),
+            names.of("read"),
+            names.of("kill")
+        );
+        report.hint = Some(match report.hint.take() {
+            Some(prompt) if prompt.starts_with("it seems") => format!("{base}. {prompt}"),
+            _ => base,
+        });
+    }
+}
+
+/// The last match of `regex` in `data` (which starts at `offset`).
+pub(crate) fn last_match(regex: &Regex, data: &[u8], offset: u64) -> Option<Span> {
+    let m = regex.find_iter(data).last()?;
+    Some(Span {
+        text: render(m.as_bytes()),
+        start: offset + m.start() as u64,
+        end: offset + m.end() as u64,
+    })
+}
+
+/// Where a session stands, as its hint needs it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Standing {
+    /// The main process runs.
+    pub running: bool,
+    /// Its stdin takes input.
+    pub stdin_open: bool,
+    /// Processes it started still run.
+    pub descendants: bool,
+}
+
+/// What to do next, from where session `id` stands (`tail`: the end of
+/// its output, rendered, while it runs: for prompts).
+pub(crate) fn session_hint(
+    id: &str,
+    stand: Standing,
+    tail: &str,
+    report: &SessionReport,
+    names: &Names,
+) -> Option<String> {
+    let shown = format!(
+        "{}{}",
+        report.output,
+        report.stderr.as_deref().unwrap_or_default()
+    );
+    if editor_refused(&shown) {
+        return Some(
+            "the command wanted an editor, and commands here have none (EDITOR, VISUAL and \
+             GIT_EDITOR fail on purpose): pass the text on the command line, e.g. git commit \
+             -m \"message\", git merge --no-edit, git rebase with GIT_SEQUENCE_EDITOR=true"
+                .to_owned(),
+        );
+    }
+    if stand.running {
+        if let Some(prompt) = waiting_prompt(tail) {
+            let how = if stand.stdin_open {
+                format!(
+                    "answer with {} {{\"id\": \"{id}\", \"data\": \"...\", \"submit\": true}}",
+                    names.of("write")
+                )
+            } else {
+                format!(
+                    "its stdin is /dev/null, so nobody can answer: {} it and {} it \
+                     non-interactively (-y, --yes, --non-interactive, a token in env), or \
+                     with keep_stdin_open to answer with {}",
+                    names.of("kill"),
+                    names.of("run"),
+                    names.of("write")
+                )
+            };
+            return Some(format!(
+                "it seems to wait for input (its output ends with the prompt {prompt:?}; \
+                 commands here have no terminal): {how}"
+            ));
+        }
+        return Some(format!(
+            "still running: {} {{\"id\": \"{id}\", \"timeout_s\": {MAX_WAIT_S}}} waits for \
+             it to finish (add \"until\": a regex to stop at a line; one call waits at most \
+             {MAX_WAIT_S} s: call it again while the status is running), {} for new output, \
+             {}{} to stop it",
+            names.of("wait"),
+            names.of("read"),
+            if stand.stdin_open {
+                format!("{} for input, ", names.of("write"))
+            } else {
+                String::new()
+            },
+            names.of("kill")
+        ));
+    }
+    if stand.descendants {
+        return Some(format!(
+            "the command exited but left processes running (descendants_alive); they stay \
+             contained in {id}: {} with until for their output, {} shows it, {} \
+             {{\"id\": \"{id}\"}} ends them, and they die when this server exits",
+            names.of("wait"),
+            names.of("read"),
+            names.of("kill")
+        ));
+    }
+    None
+}
+
+/// The error for `screen` of a session without a terminal.
+pub(crate) fn no_screen(id: &str, names: &Names) -> Reply {
+    Reply::error(format!(
+        "{id} runs without a terminal, so it has no screen; its output is all there is ({}). \
+         Start programs that draw on a terminal with {} {{\"pty\": true, ...}}",
+        names.of("read"),
+        names.of("run")
+    ))
+}
+
+/// The error for `stream: "stderr"` of a session that merges it.
+pub(crate) fn merged_stderr(id: &str, read_tool: &str) -> Reply {
+    Reply::error(format!(
+        "{id} merges stderr into its output ({read_tool} it without `stream`); start a command \
+         with separate_stderr: true to read stderr apart"
+    ))
+}
+
+/// The error for a `read` offset past the stream's end.
+pub(crate) fn past_end(offset: u64, id: &str, end: u64) -> Reply {
+    Reply::error(format!(
+        "offset {offset} is past the end of the output of {id} ({end} bytes so far); leave \
+         `offset` out to continue where you left off"
+    ))
+}
+
+/// What `read` shows in its page, `head_lines` and `tail_lines` modes
+/// (`grep` is [`grep_shown`]); `cursor`: where a page without `offset`
+/// starts.
+pub(crate) fn lines_or_page(
+    source: &impl Source,
+    call: &ReadCall<'_>,
+    a: &ReadArgs,
+    cursor: u64,
+    budget: usize,
+) -> Result<Shown, Error> {
+    match &a.mode {
+        ReadMode::Page { raw } => page(
+            source,
+            a.offset.unwrap_or(cursor),
+            a.max_bytes.unwrap_or(budget),
+            budget,
+            *raw,
+        ),
+        ReadMode::Head(n) => head(source, call, a.offset.unwrap_or(0), *n, budget),
+        ReadMode::Tail(n) => tail(source, *n, budget),
+        ReadMode::Grep { .. } => unreachable!("grep is searched apart"),
+    }
+}
+
+/// What `read` shows of a grep's findings (their counts go into
+/// `report`); `ended_at`: the stream's end once it has ended.
+pub(crate) fn grep_shown(
+    report: &mut ReadReport,
+    found: Found,
+    query: &Query<'_>,
+    call: &ReadCall<'_>,
+    pattern: &str,
+    grep_time: Duration,
+    ended_at: Option<u64>,
+) -> Shown {
+    crate::grep::report(report, &found, query, call, pattern, grep_time);
+    Shown {
+        eof: ended_at == Some(found.end),
+        output: found.text,
+        offset: found.offset,
+        next_offset: found.end,
+        end_offset: found.stream_end,
+        dropped: found.dropped,
+        gap: None,
+        encoding: None,
+        lines: None,
+        note: report.note.take(),
+    }
+}
+
+/// The `read` result: `report` (status, id, stream, grep counts) with
+/// what was shown.
+pub(crate) fn read_reply(mut report: ReadReport, shown: Shown) -> Reply {
+    report.output = shown.output;
+    report.offset = shown.offset;
+    report.next_offset = shown.next_offset;
+    report.end_offset = shown.end_offset;
+    report.eof = shown.eof;
+    report.encoding = shown.encoding;
+    report.lines = shown.lines;
+    if report.match_count.is_none() {
+        report.dropped = shown.dropped;
+    }
+    report.note = match (shown.note, shown.gap.as_ref()) {
+        (note, None) => note,
+        (note, Some(gap)) => {
+            let gap = GapReport::from(gap);
+            let sentence = gap.sentence();
+            report.gap = Some(gap);
+            Some(format!(
+                "{sentence}{}",
+                note.map(|n| format!("; {n}")).unwrap_or_default()
+            ))
+        }
+    };
+    let text = report.text();
+    Reply::ok(&report, text)
+}
+
+/// Where the output shown so far ends, per stream, for a session.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cursors {
+    /// The main output.
+    pub shown: u64,
+    /// Stderr apart.
+    pub stderr_shown: u64,
+}
+
+/// Puts the output from `cursors` on (stderr apart when `stderr` is
+/// given, with up to half the budget) into `report`, with the markers
+/// over what does not fit; returns where the output shown ends.
+pub(crate) fn output_into<S: Source>(
+    report: &mut SessionReport,
+    output: &S,
+    stderr: Option<&S>,
+    read_tool: &str,
+    cursors: Cursors,
+    budget: usize,
+) -> Cursors {
+    let id = report.id.clone();
+    let mut after = cursors;
+    // Stderr apart: it gets up to half the budget, the main stream the rest.
+    let mut main_budget = budget;
+    if let Some(stderr) = stderr {
+        let call = ReadCall {
+            tool: read_tool,
+            id: &id,
+            stream: Some("stderr"),
+        };
+        match excerpt(stderr, &call, cursors.stderr_shown, budget / 2) {
+            Ok(shown) => {
+                main_budget = budget - shown.text.len().min(budget / 2);
+                after.stderr_shown = shown.next_offset;
+                report.stderr = Some(shown.text);
+                report.stderr_next_offset = Some(shown.next_offset);
+                report.stderr_truncated_bytes = Some(shown.omitted);
+            }
+            Err(e) => report.output_error = Some(e.to_string()),
+        }
+    }
+    let call = ReadCall {
+        tool: read_tool,
+        id: &id,
+        stream: None,
+    };
+    match excerpt(output, &call, cursors.shown, main_budget.max(1024)) {
+        Ok(shown) => {
+            after.shown = shown.next_offset;
+            report.output = shown.text;
+            report.next_offset = shown.next_offset;
+            report.truncated_bytes = shown.omitted;
+            if shown.dropped > 0 {
+                report.dropped_bytes = Some(shown.dropped);
+            }
+            report.gap = shown.gap.as_ref().map(GapReport::from);
+        }
+        Err(e) => report.output_error = Some(e.to_string()),
+    }
+    after
+}
+
 /// The regex `until` and `grep` use, as the registry builds it.
 /// `limit_hit` as results show it: present (null or a name) for a session
 /// with limits, absent otherwise.
@@ -1089,7 +1256,7 @@ fn limit_hit(info: &SessionInfo) -> Option<Option<&'static str>> {
     (!info.limits.is_empty() || info.limit_hit.is_some()).then(|| info.limit_hit.map(|h| h.name()))
 }
 
-fn until_regex(pattern: &str) -> Result<Regex, regex::Error> {
+pub(crate) fn until_regex(pattern: &str) -> Result<Regex, regex::Error> {
     RegexBuilder::new(pattern)
         .multi_line(true)
         .size_limit(1 << 22)
@@ -1150,7 +1317,7 @@ impl Source for RegistrySource<'_> {
 impl Terminal {
     /// The reply to arguments that do not check out, naming the tool as
     /// the client calls it.
-    fn invalid(&self, tool: &str, e: crate::error::ArgError) -> Reply {
+    pub(crate) fn invalid(&self, tool: &str, e: crate::error::ArgError) -> Reply {
         let ceiling = matches!(
             &e,
             crate::error::ArgError::OutOfRange { name, .. } if *name == "yield_s" || (*name == "timeout_s" && tool == "wait")

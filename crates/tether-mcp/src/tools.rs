@@ -272,8 +272,11 @@ pub const RUN: &[Param] = &[
         doc: "Start it durable: it outlives this server (an agent restart, a new chat), held by \
               the user's tether holder until `ttl_s`, and any later `tether mcp` lists it and \
               can `§read`, `§write`, `§wait`, `§kill` and `§screen` it (as can the CLI: tether \
-              sessions, tether attach, tether kill). For dev servers, watchers, long builds. The call \
-              returns at once with its id; use `§wait` with `until` for its ready line.",
+              sessions, tether attach, tether kill), with the same arguments as any session. For \
+              dev servers, watchers, long builds. The call returns at once \
+              with its id (with `until`: at that line, up to `yield_s`). Its stdin stays open for \
+              `§write` unless `stdin` is given without keep_stdin_open. Bounded by `ttl_s`, not \
+              `timeout_s`; no `quiet_s`.",
     },
     Param {
         name: "name",
