@@ -35,14 +35,23 @@
 mod client;
 mod error;
 pub mod holder;
+mod holder_program;
 pub mod protocol;
+mod session;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use client::{Client, own_identity};
 pub use error::{DurableError, Result};
-pub use protocol::{DurableInfo, KillReply, ReadReply, ScreenReply, StartRequest, WaitReply};
+pub use holder_program::{EMBEDDED_HOLDER_ARG, HolderProgram};
+pub use protocol::{
+    DurableInfo, KillReply, ReadReply, RunSettings, ScreenReply, StartRequest, WaitReply,
+};
+pub use session::{
+    DurableExt, DurableOptions, DurableRead, DurableRegistryExt, DurableSession, attach, list,
+    start,
+};
 
 /// TTL of a durable session when none is given: 24 hours.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);

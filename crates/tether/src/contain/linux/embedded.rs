@@ -55,8 +55,16 @@ static CONSTRUCTOR: extern "C" fn(c_int, *const *const c_char, *const *const c_c
 
 /// Whether the command line is `<program> __tether-keeper <BUILD_ID>`.
 fn started_as_keeper(argc: c_int, argv: *const *const c_char) -> bool {
+    started_as(KEEPER_ARG, argc, argv)
+}
+
+/// Whether the command line is `<program> <marker> <BUILD_ID>`: what an
+/// embedded entry's constructor asks (`tether::embedded_entry!`), with the
+/// `argc` and `argv` it was given (ignored outside glibc, where the command
+/// line is read from `/proc/self/cmdline`).
+pub fn started_as(marker: &str, argc: c_int, argv: *const *const c_char) -> bool {
     let want = |i: usize, arg: &[u8]| match i {
-        1 => arg == KEEPER_ARG.as_bytes(),
+        1 => arg == marker.as_bytes(),
         _ => arg == BUILD_ID.as_bytes(),
     };
     if cfg!(target_env = "gnu") {
@@ -79,6 +87,17 @@ fn started_as_keeper(argc: c_int, argv: *const *const c_char) -> bool {
     }
 }
 
+/// This program, to be started again as one of its embedded entries:
+/// `/proc/self/exe` if this code is part of the main program (see the
+/// module docs), else `None`.
+pub fn self_program() -> Option<std::path::PathBuf> {
+    if !in_main_program() {
+        return None;
+    }
+    let exe = std::path::PathBuf::from("/proc/self/exe");
+    exe.is_file().then_some(exe)
+}
+
 /// The program to start as this program's own keeper: `/proc/self/exe`,
 /// if this code is part of the main program (see the module docs).
 pub(crate) fn self_as_keeper() -> Option<std::path::PathBuf> {
@@ -86,11 +105,7 @@ pub(crate) fn self_as_keeper() -> Option<std::path::PathBuf> {
     // spawning is linked (an object of a library archive that nothing
     // references is left out, and its `.init_array` entry with it).
     std::hint::black_box(&CONSTRUCTOR);
-    if !in_main_program() {
-        return None;
-    }
-    let exe = std::path::PathBuf::from("/proc/self/exe");
-    exe.is_file().then_some(exe)
+    self_program()
 }
 
 /// Whether this code is in the main program, not a shared library loaded
