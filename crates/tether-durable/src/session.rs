@@ -329,16 +329,10 @@ pub trait DurableRegistryExt {
 }
 
 impl DurableRegistryExt for Registry {
-    fn run_durable(
-        &self,
-        spec: RunSpec,
-        options: DurableOptions,
-    ) -> impl Future<Output = Result<DurableSession>> + Send {
-        async move {
-            tokio::task::spawn_blocking(move || start(&spec, &options))
-                .await
-                .map_err(|e| DurableError::Io(std::io::Error::other(e)))?
-        }
+    async fn run_durable(&self, spec: RunSpec, options: DurableOptions) -> Result<DurableSession> {
+        tokio::task::spawn_blocking(move || start(&spec, &options))
+            .await
+            .map_err(|e| DurableError::Io(std::io::Error::other(e)))?
     }
 }
 

@@ -52,7 +52,9 @@ macro_rules! embedded_entry {
                     argv: *const *const ::core::ffi::c_char,
                     _envp: *const *const ::core::ffi::c_char,
                 ) {
-                    if $crate::__embedded::started_as($marker, argc, argv) {
+                    // SAFETY: the `argc` and `argv` the C library
+                    // passes every `.init_array` function.
+                    if unsafe { $crate::__embedded::started_as($marker, argc, argv) } {
                         $entry()
                     }
                 }

@@ -55,14 +55,19 @@ static CONSTRUCTOR: extern "C" fn(c_int, *const *const c_char, *const *const c_c
 
 /// Whether the command line is `<program> __tether-keeper <BUILD_ID>`.
 fn started_as_keeper(argc: c_int, argv: *const *const c_char) -> bool {
-    started_as(KEEPER_ARG, argc, argv)
+    // SAFETY: the constructor's own `argc` and `argv`, from the C library.
+    unsafe { started_as(KEEPER_ARG, argc, argv) }
 }
 
 /// Whether the command line is `<program> <marker> <BUILD_ID>`: what an
 /// embedded entry's constructor asks (`tether::embedded_entry!`), with the
 /// `argc` and `argv` it was given (ignored outside glibc, where the command
 /// line is read from `/proc/self/cmdline`).
-pub fn started_as(marker: &str, argc: c_int, argv: *const *const c_char) -> bool {
+///
+/// # Safety
+/// On glibc, `argv` must be null or hold `argc` valid NUL-terminated
+/// strings — what the C library passes an `.init_array` function.
+pub unsafe fn started_as(marker: &str, argc: c_int, argv: *const *const c_char) -> bool {
     let want = |i: usize, arg: &[u8]| match i {
         1 => arg == marker.as_bytes(),
         _ => arg == BUILD_ID.as_bytes(),
@@ -72,8 +77,8 @@ pub fn started_as(marker: &str, argc: c_int, argv: *const *const c_char) -> bool
             return false;
         }
         (1..=2).all(|i| {
-            // SAFETY: glibc passes the process's argv: `argc` valid,
-            // NUL-terminated strings.
+            // SAFETY: glibc passes the process's argv (the caller's
+            // promise): `argc` valid, NUL-terminated strings.
             let arg = unsafe { *argv.add(i) };
             !arg.is_null() && want(i, unsafe { CStr::from_ptr(arg) }.to_bytes())
         })
