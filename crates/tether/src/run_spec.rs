@@ -350,6 +350,15 @@ impl RunSpec {
     }
 }
 
+/// As `TryFrom<&Command>`, for the end of a builder chain.
+impl TryFrom<&mut Command> for RunSpec {
+    type Error = Error;
+
+    fn try_from(command: &mut Command) -> Result<RunSpec> {
+        RunSpec::try_from(&*command)
+    }
+}
+
 /// A [`Command`] as a session: what a [`Registry`](crate::registry::Registry)
 /// (or a durable session's holder) runs for it.
 ///
