@@ -138,6 +138,9 @@ fn owner_sigkill_keeps_the_durable_session_only() {
     let home = Home::new();
     let durable = TagGuard::new("rust-durable-kept");
     let plain = TagGuard::new("rust-durable-plain");
+    // The owner carries a tag of its own, so a failing run leaves no
+    // parked owner behind (the guard kills it); its sessions get theirs.
+    let owner_tag = TagGuard::new("rust-durable-owner");
     let mark = home.path().join("fifo");
     let status = std::process::Command::new("mkfifo")
         .arg(&mark)
@@ -161,6 +164,7 @@ fn owner_sigkill_keeps_the_durable_session_only() {
         ])
         .env("TETHER_HOME", home.path())
         .env("PATH", NO_TETHER_PATH)
+        .env(TAG_VAR, owner_tag.tag())
         .env("ROLE_DURABLE_TAG", durable.tag())
         .env("ROLE_PLAIN_TAG", plain.tag())
         .env("ROLE_MARK", &mark)
