@@ -10,11 +10,12 @@ use tether::Install;
 use tether::local_socket::LocalStream;
 
 use crate::error::{DurableError, Result};
+use crate::holder_program::HolderProgram;
 use crate::protocol::{
     DurableInfo, HelloReply, KillReply, OwnerOfRecord, ReadReply, Reply, Request, ScreenReply,
     StartRequest, WaitReply,
 };
-use crate::{HOLDER_ARG, socket_path};
+use crate::socket_path;
 
 /// How long a holder that another request is starting may take to listen.
 const HOLDER_BIND: Duration = Duration::from_secs(10);
@@ -73,11 +74,20 @@ impl Client {
     /// [`DurableError::StateDir`] for a state directory that cannot be
     /// trusted.
     pub fn connect_or_start(install: &Install, program: &Path) -> Result<Client> {
+        Client::connect_or_start_program(install, &HolderProgram::tether(program))
+    }
+
+    /// [`connect_or_start`](Self::connect_or_start) with any holder
+    /// program ([`HolderProgram::find`] finds one).
+    ///
+    /// # Errors
+    /// As [`connect_or_start`](Self::connect_or_start).
+    pub fn connect_or_start_program(install: &Install, holder: &HolderProgram) -> Result<Client> {
         tether_ledger::secure_state_dir(install.state_dir())?;
         if let Some(client) = Client::connect(install)? {
             return Ok(client);
         }
-        start_holder(install, program)?;
+        start_holder(install, holder)?;
         // `ready`: it listens. `busy`: another holder took the lock first
         // (two first requests at once) and may still be binding its
         // socket — a few ms (~50 ms at most seen here, debug build, cold);
@@ -325,10 +335,11 @@ impl Client {
     }
 }
 
-/// Starts `program holder` detached and waits for its readiness report:
+/// Starts the holder program detached and waits for its readiness report:
 /// `ready` (listening), `busy` (another holder took the lock first: it is
 /// the one to talk to), or its error.
-fn start_holder(install: &Install, program: &Path) -> Result<()> {
+fn start_holder(install: &Install, holder: &HolderProgram) -> Result<()> {
+    let program = holder.program();
     if let Some(tag) = std::env::var_os(tether::SPAWN_TAG_VAR).filter(|t| !t.is_empty()) {
         // A holder started from here would be inside that session's
         // containment (its keeper is our subreaper) and die with it,
@@ -364,7 +375,7 @@ fn start_holder(install: &Install, program: &Path) -> Result<()> {
         }
     }
     command
-        .arg(HOLDER_ARG)
+        .args(holder.args())
         .env("TETHER_HOME", install.state_dir())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -391,7 +402,11 @@ fn start_holder(install: &Install, program: &Path) -> Result<()> {
                 .collect::<Vec<_>>()
                 .join(": ");
             Err(DurableError::HolderStart(if reason.is_empty() {
-                format!("{} holder exited with {status}", program.display())
+                format!(
+                    "{} {} exited with {status}",
+                    program.display(),
+                    holder.args().join(" ")
+                )
             } else {
                 reason
             }))

@@ -34,6 +34,10 @@ pub enum DurableError {
     /// The connection broke, or the holder said something unreadable.
     #[error("durable-session holder: {0}")]
     Protocol(String),
+    /// The command cannot be run as a durable session as given (a setting
+    /// a session cannot carry, text that is not UTF-8); nothing started.
+    #[error("{0}")]
+    Command(tether::Error),
     /// The state directory cannot be trusted or made.
     #[error(transparent)]
     StateDir(#[from] tether_ledger::LedgerError),

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 
 use crate::protocol::{
     DurableInfo, ErrorBody, GapInfo, HelloReply, KillReply, MAX_READ, MAX_REQUEST, OwnerOfRecord,
-    ReadReply, Reply, Request, ScreenReply, StartRequest, WaitReply, to_hex,
+    ReadReply, Reply, Request, RunSettings, ScreenReply, StartRequest, WaitReply, to_hex,
 };
 use crate::{DEFAULT_TTL, HOLDER_IDLE, MAX_TTL, socket_path};
 
@@ -373,7 +373,12 @@ impl Holder {
         Ok(self.view(&info))
     }
 
-    async fn start(self: &Arc<Self>, request: StartRequest, peer: Peer) -> Answer {
+    async fn start(
+        self: &Arc<Self>,
+        request: StartRequest,
+        with: RunSettings,
+        peer: Peer,
+    ) -> Answer {
         let ttl = match request.ttl_s {
             None => DEFAULT_TTL,
             Some(0) => return Err(Failure::new("bad_request", "ttl must be at least 1 second")),
@@ -407,7 +412,11 @@ impl Holder {
             }
         };
         spec = spec
-            .stdin(StdinMode::Piped)
+            .stdin(if with.stdin_null {
+                StdinMode::Null
+            } else {
+                StdinMode::Piped
+            })
             .purpose(request.purpose.clone().unwrap_or_else(|| "durable".into()))
             .env_clear();
         for (key, val) in &request.env {
@@ -434,6 +443,21 @@ impl Holder {
                 cpu: request.cpu,
                 require: request.require_limits,
             });
+        }
+        if let Some(ms) = with.timeout_ms {
+            spec = spec.timeout(Duration::from_millis(ms));
+        }
+        if let Some(ms) = with.idle_timeout_ms {
+            spec = spec.idle_timeout(Duration::from_millis(ms));
+        }
+        if let Some(bytes) = with.max_memory {
+            spec = spec.max_memory(usize::try_from(bytes).unwrap_or(usize::MAX));
+        }
+        if let Some(bytes) = with.spill_cap {
+            spec = spec.spill_cap(bytes);
+        }
+        if let Some(keep) = with.keep_descendants {
+            spec = spec.keep_descendants(keep);
         }
         let _starting = self.starting.lock().await;
         if let Some(name) = &request.name {
@@ -579,7 +603,8 @@ impl Holder {
                 version: env!("CARGO_PKG_VERSION").into(),
                 live: self.registry.live_count(),
             }),
-            Request::Start(start) => self.start(*start, peer).await,
+            Request::Start(start) => self.start(*start, RunSettings::default(), peer).await,
+            Request::StartWith { start, with } => self.start(*start, with, peer).await,
             Request::List => {
                 let ids: Vec<String> = self.table().keys().cloned().collect();
                 let mut rows: Vec<DurableInfo> = ids

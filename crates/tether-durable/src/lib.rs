@@ -5,7 +5,9 @@
 //! # How it works
 //!
 //! A per-user **holder** — the `tether` executable in its hidden `holder`
-//! mode — is started on demand by the first durable request, detached
+//! mode, or on Linux any program that links this crate, started again as
+//! its own holder ([`HolderProgram`]) — is started on demand by the first
+//! durable request, detached
 //! (new session, double fork, stdio on `/dev/null`, no spawn tag of its
 //! requester), so it is in none of its requester's process groups,
 //! sessions or keeper trees. It listens on `holder.sock` in the user's
@@ -29,20 +31,57 @@
 //! session or connection. A reboot ends every durable session.
 //!
 //! Clients ([`Client`]) speak [`protocol`]: one JSON object per line.
+//!
+//! # From Rust
+//!
+//! A [`tether::Command`] becomes durable with [`DurableExt::spawn_durable`],
+//! a [`RunSpec`](tether::registry::RunSpec) with [`start`] (or, beside a
+//! [`Registry`](tether::registry::Registry),
+//! [`DurableRegistryExt::run_durable`]); each returns a [`DurableSession`],
+//! a handle whose drop detaches. Any later process of the same user finds
+//! the session again with [`attach`] (by id or name) or [`list`]. The
+//! command's settings are carried whole; one a session cannot honour is
+//! [`DurableError::Command`], before anything starts.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), tether_durable::DurableError> {
+//! use std::time::Duration;
+//! use tether_durable::{DurableExt, DurableOptions};
+//!
+//! let session = tether::Command::new("npm")
+//!     .args(["run", "dev"])
+//!     .spawn_durable(&DurableOptions::new().name("dev").ttl(Duration::from_secs(8 * 3600)))?;
+//! drop(session); // detaches; "dev" runs on
+//!
+//! let mut dev = tether_durable::attach(&tether::Install::from_env(), "dev")?;
+//! let printed = dev.read(0, 1 << 16, Duration::ZERO)?;
+//! dev.kill(None)?;
+//! # Ok(())
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 
 mod client;
 mod error;
 pub mod holder;
+mod holder_program;
 pub mod protocol;
+mod session;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use client::{Client, own_identity};
 pub use error::{DurableError, Result};
-pub use protocol::{DurableInfo, KillReply, ReadReply, ScreenReply, StartRequest, WaitReply};
+pub use holder_program::{EMBEDDED_HOLDER_ARG, HolderProgram};
+pub use protocol::{
+    DurableInfo, KillReply, ReadReply, RunSettings, ScreenReply, StartRequest, WaitReply,
+};
+pub use session::{
+    DurableExt, DurableOptions, DurableRead, DurableRegistryExt, DurableSession, attach, list,
+    start,
+};
 
 /// TTL of a durable session when none is given: 24 hours.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);

@@ -20,6 +20,16 @@ pub enum Request {
     Hello,
     /// Start a durable session.
     Start(Box<StartRequest>),
+    /// Start a durable session with settings [`StartRequest`] has no
+    /// room for (what a Rust `RunSpec` or `Command` carries). A holder
+    /// that predates it refuses it as malformed — never runs the session
+    /// without them.
+    StartWith {
+        /// What to start.
+        start: Box<StartRequest>,
+        /// The settings beyond it.
+        with: RunSettings,
+    },
     /// Every durable session the holder keeps (running and finished).
     List,
     /// One session.
@@ -173,6 +183,33 @@ pub struct StartRequest {
     /// Capture stderr apart from the main output (not with `pty`).
     #[serde(default)]
     pub separate_stderr: bool,
+}
+
+/// What [`Request::StartWith`] adds to a [`StartRequest`]; each left out
+/// (or `None`) is the holder's default.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// Kill the tree when the main process has run this long, ms
+    /// (default: never; the TTL applies either way).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Kill the tree after this long without output while the main
+    /// process runs, ms (default: never).
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
+    /// Stdin is the null device, not a pipe that `write` feeds.
+    #[serde(default)]
+    pub stdin_null: bool,
+    /// Bytes of output held in memory (default 1 MiB).
+    #[serde(default)]
+    pub max_memory: Option<u64>,
+    /// Bytes of output kept in the spill file (default 256 MiB).
+    #[serde(default)]
+    pub spill_cap: Option<u64>,
+    /// Whether descendants the main process leaves run on (default: they
+    /// do, until the session is killed or its TTL ends).
+    #[serde(default)]
+    pub keep_descendants: Option<bool>,
 }
 
 /// The process that asked for a durable session.

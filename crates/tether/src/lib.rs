@@ -341,6 +341,13 @@ pub use spawn_tag::{SPAWN_TAG_VAR, SpawnTag};
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, OsStdio, Stdio};
 pub use withheld::{NEEDED as NEEDED_ENVIRONMENT, Withheld, withhold_environment};
 
+/// Embedded entry points for tether's own crates ([`embedded_entry!`]);
+/// not a stable API.
+#[doc(hidden)]
+pub mod __embedded {
+    pub use crate::contain::entry::*;
+}
+
 /// The keeper: run it, or let this program be one. (On Windows there is no
 /// keeper: [`run_if_requested`](keeper::run_if_requested) returns at once.)
 pub mod keeper {

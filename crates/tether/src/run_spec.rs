@@ -1,13 +1,17 @@
 //! What a [`Registry`](crate::registry::Registry) session runs: the command, its
 //! environment and the limits it runs under.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::command::DEFAULT_GRACE;
+use crate::command::{Command, DEFAULT_GRACE};
+use crate::containment::ContainmentPolicy;
+use crate::error::{Error, Result};
+use crate::install::Install;
 use crate::limits::Limits;
 use crate::output::{DEFAULT_MAX_MEMORY, DEFAULT_SPILL_CAP};
+use crate::stdio::Stdio;
 use crate::terminal::PtySize;
 
 /// The shell that runs [`RunSpec::shell`] commands: `/bin/sh -c <script>`
@@ -89,6 +93,8 @@ pub struct RunSpec {
     pub(crate) purpose: String,
     pub(crate) pty: Option<PtySize>,
     pub(crate) limits: Limits,
+    pub(crate) keep_descendants: bool,
+    pub(crate) install: Option<Install>,
 }
 
 impl RunSpec {
@@ -129,6 +135,8 @@ impl RunSpec {
             purpose: "session".to_owned(),
             pty: None,
             limits: Limits::default(),
+            keep_descendants: true,
+            install: None,
         }
     }
 
@@ -242,8 +250,240 @@ impl RunSpec {
         self
     }
 
+    /// Whether descendants the main process leaves behind run on (still
+    /// contained, until the session is killed or its owner ends) — the
+    /// default, so a script that starts a server in the background and
+    /// exits keeps its server — or are killed the moment it exits, as a
+    /// [`Command`]'s are by default ([`Command::keep_descendants`]).
+    pub fn keep_descendants(mut self, keep: bool) -> RunSpec {
+        self.keep_descendants = keep;
+        self
+    }
+
+    /// Tag the session's processes as this install's (default:
+    /// [`Install::from_env`]), as [`Command::install`].
+    pub fn install(mut self, install: Install) -> RunSpec {
+        self.install = Some(install);
+        self
+    }
+
     /// The command.
     pub fn command(&self) -> &CommandLine {
         &self.command
+    }
+
+    /// The working directory, if set ([`cwd`](Self::cwd)).
+    pub fn get_cwd(&self) -> Option<&Path> {
+        self.cwd.as_deref()
+    }
+
+    /// The variables set on top of the owner's environment (or of an
+    /// empty one), in the order set; a later entry of a name wins.
+    pub fn get_envs(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        self.env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+    }
+
+    /// Whether the environment starts empty ([`env_clear`](Self::env_clear)).
+    pub fn get_env_clear(&self) -> bool {
+        self.env_clear
+    }
+
+    /// Standard input ([`stdin`](Self::stdin)).
+    pub fn get_stdin(&self) -> StdinMode {
+        self.stdin
+    }
+
+    /// Merged or separate output ([`output`](Self::output)).
+    pub fn get_output(&self) -> OutputMode {
+        self.output
+    }
+
+    /// The hard timeout, if any ([`timeout`](Self::timeout)).
+    pub fn get_timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The idle-output timeout, if any ([`idle_timeout`](Self::idle_timeout)).
+    pub fn get_idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+
+    /// The kill grace ([`grace`](Self::grace)).
+    pub fn get_grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// Bytes of output held in memory ([`max_memory`](Self::max_memory)).
+    pub fn get_max_memory(&self) -> usize {
+        self.max_memory
+    }
+
+    /// Bytes of output kept in the spill file ([`spill_cap`](Self::spill_cap)).
+    pub fn get_spill_cap(&self) -> u64 {
+        self.spill_cap
+    }
+
+    /// The purpose in the spawn tags ([`purpose`](Self::purpose)).
+    pub fn get_purpose(&self) -> &str {
+        &self.purpose
+    }
+
+    /// The PTY's size, if the session runs on one ([`pty`](Self::pty)).
+    pub fn get_pty(&self) -> Option<PtySize> {
+        self.pty
+    }
+
+    /// The limits ([`limits`](Self::limits)).
+    pub fn get_limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Whether leftovers of the main process run on
+    /// ([`keep_descendants`](Self::keep_descendants)).
+    pub fn get_keep_descendants(&self) -> bool {
+        self.keep_descendants
+    }
+
+    /// The install, if set ([`install`](Self::install)).
+    pub fn get_install(&self) -> Option<&Install> {
+        self.install.as_ref()
+    }
+}
+
+/// As `TryFrom<&Command>`, for the end of a builder chain.
+impl TryFrom<&mut Command> for RunSpec {
+    type Error = Error;
+
+    fn try_from(command: &mut Command) -> Result<RunSpec> {
+        RunSpec::try_from(&*command)
+    }
+}
+
+/// A [`Command`] as a session: what a [`Registry`](crate::registry::Registry)
+/// (or a durable session's holder) runs for it.
+///
+/// Carried: program and arguments, environment (set, removed, cleared),
+/// working directory, purpose, grace, timeout, PTY, limits, whether
+/// descendants are kept, install. The session's stdin is a pipe its
+/// writer feeds ([`StdinMode::Piped`]) unless the command's is
+/// [`Stdio::Null`]; its output is merged and kept by the session. On a
+/// PTY, a session's terminal defaults apply ([`AGENT_ENV`](crate::terminal::AGENT_ENV):
+/// `TERM=xterm-256color`, `PAGER=cat`, `GIT_PAGER=cat`) unless the command
+/// sets those names.
+///
+/// # Errors
+/// [`Error::InvalidInput`] (`what: "command"`), naming the setting, for
+/// what a session cannot honour rather than have it silently dropped:
+/// stdio inherited or given as a file (a session's streams are its own;
+/// stdout and stderr may be left unset or [`Stdio::Piped`]), a
+/// containment other than [`ContainmentPolicy::Standard`], a session id,
+/// `foreground`, and the Unix extensions (`new_session`, `kill_signals`,
+/// `arg0`, `pre_exec`-like hooks, descriptors, credentials, umask,
+/// ignored signals).
+impl TryFrom<&Command> for RunSpec {
+    type Error = Error;
+
+    fn try_from(command: &Command) -> Result<RunSpec> {
+        let refuse = |setting: &str| {
+            Err(Error::InvalidInput {
+                what: "command",
+                reason: format!("{setting} cannot be carried into a session"),
+            })
+        };
+        if command
+            .stdin
+            .as_ref()
+            .is_some_and(|s| !matches!(s, Stdio::Null | Stdio::Piped))
+        {
+            return refuse(
+                "stdin other than Stdio::Null or Stdio::Piped (a session's stdin is written through it)",
+            );
+        }
+        for (name, stream) in [("stdout", &command.stdout), ("stderr", &command.stderr)] {
+            if stream.as_ref().is_some_and(|s| !matches!(s, Stdio::Piped)) {
+                return refuse(&format!(
+                    "{name} other than Stdio::Piped (a session keeps its output; read it from there)"
+                ));
+            }
+        }
+        if command.containment != ContainmentPolicy::Standard {
+            return refuse("a containment policy other than Standard");
+        }
+        if command.session.is_some() {
+            return refuse("a session id (the session gets its own)");
+        }
+        if command.foreground {
+            return refuse("foreground (a session has no terminal of its owner's)");
+        }
+        if command.new_session {
+            return refuse("new_session");
+        }
+        if !matches!(
+            command.ladder,
+            crate::contain::Ladder::Standard | crate::contain::Ladder::Terminal
+        ) {
+            return refuse("kill_signals");
+        }
+        if command.arg0.is_some() {
+            return refuse("arg0");
+        }
+        if command.keeper_hook.is_some() {
+            return refuse("a keeper hook");
+        }
+        let setup = &command.setup;
+        if !setup.fds.is_empty()
+            || setup.umask.is_some()
+            || setup.uid.is_some()
+            || setup.gid.is_some()
+            || setup.groups.is_some()
+            || !setup.ignore_signals.is_empty()
+            || setup.keeper_env
+        {
+            return refuse(
+                "a Unix spawn setting (descriptors, umask, uid, gid, groups, ignored signals, keeper environment)",
+            );
+        }
+        let mut argv = vec![command.program.clone()];
+        argv.extend(command.args.iter().cloned());
+        let mut spec = RunSpec::argv(argv)
+            .purpose(command.purpose.clone())
+            .grace(command.grace)
+            .limits(command.limits)
+            .keep_descendants(command.keep_descendants)
+            .stdin(match command.stdin {
+                Some(Stdio::Null) => StdinMode::Null,
+                _ => StdinMode::Piped,
+            });
+        if command.env.values().any(Option::is_none) && !command.env_clear {
+            // A removal: a session's environment is built by adding to
+            // the owner's, so the owner's is taken now (the session
+            // starts now) without the removed names.
+            spec = spec.env_clear();
+            for (key, value) in std::env::vars_os() {
+                if !command.env.contains_key(&key) {
+                    spec = spec.env(key, value);
+                }
+            }
+        } else if command.env_clear {
+            spec = spec.env_clear();
+        }
+        for (key, value) in &command.env {
+            if let Some(value) = value {
+                spec = spec.env(key.clone(), value.clone());
+            }
+        }
+        if let Some(cwd) = &command.cwd {
+            spec = spec.cwd(cwd.clone());
+        }
+        if let Some(timeout) = command.timeout {
+            spec = spec.timeout(timeout);
+        }
+        if let Some(size) = command.pty {
+            spec = spec.pty(size);
+        }
+        if let Some(install) = &command.install {
+            spec = spec.install(install.clone());
+        }
+        Ok(spec)
     }
 }

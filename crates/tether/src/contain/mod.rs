@@ -23,6 +23,7 @@
 //! `macos/` — `sysctl`, kqueue, process group + tag; `windows/` — job
 //! objects (no keeper).
 
+pub mod entry;
 mod event;
 pub(crate) mod ext;
 mod plan;

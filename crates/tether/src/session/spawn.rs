@@ -60,8 +60,11 @@ pub(crate) fn start(spec: RunSpec, id: SessionId, spill_dir: PathBuf) -> Result<
     cmd.args(&argv[1..])
         .purpose(&spec.purpose)
         .grace(spec.grace)
-        .keep_descendants(true)
+        .keep_descendants(spec.keep_descendants)
         .session_id(id.clone());
+    if let Some(install) = &spec.install {
+        cmd.install(install.clone());
+    }
     if spec.env_clear {
         cmd.env_clear();
     }

@@ -9,6 +9,7 @@ mod bytes;
 mod close;
 mod completion;
 mod cycles;
+mod from_command;
 mod kill_race;
 mod large_output;
 mod limits;

@@ -55,8 +55,21 @@ static CONSTRUCTOR: extern "C" fn(c_int, *const *const c_char, *const *const c_c
 
 /// Whether the command line is `<program> __tether-keeper <BUILD_ID>`.
 fn started_as_keeper(argc: c_int, argv: *const *const c_char) -> bool {
+    // SAFETY: the constructor's own `argc` and `argv`, from the C library.
+    unsafe { started_as(KEEPER_ARG, argc, argv) }
+}
+
+/// Whether the command line is `<program> <marker> <BUILD_ID>`: what an
+/// embedded entry's constructor asks (`tether::embedded_entry!`), with the
+/// `argc` and `argv` it was given (ignored outside glibc, where the command
+/// line is read from `/proc/self/cmdline`).
+///
+/// # Safety
+/// On glibc, `argv` must be null or hold `argc` valid NUL-terminated
+/// strings — what the C library passes an `.init_array` function.
+pub unsafe fn started_as(marker: &str, argc: c_int, argv: *const *const c_char) -> bool {
     let want = |i: usize, arg: &[u8]| match i {
-        1 => arg == KEEPER_ARG.as_bytes(),
+        1 => arg == marker.as_bytes(),
         _ => arg == BUILD_ID.as_bytes(),
     };
     if cfg!(target_env = "gnu") {
@@ -64,8 +77,8 @@ fn started_as_keeper(argc: c_int, argv: *const *const c_char) -> bool {
             return false;
         }
         (1..=2).all(|i| {
-            // SAFETY: glibc passes the process's argv: `argc` valid,
-            // NUL-terminated strings.
+            // SAFETY: glibc passes the process's argv (the caller's
+            // promise): `argc` valid, NUL-terminated strings.
             let arg = unsafe { *argv.add(i) };
             !arg.is_null() && want(i, unsafe { CStr::from_ptr(arg) }.to_bytes())
         })
@@ -79,6 +92,17 @@ fn started_as_keeper(argc: c_int, argv: *const *const c_char) -> bool {
     }
 }
 
+/// This program, to be started again as one of its embedded entries:
+/// `/proc/self/exe` if this code is part of the main program (see the
+/// module docs), else `None`.
+pub fn self_program() -> Option<std::path::PathBuf> {
+    if !in_main_program() {
+        return None;
+    }
+    let exe = std::path::PathBuf::from("/proc/self/exe");
+    exe.is_file().then_some(exe)
+}
+
 /// The program to start as this program's own keeper: `/proc/self/exe`,
 /// if this code is part of the main program (see the module docs).
 pub(crate) fn self_as_keeper() -> Option<std::path::PathBuf> {
@@ -86,11 +110,7 @@ pub(crate) fn self_as_keeper() -> Option<std::path::PathBuf> {
     // spawning is linked (an object of a library archive that nothing
     // references is left out, and its `.init_array` entry with it).
     std::hint::black_box(&CONSTRUCTOR);
-    if !in_main_program() {
-        return None;
-    }
-    let exe = std::path::PathBuf::from("/proc/self/exe");
-    exe.is_file().then_some(exe)
+    self_program()
 }
 
 /// Whether this code is in the main program, not a shared library loaded

@@ -2,7 +2,7 @@
 
 pub(crate) mod cgroup;
 pub(crate) mod doctor;
-mod embedded;
+pub(crate) mod embedded;
 pub(crate) mod environment;
 pub(crate) mod holding;
 pub(crate) mod inheritance;
