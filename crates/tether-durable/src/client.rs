@@ -117,6 +117,7 @@ impl Client {
                 uid: 0,
                 version: String::new(),
                 live: 0,
+                protocol: 0,
             },
         };
         client.hello = client.call(&Request::Hello)?;
@@ -199,6 +200,9 @@ impl Client {
 
     /// Starts a durable session.
     pub fn start(&mut self, request: StartRequest) -> Result<DurableInfo> {
+        if request.separate_stderr {
+            self.speaks("stderr apart")?;
+        }
         self.call(&Request::Start(Box::new(request)))
     }
 
@@ -299,6 +303,9 @@ impl Client {
         offset: u64,
         max_bytes: usize,
     ) -> Result<(Vec<u8>, ReadReply)> {
+        if stream.is_some() {
+            self.speaks("a stream apart")?;
+        }
         let reply: ReadReply = self.call(&Request::Read {
             session: session.into(),
             offset,
@@ -313,11 +320,23 @@ impl Client {
 
     /// A [`Request::Wait`] as given (every option).
     pub fn wait_with(&mut self, request: Request) -> Result<WaitReply> {
+        if let Request::Wait {
+            stream,
+            quiet_ms,
+            prompt,
+            through_exit,
+            ..
+        } = &request
+            && (stream.is_some() || quiet_ms.is_some() || prompt.is_some() || *through_exit)
+        {
+            self.speaks("these wait options")?;
+        }
         self.call(&request)
     }
 
     /// Resizes a PTY session's terminal.
     pub fn resize(&mut self, session: &str, rows: u16, cols: u16) -> Result<()> {
+        self.speaks("resizing")?;
         self.call::<serde_json::Value>(&Request::Resize {
             session: session.into(),
             rows,
@@ -328,10 +347,33 @@ impl Client {
 
     /// Closes the session's stdin (on a PTY: sends its end-of-file character).
     pub fn close_stdin(&mut self, session: &str) -> Result<()> {
+        self.speaks("closing stdin")?;
         self.call::<serde_json::Value>(&Request::CloseStdin {
             session: session.into(),
         })
         .map(|_| ())
+    }
+}
+
+impl Client {
+    /// Refuses `what`, which [`PROTOCOL`](crate::protocol::PROTOCOL)'s
+    /// revision added, when the running holder is older: it would ignore
+    /// the fields it does not know and answer something else.
+    pub(crate) fn speaks(&self, what: &str) -> Result<()> {
+        if self.hello.protocol >= crate::protocol::PROTOCOL {
+            return Ok(());
+        }
+        Err(DurableError::Refused {
+            kind: "old_holder".into(),
+            message: format!(
+                "the running durable-session holder (pid {}, tether {}) is older than this \
+                 client and does not know {what}; it exits {} minutes after its last session \
+                 ends (`tether sessions` lists them, `tether kill` ends one)",
+                self.hello.pid,
+                self.hello.version,
+                crate::HOLDER_IDLE.as_secs() / 60
+            ),
+        })
     }
 }
 
@@ -411,5 +453,58 @@ fn start_holder(install: &Install, holder: &HolderProgram) -> Result<()> {
                 reason
             }))
         }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, Write};
+
+    /// A holder from before protocol revisions (its hello has no
+    /// `protocol`) is asked for nothing it would misread: a stderr read is
+    /// refused here, naming the holder, and never reaches it.
+    #[test]
+    fn an_older_holder_is_not_asked_what_it_would_misread() {
+        let dir = std::env::temp_dir().join(format!("tether-old-holder-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("holder.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let pid = std::process::id();
+        let old_holder = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut writer = stream.try_clone().unwrap();
+            let mut lines = Vec::new();
+            for line in std::io::BufReader::new(stream).lines() {
+                let line = line.unwrap();
+                let reply = if line.contains("hello") {
+                    format!(
+                        r#"{{"ok":true,"result":{{"pid":{pid},"uid":0,"version":"0.0.9","live":1}}}}"#
+                    )
+                } else {
+                    r#"{"ok":true,"result":{}}"#.to_owned()
+                };
+                lines.push(line);
+                writeln!(writer, "{reply}").unwrap();
+            }
+            lines
+        });
+        let mut client = Client::greet(LocalStream::connect(&path).unwrap()).unwrap();
+        let refused = client.read_stream("dev", Some("stderr"), 0, 10);
+        assert!(
+            matches!(&refused, Err(DurableError::Refused { kind, message })
+                if kind == "old_holder" && message.contains("0.0.9")),
+            "{refused:?}"
+        );
+        assert!(client.close_stdin("dev").is_err());
+        drop(client);
+        let seen = old_holder.join().unwrap();
+        assert_eq!(
+            seen.len(),
+            1,
+            "only the hello reached the old holder: {seen:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -602,6 +602,7 @@ impl Holder {
                 uid: self.uid,
                 version: env!("CARGO_PKG_VERSION").into(),
                 live: self.registry.live_count(),
+                protocol: crate::protocol::PROTOCOL,
             }),
             Request::Start(start) => self.start(*start, RunSettings::default(), peer).await,
             Request::StartWith { start, with } => self.start(*start, with, peer).await,

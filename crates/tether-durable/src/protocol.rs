@@ -411,7 +411,19 @@ pub struct HelloReply {
     pub version: String,
     /// Sessions it holds that still run.
     pub live: usize,
+    /// The revision of this protocol it speaks ([`PROTOCOL`]; 0: one from
+    /// before revisions were numbered).
+    #[serde(default)]
+    pub protocol: u32,
 }
+
+/// This protocol's revision. A holder from an older build ignores fields
+/// it does not know (a `stream` would read the main output instead of
+/// stderr), so a client asks for what a revision added only of a holder
+/// that speaks it ([`Client`](crate::Client) refuses otherwise, naming the
+/// holder). 1: stderr apart, wait options, `CloseStdin`, `Resize`,
+/// `StartWith`.
+pub const PROTOCOL: u32 = 1;
 
 /// Every reply: `{"ok": true, "result": …}` or `{"ok": false, "error": …}`.
 #[derive(Clone, Debug, Serialize, Deserialize)]

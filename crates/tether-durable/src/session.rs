@@ -260,6 +260,7 @@ pub fn start(spec: &RunSpec, options: &DurableOptions) -> Result<DurableSession>
             Client::connect_or_start_program(&install, &holder)?
         }
     };
+    client.speaks("starting a session with all its settings")?;
     let started: Result<DurableInfo> = client.call(&Request::StartWith {
         start: Box::new(request),
         with,
