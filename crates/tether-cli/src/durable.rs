@@ -80,9 +80,13 @@ Kills a durable session's whole tree with the verified ladder (TERM, then KILL a
 Exit status: 0; 125 for an unknown id or name, a holder that cannot be reached, or a kill \
 that could not be verified.
 
+Root may list and read another user's durable sessions (TETHER_HOME pointing at that \
+user's state directory) but changes none of them unless it asks explicitly: --as-root.
+
 Examples:
   tether kill devserver
-  tether kill 3f9c --grace 10s")]
+  tether kill 3f9c --grace 10s
+  TETHER_HOME=/home/alice/.local/state/tether sudo -E tether kill --as-root devserver")]
 pub struct KillArgs {
     /// Session id, id prefix (4+ characters) or name.
     #[arg(value_name = "ID|NAME")]
@@ -93,6 +97,9 @@ pub struct KillArgs {
     /// Print a JSON object with the result.
     #[arg(long)]
     json: bool,
+    /// As root: kill a session of another user's holder (refused otherwise).
+    #[arg(long)]
+    as_root: bool,
 }
 
 #[derive(Args, Debug)]
@@ -286,7 +293,13 @@ pub fn attach(args: AttachArgs) -> ExitCode {
 
 /// `tether kill`.
 pub fn kill(args: KillArgs) -> ExitCode {
-    let result = existing(&args.session).and_then(|mut c| c.kill(&args.session, Some(args.grace)));
+    let result = existing(&args.session).and_then(|mut c| {
+        if args.as_root {
+            c.kill_as_root(&args.session, Some(args.grace))
+        } else {
+            c.kill(&args.session, Some(args.grace))
+        }
+    });
     match result {
         Ok(killed) => {
             if args.json {

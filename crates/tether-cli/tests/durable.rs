@@ -344,6 +344,7 @@ fn another_uid_cannot_list_attach_or_kill() {
         vec!["attach", id, "--no-follow"],
         vec!["kill", "mine"],
         vec!["kill", id],
+        vec!["kill", "--as-root", id],
     ] {
         let out = support::tether_as(65534)
             .env("TETHER_HOME", home.path())
@@ -1020,9 +1021,9 @@ fn simultaneous_first_requests_share_one_holder() {
 /// The holder judges each connection by the uid the kernel reports for it
 /// (`SO_PEERCRED`), not by who may open the socket file: root — whom no
 /// file permission stops — may list another user's durable sessions, but
-/// not kill them.
+/// not kill them unless it asks explicitly (`--as-root`).
 #[test]
-fn root_reads_another_users_sessions_but_cannot_kill_them() {
+fn root_reads_another_users_sessions_but_kills_them_only_when_asked() {
     if !tether_testkit::require_root("running a holder as another uid") {
         return;
     }
@@ -1062,6 +1063,13 @@ fn root_reads_another_users_sessions_but_cannot_kill_them() {
         tagged_pids(guard.tag()).len(),
         1,
         "root's kill went through"
+    );
+    // Asked for explicitly, root's kill is the verified kill.
+    let out = home.run("-", &["kill", "--as-root", id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        wait_all_dead(guard.tag(), Duration::from_secs(10)).is_empty(),
+        "root's explicit kill left the tree"
     );
 }
 

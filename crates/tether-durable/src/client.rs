@@ -271,6 +271,19 @@ impl Client {
         self.call(&Request::Kill {
             session: session.into(),
             grace_ms: grace.map(|g| g.as_millis() as u64),
+            as_root: false,
+        })
+    }
+
+    /// Root's explicit kill of a session of the user whose holder this is
+    /// (root's access is otherwise read-only). Refused by the holder for
+    /// anyone but root.
+    pub fn kill_as_root(&mut self, session: &str, grace: Option<Duration>) -> Result<KillReply> {
+        self.speaks("a kill as root")?;
+        self.call(&Request::Kill {
+            session: session.into(),
+            grace_ms: grace.map(|g| g.as_millis() as u64),
+            as_root: true,
         })
     }
 

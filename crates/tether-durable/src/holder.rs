@@ -571,7 +571,8 @@ impl Holder {
 
     async fn handle(self: &Arc<Self>, request: Request, peer: Peer) -> Answer {
         // Root may look at another user's sessions; changing them is that
-        // user's (a mutating request from root is refused here).
+        // user's (a mutating request from root is refused here) — except
+        // a kill root asks for explicitly (`tether kill --as-root`).
         let mutating = !matches!(
             request,
             Request::Hello
@@ -580,6 +581,7 @@ impl Holder {
                 | Request::Read { .. }
                 | Request::Wait { .. }
                 | Request::Screen { .. }
+                | Request::Kill { as_root: true, .. }
         );
         if peer.uid != self.uid && (peer.uid != 0 || mutating) {
             return Err(Failure::new(
@@ -589,7 +591,8 @@ impl Holder {
                     self.uid,
                     peer.uid,
                     if peer.uid == 0 {
-                        "change its sessions"
+                        "change its sessions (a kill may be asked for explicitly: \
+                         `tether kill --as-root`)"
                     } else {
                         "use it"
                     }
@@ -721,7 +724,17 @@ impl Holder {
                     },
                 })
             }
-            Request::Kill { session, grace_ms } => {
+            Request::Kill {
+                session,
+                grace_ms,
+                as_root,
+            } => {
+                if as_root && peer.uid != 0 {
+                    return Err(Failure::new(
+                        "denied",
+                        format!("uid {} is not root: a kill as root is refused", peer.uid),
+                    ));
+                }
                 let id = self.resolve(&session)?;
                 let grace = grace_ms.map_or_else(
                     || {

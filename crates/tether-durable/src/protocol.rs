@@ -117,6 +117,10 @@ pub enum Request {
         /// TERM → KILL grace in ms (default: the session's).
         #[serde(default)]
         grace_ms: Option<u64>,
+        /// Root asks explicitly to kill another user's session (refused
+        /// from anyone else; without it root's access is read-only).
+        #[serde(default)]
+        as_root: bool,
     },
     /// Sets the session's TTL to `ttl_s` from now (at most the maximum).
     Extend {
@@ -422,7 +426,7 @@ pub struct HelloReply {
 /// stderr), so a client asks for what a revision added only of a holder
 /// that speaks it ([`Client`](crate::Client) refuses otherwise, naming the
 /// holder). 1: stderr apart, wait options, `CloseStdin`, `Resize`,
-/// `StartWith`.
+/// `StartWith`, root's explicit `Kill` (`as_root`).
 pub const PROTOCOL: u32 = 1;
 
 /// Every reply: `{"ok": true, "result": …}` or `{"ok": false, "error": …}`.
