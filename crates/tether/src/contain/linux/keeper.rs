@@ -210,13 +210,16 @@ enum Proof {
     Stat,
 }
 
-/// [`Proof::PidfdInfo`] where the kernel answers it for the keeper's own
-/// pidfd, else [`Proof::Stat`] (Linux before 6.13: Debian 12's 6.1).
+/// [`Proof::PidfdInfo`] where the kernel knows the request (asked of the
+/// keeper's own pidfd), else [`Proof::Stat`] (Linux before 6.13: Debian
+/// 12's 6.1, 13's 6.12). `ESRCH` for the keeper itself means a parent
+/// outside its PID namespace, not an unknown request.
 fn proof() -> Proof {
     static PROOF: OnceLock<Proof> = OnceLock::new();
     *PROOF.get_or_init(
         || match Pidfd::open(std::process::id()).and_then(|own| own.parent()) {
             Ok(_) => Proof::PidfdInfo,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Proof::PidfdInfo,
             Err(_) => Proof::Stat,
         },
     )
