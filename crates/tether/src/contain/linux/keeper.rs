@@ -230,6 +230,11 @@ fn proof() -> Proof {
 fn prove(pid: u32, known: &HashSet<u32>, proof: Proof) -> Option<(Member, Option<u32>)> {
     let pidfd = Pidfd::open(pid).ok()?;
     if proof == Proof::PidfdInfo {
+        // A zombie is no member: two system calls, not four (a sweep
+        // after a storm's signals meets thousands of them).
+        if pidfd.has_exited() {
+            return None;
+        }
         // By pid, then proven: the parent below is read only while the
         // process is unreaped (ESRCH after), and until then its pid names
         // nothing else.
@@ -237,7 +242,7 @@ fn prove(pid: u32, known: &HashSet<u32>, proof: Proof) -> Option<(Member, Option
         let pgrp = unsafe { libc::getpgid(pid as libc::pid_t) };
         match pidfd.parent() {
             Ok(ppid) => {
-                return (pgrp > 0 && !pidfd.has_exited() && known.contains(&ppid)).then_some((
+                return (pgrp > 0 && known.contains(&ppid)).then_some((
                     Member {
                         pid,
                         pgrp: pgrp as u32,
