@@ -181,9 +181,9 @@ pub(crate) fn walk(_scope: &TreeScope<'_>, visit: impl FnMut(&Member)) -> Vec<Me
 ///
 /// For a 3,003-process storm of `setsid sleep`s the walk read each
 /// sleep's `/proc/<pid>/stat` and `/proc/<pid>/task/<pid>/children`
-/// (nothing) and signalled it as it went: 250–400 ms from the owner's
+/// (nothing) and signalled it as it went: 265–550 ms from the owner's
 /// death to the last exit under load, where the kernel alone needs
-/// ~200 ms. Proving a member through its pidfd costs three system calls
+/// ~200 ms. Proving a member through its pidfd costs four system calls
 /// and no `/proc` path (with [`Proof::PidfdInfo`]); proving them all
 /// before the first signal keeps the dying members, each woken by its
 /// signal, off the CPU the proving needs (signalled as they were proven:

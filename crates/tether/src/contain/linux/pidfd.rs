@@ -91,7 +91,7 @@ impl Pidfd {
     /// asked of the pidfd itself (`PIDFD_GET_INFO`, Linux 6.13+), as
     /// [`cgroup_id`](Self::cgroup_id): one `ioctl` where `/proc/<pid>/stat`
     /// is an open, a read and a close (1.8 µs against 8–11 µs per process
-    /// here, idle; under a dying storm's load the `/proc` reads cost
+    /// here, lightly loaded; under a dying storm's load the `/proc` reads cost
     /// ~100 µs). `Err` with `ESRCH` once the process is reaped; with
     /// `ENOTTY`/`EINVAL` where the kernel has no such request.
     pub(crate) fn parent(&self) -> io::Result<u32> {
