@@ -6,6 +6,22 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// `struct pidfd_info` as of Linux 6.13 (`PIDFD_INFO_SIZE_VER0`): `ids`
+/// are pid, tgid, ppid, then the real, effective, saved and file-system
+/// uid and gid.
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    ids: [u32; 11],
+    exit_code: i32,
+}
+const PIDFD_INFO_PID: u64 = 1 << 0;
+const PIDFD_INFO_CGROUPID: u64 = 1 << 2;
+// _IOWR(0xFF, 11, struct pidfd_info): read/write, 64 bytes.
+const PIDFD_GET_INFO: libc::c_ulong = (3 << 30) | (64 << 16) | (0xFF << 8) | 11;
+
 /// A pidfd (Linux 5.3+).
 #[derive(Debug)]
 pub(crate) struct Pidfd(OwnedFd);
@@ -67,20 +83,30 @@ impl Pidfd {
     /// meanwhile. `Err` with `ESRCH` once the process is reaped; with
     /// `ENOTTY`/`EINVAL` where the kernel has no such request.
     pub(crate) fn cgroup_id(&self) -> io::Result<Option<u64>> {
-        /// `struct pidfd_info` as of Linux 6.13 (`PIDFD_INFO_SIZE_VER0`).
-        #[repr(C)]
-        #[derive(Default)]
-        struct PidfdInfo {
-            mask: u64,
-            cgroupid: u64,
-            ids: [u32; 11],
-            exit_code: i32,
+        let info = self.info(PIDFD_INFO_CGROUPID)?;
+        Ok((info.mask & PIDFD_INFO_CGROUPID != 0).then_some(info.cgroupid))
+    }
+
+    /// The process's parent (its pid in this process's PID namespace),
+    /// asked of the pidfd itself (`PIDFD_GET_INFO`, Linux 6.13+), as
+    /// [`cgroup_id`](Self::cgroup_id): one `ioctl` where `/proc/<pid>/stat`
+    /// is an open, a read and a close (1.8 µs against 8–11 µs per process
+    /// here, lightly loaded; under a dying storm's load the `/proc` reads cost
+    /// ~100 µs). `Err` with `ESRCH` once the process is reaped; with
+    /// `ENOTTY`/`EINVAL` where the kernel has no such request.
+    pub(crate) fn parent(&self) -> io::Result<u32> {
+        let info = self.info(0)?;
+        if info.mask & PIDFD_INFO_PID == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        const PIDFD_INFO_CGROUPID: u64 = 1 << 2;
-        // _IOWR(0xFF, 11, struct pidfd_info): read/write, 64 bytes.
-        const PIDFD_GET_INFO: libc::c_ulong = (3 << 30) | (64 << 16) | (0xFF << 8) | 11;
+        Ok(info.ids[2])
+    }
+
+    /// `PIDFD_GET_INFO`: the kernel always fills the pids and the
+    /// credentials, and what `mask` asks for besides.
+    fn info(&self, mask: u64) -> io::Result<PidfdInfo> {
         let mut info = PidfdInfo {
-            mask: PIDFD_INFO_CGROUPID,
+            mask,
             ..PidfdInfo::default()
         };
         // SAFETY: the request fills at most the 64-byte struct we own,
@@ -95,7 +121,7 @@ impl Pidfd {
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok((info.mask & PIDFD_INFO_CGROUPID != 0).then_some(info.cgroupid))
+        Ok(info)
     }
 
     /// Whether the process has exited (the pidfd polls readable). A zombie
@@ -175,5 +201,20 @@ mod tests {
             assert_ne!(a, b);
         }
         assert!(!me.has_exited());
+    }
+
+    /// The parent from `PIDFD_GET_INFO` is the one `getppid` gives;
+    /// before Linux 6.13 the request is refused (the walk then reads
+    /// `/proc/<pid>/stat`).
+    #[test]
+    fn the_pidfd_names_the_parent() {
+        let me = Pidfd::open(std::process::id()).unwrap();
+        match me.parent() {
+            Ok(ppid) => assert_eq!(ppid, nix::unistd::getppid().as_raw() as u32),
+            Err(e) => assert!(
+                matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::EINVAL)),
+                "{e}"
+            ),
+        }
     }
 }

@@ -124,6 +124,15 @@ pub(crate) fn children_of_process(pid: u32, threads: u32) -> Vec<u32> {
     out
 }
 
+/// How many threads `pid` has: the link count of `/proc/<pid>/task` is
+/// two plus that (one `statx`, 2.5 µs here where reading `stat` for it
+/// costs 8–11). `None` once the process is gone.
+pub(crate) fn thread_count(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let links = fs::metadata(format!("/proc/{pid}/task")).ok()?.nlink();
+    u32::try_from(links.checked_sub(2)?).ok().filter(|&n| n > 0)
+}
+
 /// The direct children of `pid` (all its threads), from
 /// `/proc/<pid>/task/*/children`. Missing process → empty.
 pub(crate) fn children_of(pid: u32) -> Vec<u32> {

@@ -297,6 +297,21 @@ pub(crate) fn walk(scope: &TreeScope<'_>, mut visit: impl FnMut(&Member)) -> Vec
     members
 }
 
+/// [`walk`], `visit` called for the members outside `group` only (the
+/// Linux walk visits those before listing their children; the scan here
+/// lists every member first in any case).
+pub(crate) fn walk_signalling(
+    scope: &TreeScope<'_>,
+    group: Option<u32>,
+    mut visit: impl FnMut(&Member),
+) -> Vec<Member> {
+    walk(scope, |member| {
+        if Some(member.pgrp) != group {
+            visit(member);
+        }
+    })
+}
+
 /// Whether the tree is over: no live member, and no child of the keeper
 /// but the main process's zombie — which is reaped now, since nothing is
 /// left that its pid must keep naming. `false` when the process table

@@ -19,7 +19,9 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use crate::contain::os::keeper::{Member, SessionCgroups, TreeScope, cgroup_members, walk};
+use crate::contain::os::keeper::{
+    Member, SessionCgroups, TreeScope, cgroup_members, walk, walk_signalling,
+};
 use crate::contain::unix::protocol::{Rung, Scope};
 
 /// How long SIGKILL rounds go on before a kill is reported as incomplete
@@ -89,11 +91,11 @@ impl Delivery<'_> {
     }
 
     /// The tree's live members, each pinned (one walk), each member outside
-    /// the main process's group sent `rungs` as soon as its own children
-    /// are pinned (see `walk`), the group with one `killpg` per signal once
-    /// the walk is done. For a kill nobody waits to hear the count of (the
-    /// owner is gone): the walk of a 100-process tree took ~1.5 ms here,
-    /// all of it before the first signal when listing came first.
+    /// the main process's group sent `rungs` before its own children are
+    /// listed (see `walk_signalling`), the group with one `killpg` per
+    /// signal once the walk is done. For a kill nobody waits to hear the
+    /// count of (the owner is gone): a member's children listed after its
+    /// signal are not the count's.
     ///
     /// The group is stopped (`SIGSTOP`, one `killpg`) before the walk and
     /// signalled after it, with `SIGCONT`: stopped, a fork loop in it makes
@@ -122,8 +124,11 @@ impl Delivery<'_> {
         // next sweep's walk finds that, KILL_SWEEP later.
         let (listed, whole) = match cgroup_members(self.cgroups) {
             Some(listed) => (listed, false),
+            // Each member outside the group signalled once all are proven,
+            // its children listed after — and not at all if the signal
+            // killed it (see `walk_signalling`).
             None => {
-                let listed = walk(&scope, |member| {
+                let listed = walk_signalling(&scope, group, |member| {
                     if Some(member.pgrp) != group {
                         self.deliver_to(rungs, member, None);
                     }
