@@ -9,8 +9,10 @@
 //! session is killed (not timed) before the next start; the holder is
 //! killed at the end, in a `TETHER_HOME` of the bench's own.
 
+#[cfg(target_os = "linux")]
 use std::time::{Duration, Instant};
 
+#[cfg(target_os = "linux")]
 const ITERATIONS: usize = 20;
 
 #[cfg(target_os = "linux")]
@@ -80,11 +82,13 @@ fn main() {
     println!("the durable Rust-start bench runs on Linux (its holder is embedded there)");
 }
 
+#[cfg(target_os = "linux")]
 fn percentiles(mut times: Vec<Duration>) -> (Duration, Duration) {
     times.sort();
     (times[times.len() / 2], times[times.len() * 9 / 10])
 }
 
+#[cfg(target_os = "linux")]
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
