@@ -18,7 +18,7 @@ from typing import Any, Callable
 import pytest
 
 import tether
-from conftest import keepers, tagged_env, wait_all_dead
+from conftest import keepers, python_owner, tagged_env, wait_all_dead, wait_for_count
 
 #: How the call under test waits: no pipe, one pipe (read beside a
 #: follower thread that waits), two pipes (the select loop), stdin
@@ -99,4 +99,43 @@ def test_a_keeper_stopped_by_its_command_still_times_it_out(name: str, tag: str)
     with pytest.raises(subprocess.TimeoutExpired):
         bounded(lambda: MODES[name](["sh", "-c", "kill -STOP $PPID; exec sleep 1000"],
                                     env=tagged_env(tag), timeout=0.5), tag)
+    assert wait_all_dead(tag, 10) == []
+
+
+#: An owner whose plain `run` (no pipe: no `Popen` is built for it) is
+#: interrupted by Ctrl-C while the tree runs. While the KeyboardInterrupt is
+#: handled (its traceback still holds the call's frame) it counts what is
+#: left of the tree: the processes under its keepers.
+INTERRUPTED = """
+import os, signal, time, tether
+
+def children(pid):
+    return [int(c) for t in os.listdir(f"/proc/{pid}/task")
+            for c in open(f"/proc/{pid}/task/{t}/children").read().split()]
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+print("waiting", flush=True)
+try:
+    tether.run(["sh", "-c", "sleep 1000 & exec sleep 1000"])
+except KeyboardInterrupt:
+    left = [p for keeper in children(os.getpid()) for p in children(keeper)]
+    print("interrupted", len(left), flush=True)
+time.sleep(1000)
+"""
+
+
+def test_ctrl_c_in_a_plain_run_kills_the_tree_before_it_raises(tag: str) -> None:
+    owner = python_owner(INTERRUPTED, tag)
+    try:
+        assert owner.stdout is not None
+        assert owner.stdout.readline() == "waiting\n"
+        # The owner and sh's two sleeps (the keeper has a tag of its own).
+        assert wait_for_count(tag, 3, 10) >= 3
+        owner.send_signal(signal.SIGINT)
+        # Verified dead (and reaped) before the KeyboardInterrupt reached
+        # the caller.
+        assert owner.stdout.readline() == "interrupted 0\n"
+    finally:
+        owner.kill()
+        owner.wait()
     assert wait_all_dead(tag, 10) == []

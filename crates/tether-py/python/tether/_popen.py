@@ -874,7 +874,8 @@ class Popen:
                     # would otherwise report nothing, not even the end).
                     remaining = _PATROL if remaining is None else min(remaining, _PATROL)
                 ready = selector.select(remaining)
-                if not ready and self._attended and self.poll() is not None and watching:
+                if (not ready and self._attended and self.poll() is not None
+                        and watching and events is not None):
                     selector.unregister(events)
                     watching = 0
                 for key, _ in ready:
@@ -1035,6 +1036,8 @@ def run(
         "foreground", threading.current_thread() is threading.main_thread()
     )
     held = foreground and _holds_terminal()
+    if len(popenargs) == 1 and input is None and kwargs.keys() <= {"foreground"} and os.name == "posix":
+        return _run_plain(popenargs[0], timeout, check, bool(foreground), held)
     # This thread waits for the command at once and hands the Popen out to
     # no one: its waits watch the keeper — in `wait`, the one-stream read's
     # follower, the pipe loop's patrol — and no guard thread is started and
@@ -1089,6 +1092,73 @@ def run(
         limit_hit=process.limit_hit,
         rusage=process.rusage,
         limits_escaped=process.limits_escaped,
+    )
+
+
+def _run_plain(args: Any, timeout: Optional[float], check: bool, foreground: bool,
+               held: bool) -> CompletedProcess:
+    """``run(args)`` with every ``Popen`` argument at its default (the
+    common case: no pipe, no input), without building a ``Popen``: the same
+    spawn, wait, verified kill on the way out and result, ~25–60 µs less
+    of Python per call (`bench/ab.py`: 1.31× → 1.25× ``subprocess.run``
+    for ``/bin/true``).
+    Attended, as `run`'s: this thread waits at once and watches the
+    keeper."""
+    argv, program = _argv(args, False, None)
+    child = _native.spawn(
+        argv,
+        grace=2.0,
+        timeout=timeout,
+        purpose="run",
+        foreground=foreground,
+        setup={
+            "executable": program,
+            "new_session": False,
+            "pass_fds": [],
+            "umask": None,
+            "uid": None,
+            "gid": None,
+            "groups": None,
+            "ignore_signals": _ignored_signals(True),
+        },
+        attended=True,
+    )
+    status = None
+    try:
+        while status is None:  # (`None` only for a wait with a timeout)
+            status = child.wait(None)
+    except BaseException:
+        # As `Popen`'s `with` block: the tree must not outlive the call
+        # (Ctrl-C among the causes); then the handle goes.
+        try:
+            child.kill(None)
+        except Exception:
+            pass
+        child.close()
+        raise
+    containment, limits = child.containment, child.limits
+    # The tree is empty: the pidfd and keeper link go now (`Popen._settle`).
+    child.close()
+    if held and status.returncode == -signal.SIGINT:
+        signal.raise_signal(signal.SIGINT)  # as `run` (see there)
+    if status.timed_out:
+        raise TimeoutExpired(args, timeout or 0.0, None, None,
+                             descendants_killed=status.descendants_killed)
+    if check and status.returncode:
+        raise CalledProcessError(status.returncode, args, None, None,
+                                 descendants_killed=status.descendants_killed,
+                                 limit_hit=status.limit_hit)
+    return CompletedProcess(
+        args,
+        status.returncode,
+        None,
+        None,
+        descendants_killed=status.descendants_killed,
+        containment=str(containment),
+        limits=limits,
+        limit_hit=status.limit_hit,
+        rusage=status.rusage,
+        limits_escaped=status.limits_escaped,
     )
 
 
