@@ -1101,10 +1101,8 @@ def _run_plain(args: Any, timeout: Optional[float], check: bool, foreground: boo
     common case: no pipe, no input), without building a ``Popen``: the same
     spawn, wait, verified kill on the way out and result, ~25–60 µs less
     of Python per call (`bench/ab.py`, real-time priority: 1.31× → 1.25×
-    ``subprocess.run``
-    for ``/bin/true``).
-    Attended, as `run`'s: this thread waits at once and watches the
-    keeper."""
+    ``subprocess.run`` for ``/bin/true``). Attended, as `run`'s: this
+    thread waits at once and watches the keeper."""
     argv, program = _argv(args, False, None)
     child = _native.spawn(
         argv,
