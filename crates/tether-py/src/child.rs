@@ -318,18 +318,30 @@ fn set_preexec(command: &mut tether::Command, func: Py<PyAny>) {
 /// CPython's fork protocol around it (what `os.fork` and
 /// `_posixsubprocess` do), so that `preexec_fn` can run Python there.
 #[cfg(unix)]
-fn spawn_holding_gil(command: &mut tether::Command) -> tether::Result<tether::Child> {
+fn spawn_holding_gil(
+    command: &mut tether::Command,
+    attended: bool,
+) -> tether::Result<tether::Child> {
     // SAFETY: called with the GIL held, in pairs, as CPython documents.
     unsafe { pyo3::ffi::PyOS_BeforeFork() };
-    let spawned = command.spawn();
+    let spawned = if attended {
+        command.spawn_attended()
+    } else {
+        command.spawn()
+    };
     // SAFETY: as above.
     unsafe { pyo3::ffi::PyOS_AfterFork_Parent() };
     spawned
 }
 
 /// Starts `argv` contained (see `tether.Popen` for every argument).
+/// `attended`: the caller waits for the child on this thread at once, in
+/// `wait` (or `poll`) calls until it finished, and never hands it out
+/// (`tether.run`, `call`): those waits watch the keeper (resume it if its
+/// command stopped it) and no guard thread is started for the command
+/// (`tether::Command::spawn_attended`).
 #[pyfunction]
-#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, foreground=false, require_limits=false, setup=None, preexec_fn=None))]
+#[pyo3(signature = (argv, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None, grace=2.0, timeout=None, purpose="run".to_owned(), keep_descendants=false, memory=None, pids=None, cpu=None, foreground=false, require_limits=false, setup=None, preexec_fn=None, attended=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn(
     py: Python<'_>,
@@ -350,6 +362,7 @@ pub(crate) fn spawn(
     require_limits: bool,
     setup: Option<Setup>,
     preexec_fn: Option<Py<PyAny>>,
+    attended: bool,
 ) -> PyResult<Child> {
     let limits = crate::limits::from_py(
         py,
@@ -410,7 +423,7 @@ pub(crate) fn spawn(
         #[cfg(unix)]
         Some(func) => {
             set_preexec(&mut command, func);
-            match spawn_holding_gil(&mut command) {
+            match spawn_holding_gil(&mut command, attended) {
                 Err(tether::Error::Keeper(e)) if e.raw_os_error() == Some(PREEXEC_FAILED) => {
                     return Err(subprocess_error(py, "Exception occurred in preexec_fn."));
                 }
@@ -423,6 +436,8 @@ pub(crate) fn spawn(
                 "preexec_fn is not supported on Windows",
             ));
         }
+        // (The same thread: `detach` runs it here, the GIL released.)
+        None if attended => crate::gil::detach(py, || command.spawn_attended()).py_err(py)?,
         None => crate::gil::detach(py, || command.spawn()).py_err(py)?,
     };
     drop(command);

@@ -452,10 +452,12 @@ impl Command {
     /// [`spawn`](Self::spawn), for a caller that goes on to
     /// [`wait`](Child::wait) for the child on this same thread, soon
     /// (within tens of milliseconds) and until it finished — what
-    /// [`status`](Self::status) does, and `tether run`. That wait then also
-    /// watches the child's keeper, resuming it if something stopped it, as
-    /// a thread of tether's otherwise would; that thread is not started
-    /// (~0.15 ms of a spawn). A child spawned this way that is not waited
+    /// [`status`](Self::status) does, `tether run`, and Python's
+    /// `tether.run`. That wait — whole, in [`wait_timeout`](Child::wait_timeout)
+    /// slices, or [`try_wait`](Child::try_wait) polls at least every
+    /// 200 ms — then also watches the child's keeper, resuming it if
+    /// something stopped it, as a thread of tether's otherwise would; that
+    /// thread is not started (~0.15 ms of a spawn). A child spawned this way that is not waited
     /// for on this thread has no such watch until it is; use
     /// [`spawn`](Self::spawn) for a child you hand out, poll with
     /// [`try_wait`](Child::try_wait) or wait for elsewhere.

@@ -1,8 +1,9 @@
 //! A command that stops its own keeper (`kill -STOP $PPID`) cannot stop
 //! what the keeper enforces while the owner lives: the keeper is resumed
 //! within a patrol period (200 ms) — by the guard thread for a child handed
-//! out (`spawn`), by the waiting thread itself for `Command::status`, which
-//! starts no guard thread — and the command's timeout still ends it.
+//! out (`spawn`), by the waiting thread itself for `Command::status` and
+//! `spawn_attended`, which start no guard thread (whether it waits whole,
+//! in slices or by polling) — and the command's timeout still ends it.
 
 // Real Linux process trees (/proc, signals): the suite runs on Linux;
 // macOS is type-checked, Windows has its own tests.
@@ -58,4 +59,35 @@ fn status_resumes_a_keeper_its_command_stopped() {
 #[test]
 fn the_guard_resumes_a_keeper_its_spawned_command_stopped() {
     the_timeout_still_ends_it("stopped-keeper-spawn", |command| command.spawn()?.wait());
+}
+
+/// A waiter that waits in slices (Python's `wait` waits 100 ms at a time,
+/// checking for Ctrl-C between) patrols as a blocking `wait` does: the
+/// attended keeper is resumed although no slice lasts a patrol period.
+#[test]
+fn an_attended_wait_in_slices_resumes_a_keeper_its_command_stopped() {
+    the_timeout_still_ends_it("stopped-keeper-slices", |command| {
+        let mut child = command.spawn_attended()?;
+        loop {
+            if let Some(status) = child.wait_timeout(Duration::from_millis(100))? {
+                return Ok(status);
+            }
+        }
+    });
+}
+
+/// The same for a waiter that only polls (`try_wait`), as a loop over the
+/// command's pipes does between its reads.
+#[test]
+fn an_attended_poll_resumes_a_keeper_its_command_stopped() {
+    the_timeout_still_ends_it("stopped-keeper-poll", |command| {
+        let mut child = command.spawn_attended()?;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            // Between two polls the poller is busy elsewhere (its pipes).
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
 }

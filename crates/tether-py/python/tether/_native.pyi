@@ -38,6 +38,7 @@ def spawn(
     require_limits: bool = False,
     setup: Optional[Dict[str, Any]] = None,
     preexec_fn: Optional[Callable[[], object]] = None,
+    attended: bool = False,
 ) -> Child: ...
 
 @final

@@ -98,6 +98,8 @@ pub(crate) struct KeeperLink {
     /// The session's waiter patrols the keeper instead of the guard thread
     /// (see [`attended`]).
     attended: bool,
+    /// When the waiter of an attended link last looked at the keeper.
+    patrolled: Instant,
 }
 
 impl KeeperLink {
@@ -222,6 +224,7 @@ impl KeeperLink {
             draining: false,
             inheritance: None,
             attended: false,
+            patrolled: Instant::now(),
         })
     }
 
@@ -263,6 +266,7 @@ impl KeeperLink {
             draining: false,
             inheritance: self.inheritance.take(),
             attended: false,
+            patrolled: Instant::now(),
         };
         guard().rest(idle.sender.keeper);
         Ok(idle)
@@ -273,6 +277,7 @@ impl KeeperLink {
     pub(crate) fn busy(&mut self) {
         if ATTENDED.with(Cell::get) {
             self.attended = true;
+            self.patrolled = Instant::now();
             return;
         }
         if let Some(process) = &self.process {
@@ -299,6 +304,20 @@ impl KeeperLink {
             let _ = process.wait();
         }
         true
+    }
+
+    /// For an attended link's waiter: resumes the keeper if it is stopped,
+    /// when a [`GUARD_PERIOD`] passed since it last looked (what the guard
+    /// thread would do). Returns when the next look is due.
+    fn patrol_if_due(&mut self) -> Instant {
+        let now = Instant::now();
+        if now.saturating_duration_since(self.patrolled) >= GUARD_PERIOD {
+            if let Some(process) = &self.process {
+                guard().resume_if_stopped(process.id());
+            }
+            self.patrolled = now;
+        }
+        self.patrolled + GUARD_PERIOD
     }
 
     pub(crate) fn sender(&self) -> Arc<Sender> {
@@ -330,9 +349,7 @@ impl KeeperLink {
             if self.eof {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
-            let wait_ms = match deadline {
-                // Attended: this thread is the keeper's guard while it waits.
-                None if self.attended => GUARD_PERIOD.as_millis() as i32,
+            let mut wait_ms = match deadline {
                 None => -1,
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
@@ -342,6 +359,21 @@ impl KeeperLink {
                     left.as_millis().min(i32::MAX as u128) as i32
                 }
             };
+            // Attended: this thread is the keeper's guard while it waits —
+            // in whatever slices its caller waits (Python's are 100 ms,
+            // with a signal check between), and in a zero-timeout poll: it
+            // looks at the keeper once a patrol period is due, and never
+            // sleeps past that.
+            let mut patrol_due = false;
+            if self.attended {
+                let next = self.patrol_if_due();
+                let until = next.saturating_duration_since(Instant::now());
+                let until_ms = until.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
+                if wait_ms < 0 || until_ms < wait_ms {
+                    wait_ms = until_ms;
+                    patrol_due = true;
+                }
+            }
             let mut pfd = [libc::pollfd {
                 fd: self.sock.as_raw_fd(),
                 events: libc::POLLIN,
@@ -360,11 +392,9 @@ impl KeeperLink {
                 return Err(err);
             }
             if rc == 0 {
-                if deadline.is_none() {
-                    // An attended wait's patrol period passed.
-                    if let Some(process) = &self.process {
-                        guard().resume_if_stopped(process.id());
-                    }
+                // Cut short for the patrol (the loop's next turn makes it),
+                // or the caller's timeout passed.
+                if deadline.is_none() || patrol_due {
                     continue;
                 }
                 return Ok(None);
@@ -633,7 +663,8 @@ thread_local! {
 /// Runs `spawn` — a spawn whose child this thread waits for at once and
 /// never hands out (`Command::status`) — with the keeper it takes guarded
 /// by that wait rather than by the guard thread: the waiter looks at the
-/// keeper every [`GUARD_PERIOD`] while it blocks, as the thread would, and
+/// keeper every [`GUARD_PERIOD`] while it blocks, as the thread would
+/// (in `recv`: whether it waits whole, in slices or polls), and
 /// no thread is started and joined for the session (~0.15 ms of a ~1.4 ms
 /// warm spawn here). A waiter that leaves before the session's end drops
 /// the child: its keeper goes to the reaper, which resumes a stopped one.
