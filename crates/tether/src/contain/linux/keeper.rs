@@ -132,6 +132,11 @@ impl Member {
         self.pidfd.send_signal(sig).is_ok()
     }
 
+    /// Whether the process has exited (its held pidfd polls readable).
+    pub(crate) fn has_exited(&self) -> bool {
+        self.pidfd.has_exited()
+    }
+
     /// Whether this process will not act on any of `signals`: it ignores
     /// every one (`SIG_IGN`; a handler or a block is not an ignore), or it
     /// has exited. Its status is read by pid, and counts only if the pidfd
