@@ -767,3 +767,109 @@ fn a_command_that_leaves_its_limits_is_moved_back_while_it_runs() {
     assert!(entry["times_moved_back"].as_u64() >= Some(1), "{json}");
     assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
 }
+
+/// Cgroups delegated to an unprivileged user as systemd delegates them:
+/// a directory of the user's own (and its `cgroup.procs`) in the v1
+/// `pids` hierarchy and in the v2 one, removed on drop.
+struct Delegated(Vec<std::path::PathBuf>);
+
+impl Delegated {
+    /// `None` where this machine lacks either hierarchy.
+    fn new(name: &str, uid: u32) -> Option<Delegated> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = |v2: bool| {
+            mountinfo.lines().find_map(|line| {
+                let (left, right) = line.split_once(" - ")?;
+                let (f, t): (Vec<&str>, Vec<&str>) =
+                    (left.split(' ').collect(), right.split(' ').collect());
+                let fits = if v2 {
+                    t[0] == "cgroup2"
+                } else {
+                    t[0] == "cgroup" && t.get(2)?.split(',').any(|o| o == "pids")
+                };
+                (fits && f.get(3) == Some(&"/")).then(|| Path::new(f[4]).join(name))
+            })
+        };
+        let dirs = vec![mount(false)?, mount(true)?];
+        for dir in &dirs {
+            std::fs::create_dir(dir).unwrap();
+            for path in [dir.clone(), dir.join("cgroup.procs")] {
+                std::os::unix::fs::chown(&path, Some(uid), Some(uid)).unwrap();
+            }
+        }
+        Some(Delegated(dirs))
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// The same as a user with delegated cgroups: `tether run` as `nobody`,
+/// started (by root) in cgroups that user owns; the command leaves its
+/// leaves for them and is moved back by its keeper, which runs as that
+/// user too.
+#[test]
+fn a_delegated_users_command_that_leaves_its_limits_is_moved_back() {
+    if !require_root("delegating cgroups to an unprivileged user") {
+        return;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no setpriv to switch users with");
+        return;
+    }
+    let guard = TagGuard::new("cli-limits-delegated-back");
+    let Some(delegated) = Delegated::new(&format!("deleg-test.{}", guard.tag()), 65534) else {
+        eprintln!("skipped: no cgroup v1 pids hierarchy beside cgroup v2 here");
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(state.path(), Some(65534), Some(65534)).unwrap();
+    // Root moves the shell into the user's cgroups (a v2 move needs write
+    // access to the common ancestor), then it becomes the user.
+    let enter = format!(
+        "echo $$ > {}/cgroup.procs && echo $$ > {}/cgroup.procs && \
+         exec setpriv --reuid 65534 --regid 65534 --clear-groups \"$@\"",
+        delegated.0[0].display(),
+        delegated.0[1].display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &enter, "sh"])
+        .arg(support::tether_path_for_anyone())
+        .args(["run", "--json", "--pids", "64", "--"])
+        .args(["python3", "-c", ESCAPE_AND_WAIT])
+        .current_dir("/")
+        .env(TAG_VAR, guard.tag())
+        .env("TETHER_HOME", state.path())
+        .env("HOME", state.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(json["limits"]["pids"]["enforced"], "cgroup1", "{json}");
+    let said = json["stdout"].as_str().unwrap_or_default();
+    assert!(said.contains("back\n") && !said.contains("never"), "{json}");
+    assert_eq!(json["limit_hit"], "pids", "{json}");
+    let escaped = json["limits_escaped"].as_array().expect("a list");
+    assert!(
+        escaped
+            .iter()
+            .any(|e| e["pid"] == json["pid"] && e["moved_back"] == true),
+        "{json}"
+    );
+    assert_eq!(tagged_pids(guard.tag()), Vec::<u32>::new());
+}
