@@ -195,7 +195,8 @@ struct JsonResult {
     /// session's own limit (its owner's cgroup limit, the machine's).
     oom_killed_outside: u32,
     /// Processes found outside the session's cgroups (out of its limits):
-    /// `[{"pid": 123, "cgroup": "memory:/user.slice"}]`.
+    /// `[{"pid": 123, "cgroup": "memory:/user.slice", "moved_back": true,
+    /// "times_moved_back": 1}]`.
     limits_escaped: Vec<EscapeRecord>,
     /// Why tether could not tell how the command ended (its keeper died:
     /// the orphans were killed, `orphans_killed` of them, the main process
@@ -211,6 +212,10 @@ struct JsonResult {
 struct EscapeRecord {
     pid: u32,
     cgroup: String,
+    /// Whether the keeper moved it back into the session's cgroups.
+    moved_back: bool,
+    /// How many times (it can leave again).
+    times_moved_back: u32,
 }
 
 pub fn main(args: RunArgs) -> ExitCode {
@@ -432,6 +437,8 @@ fn run(args: RunArgs) -> Result<i32, Error> {
             .map(|e| EscapeRecord {
                 pid: e.pid,
                 cgroup: e.cgroup.clone(),
+                moved_back: e.moved_back > 0,
+                times_moved_back: e.moved_back,
             })
             .collect(),
         error,
@@ -459,7 +466,11 @@ fn escaped(escapes: &[tether::LimitEscape]) -> Option<String> {
     let mut list: Vec<String> = escapes
         .iter()
         .take(SHOWN)
-        .map(|e| format!("{} to {}", e.pid, e.cgroup))
+        .map(|e| match e.moved_back {
+            0 => format!("{} to {}", e.pid, e.cgroup),
+            1 => format!("{} to {} (moved back)", e.pid, e.cgroup),
+            n => format!("{} to {} (moved back {n} times)", e.pid, e.cgroup),
+        })
         .collect();
     if escapes.len() > SHOWN {
         list.push(format!("and {} more", escapes.len() - SHOWN));

@@ -210,6 +210,10 @@ pub struct Escaped {
     pub pid: u32,
     /// Where it was, per hierarchy (`memory:/user.slice cgroup2:/`).
     pub cgroup: String,
+    /// Whether the keeper moved it back into the session's cgroups.
+    pub moved_back: bool,
+    /// How many times (it can leave again).
+    pub times_moved_back: u32,
 }
 
 /// The result of `screen`: what a PTY session's terminal displays.

@@ -796,6 +796,8 @@ impl Terminal {
             .map(|e| crate::reply::Escaped {
                 pid: e.pid,
                 cgroup: e.cgroup.clone(),
+                moved_back: e.moved_back > 0,
+                times_moved_back: e.moved_back,
             })
             .collect();
         // A full-screen program's stream is cursor moves and redraws: the

@@ -867,9 +867,9 @@ fn session_result_schema(failed_start: bool, required_extra: &[&str]) -> Value {
             "screen": {"type": "string", "description": "PTY sessions drawing full-screen (alternate screen): the terminal's text rows."},
             "limits": limits_schema(),
             "limit_hit": limit_hit_schema(),
-            "limits_escaped": {"type": "array", "description": "Processes found outside the session's cgroups (out of its limits); killed with it.", "items": {
+            "limits_escaped": {"type": "array", "description": "Processes found outside the session's cgroups (out of its limits); moved back while the session ran (moved_back), killed with it.", "items": {
                 "type": "object",
-                "properties": {"pid": {"type": "integer"}, "cgroup": {"type": "string"}},
+                "properties": {"pid": {"type": "integer"}, "cgroup": {"type": "string"}, "moved_back": {"type": "boolean"}, "times_moved_back": {"type": "integer"}},
                 "required": ["pid", "cgroup"],
                 "additionalProperties": false,
             }},

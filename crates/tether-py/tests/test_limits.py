@@ -239,12 +239,14 @@ def test_a_command_that_leaves_its_limits_is_reported(tag: str) -> None:
     require_root("creating cgroups")
     done = tether.run([sys.executable, "-c", ESCAPE], memory="256M", pids=64, env=tagged_env(tag))
     assert done.returncode == 0
-    assert done.limits_escaped == 5, done
+    # The 5 sleepers; and the command itself if the keeper's membership
+    # check (every 250 ms) ran before it exited.
+    assert done.limits_escaped in (5, 6), done
     assert done.descendants_killed == 5, done
     assert wait_all_dead(tag, 10) == []
     p = tether.Popen([sys.executable, "-c", ESCAPE], memory="256M", pids=64, env=tagged_env(tag))
     assert p.limits_escaped == 0, "nothing walked yet"
     p.wait()
     p.kill_tree()
-    assert p.limits_escaped == 5
+    assert p.limits_escaped in (5, 6)
     assert wait_all_dead(tag, 10) == []

@@ -340,8 +340,10 @@ impl LimitReport {
 /// A process of the session found outside the session's cgroups: it moved
 /// itself (or was moved) out of its limits — one write of its pid to
 /// another cgroup's `cgroup.procs` does it, for root or a user with a
-/// delegated cgroup. Found when the keeper walks the tree (at a kill, and
-/// for what the command left behind); it still dies with the session.
+/// delegated cgroup. While the session runs, the keeper checks every
+/// 250 ms and moves such a process back into the cgroups it left
+/// (`moved_back` counts the moves); at a kill, and for what the command
+/// left behind, its walk finds the rest. It still dies with the session.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LimitEscape {
     /// Its pid.
@@ -350,6 +352,9 @@ pub struct LimitEscape {
     /// `/proc/<pid>/cgroup` says, space-separated, the limits' hierarchies
     /// first (`memory:/user.slice pids:/ cgroup2:/`).
     pub cgroup: String,
+    /// How many times the keeper moved it back into the session's
+    /// cgroups (0: found outside only at the end, or the move failed).
+    pub moved_back: u32,
 }
 
 /// A limit the session ran into.

@@ -1,7 +1,7 @@
 //! What the keeper needs from Linux: a subreaper, signalfd, pidfd-pinned
 //! tree members, `waitid` for emptiness, and PID namespaces.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::OnceLock;
@@ -132,6 +132,11 @@ impl Member {
         self.pidfd.send_signal(sig).is_ok()
     }
 
+    /// Whether the process has exited (its held pidfd polls readable).
+    pub(crate) fn has_exited(&self) -> bool {
+        self.pidfd.has_exited()
+    }
+
     /// Whether this process will not act on any of `signals`: it ignores
     /// every one (`SIG_IGN`; a handler or a block is not an ignore), or it
     /// has exited. Its status is read by pid, and counts only if the pidfd
@@ -225,15 +230,56 @@ fn proof() -> Proof {
     )
 }
 
+/// The processes a walk has proven so far: each pid with its index in the
+/// walk's members (`None`: the walk's root, which the caller holds — the
+/// keeper itself, or a test's unreaped child — so its pid names it).
+type Known = HashMap<u32, Option<usize>>;
+
+/// Why a process was not proven a member.
+#[derive(Debug, PartialEq, Eq)]
+enum Unproven {
+    /// Not a child of a process in `known`, or gone.
+    No,
+    /// Its parent was read as a member that has exited since: the pid
+    /// read may name another process by now (see [`parent_alive`]).
+    ParentExited,
+}
+
+/// Whether the parent `ppid`, read for a child after that child's pidfd
+/// was opened, is a member still alive *after* the read: a member known
+/// by pid may have exited, been reaped and its pid been reused between
+/// its proof and this child's read — and then a stranger's child would
+/// pass as ours. Its held pidfd settles it (a non-blocking poll:
+/// readable = exited). While the pidfd shows it alive, the pid read
+/// names the member (a pid is not reused before its process is reaped).
+/// A member that exited handed its children to the keeper (the
+/// subreaper; its pidfd turns readable only once they are reparented),
+/// so a true member refused here is found again among the keeper's own
+/// children (the walk lists them once more, see `walk_from`).
+fn parent_alive(ppid: u32, known: &Known, members: &[Member]) -> Result<(), Unproven> {
+    match known.get(&ppid) {
+        None => Err(Unproven::No),
+        Some(None) => Ok(()),
+        Some(Some(i)) if members[*i].pidfd.has_exited() => Err(Unproven::ParentExited),
+        Some(Some(_)) => Ok(()),
+    }
+}
+
 /// `pid` pinned by a pidfd and proven to be a live child of a process in
-/// `known`; with its thread count where the proof read it.
-fn prove(pid: u32, known: &HashSet<u32>, proof: Proof) -> Option<(Member, Option<u32>)> {
-    let pidfd = Pidfd::open(pid).ok()?;
+/// `known`, alive after the read (see [`parent_alive`]); with its thread
+/// count where the proof read it.
+fn prove(
+    pid: u32,
+    known: &Known,
+    members: &[Member],
+    proof: Proof,
+) -> Result<(Member, Option<u32>), Unproven> {
+    let pidfd = Pidfd::open(pid).map_err(|_| Unproven::No)?;
     if proof == Proof::PidfdInfo {
         // A zombie is no member: two system calls, not four (a sweep
         // after a storm's signals meets thousands of them).
         if pidfd.has_exited() {
-            return None;
+            return Err(Unproven::No);
         }
         // By pid, then proven: the parent below is read only while the
         // process is unreaped (ESRCH after), and until then its pid names
@@ -242,7 +288,11 @@ fn prove(pid: u32, known: &HashSet<u32>, proof: Proof) -> Option<(Member, Option
         let pgrp = unsafe { libc::getpgid(pid as libc::pid_t) };
         match pidfd.parent() {
             Ok(ppid) => {
-                return (pgrp > 0 && known.contains(&ppid)).then_some((
+                parent_alive(ppid, known, members)?;
+                if pgrp <= 0 {
+                    return Err(Unproven::No);
+                }
+                return Ok((
                     Member {
                         pid,
                         pgrp: pgrp as u32,
@@ -251,16 +301,17 @@ fn prove(pid: u32, known: &HashSet<u32>, proof: Proof) -> Option<(Member, Option
                     None,
                 ));
             }
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Err(Unproven::No),
             // Refused for this process: `/proc` serves.
             Err(_) => {}
         }
     }
-    let stat = read_stat(pid).ok()?;
-    if pidfd.has_exited() || !known.contains(&stat.ppid) {
-        return None;
+    let stat = read_stat(pid).map_err(|_| Unproven::No)?;
+    if pidfd.has_exited() {
+        return Err(Unproven::No);
     }
-    Some((
+    parent_alive(stat.ppid, known, members)?;
+    Ok((
         Member {
             pid,
             pgrp: stat.pgrp,
@@ -289,37 +340,63 @@ fn walk_from(
     early: Option<Option<u32>>,
     mut visit: impl FnMut(&Member),
 ) -> Vec<Member> {
-    let mut known: HashSet<u32> = HashSet::from([root]);
-    // (pid, threads, index in `members` if it is still to be visited).
-    let mut frontier = vec![(root, root_threads, None)];
+    let mut known: Known = HashMap::from([(root, None)]);
+    // (pid, threads, index in `members`, whether it is still to be visited).
+    let mut frontier: Vec<(u32, Option<u32>, Option<usize>, bool)> =
+        vec![(root, root_threads, None, false)];
     // Visited early, children not listed yet: (index, threads).
     let mut deferred: Vec<(usize, Option<u32>)> = Vec::new();
     let mut members: Vec<Member> = Vec::new();
+    // A parent found exited during a listing or a proof: its children
+    // went to the keeper, whose children are listed again.
+    let mut orphaned = false;
     loop {
-        while let Some((parent, threads, index)) = frontier.pop() {
-            for pid in children_of_member(parent, threads) {
-                if known.contains(&pid) {
+        while let Some((parent, threads, index, to_visit)) = frontier.pop() {
+            let mut children = children_of_member(parent, threads);
+            // Listed by pid: if the member has exited since, the pid may
+            // name a stranger by now, and so may the listing (see
+            // `parent_alive`); its own children went to the keeper.
+            if let Some(i) = index
+                && members[i].pidfd.has_exited()
+            {
+                children.clear();
+                orphaned = true;
+            }
+            for pid in children {
+                if known.contains_key(&pid) {
                     continue;
                 }
-                let Some((member, threads)) = prove(pid, &known, proof) else {
-                    continue;
+                let (member, threads) = match prove(pid, &known, &members, proof) {
+                    Ok(proven) => proven,
+                    Err(Unproven::ParentExited) => {
+                        orphaned = true;
+                        continue;
+                    }
+                    Err(Unproven::No) => continue,
                 };
-                known.insert(pid);
                 let early_here = early.is_some_and(|group| Some(member.pgrp) != group);
                 members.push(member);
                 let i = members.len() - 1;
+                known.insert(pid, Some(i));
                 if early_here {
                     deferred.push((i, threads));
                 } else {
-                    frontier.push((pid, threads, Some(i)));
+                    frontier.push((pid, threads, Some(i), true));
                 }
             }
-            if let Some(index) = index {
+            if let (Some(index), true) = (index, to_visit) {
                 visit(&members[index]);
             }
         }
         if deferred.is_empty() {
-            return members;
+            if !std::mem::take(&mut orphaned) {
+                return members;
+            }
+            // Each round lists the keeper's children once more only if a
+            // member was found exited in the last: what it finds is new
+            // (known pids are skipped), so the rounds end.
+            frontier.push((root, root_threads, None, false));
+            continue;
         }
         // All of them proven before the first of these signals: a member
         // that dies of one cannot take the listing's CPU (see above).
@@ -330,16 +407,15 @@ fn walk_from(
         // pidfd turns readable once the kernel has reparented them): one
         // read of the keeper's own children finds them all. A live one's
         // are listed now.
-        let mut orphaned = false;
         for (i, threads) in deferred.drain(..) {
             if members[i].pidfd.has_exited() {
                 orphaned = true;
             } else {
-                frontier.push((members[i].pid, threads, None));
+                frontier.push((members[i].pid, threads, Some(i), false));
             }
         }
-        if orphaned {
-            frontier.push((root, root_threads, None));
+        if std::mem::take(&mut orphaned) {
+            frontier.push((root, root_threads, None, false));
         }
     }
 }
@@ -736,6 +812,7 @@ pub(crate) fn sent_by_tree(from: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
     use std::process::{Child, Command, Stdio};
     use tether_testkit::{TAG_VAR, TagGuard, wait_for_count};
 
@@ -802,5 +879,53 @@ mod tests {
             root.kill().unwrap();
             root.wait().unwrap();
         }
+    }
+
+    /// A member known by pid whose held pidfd shows it exited proves no
+    /// child, though the pid read as the child's parent is in the set:
+    /// the pid now names another process (here: the member's pid is the
+    /// test's live `sh`, its pidfd an exited `true`'s — a reaped member
+    /// whose pid was reused). With the member alive, the child is proven.
+    #[test]
+    fn a_child_is_not_proven_through_an_exited_parent() {
+        let guard = TagGuard::new("walk-reused-parent");
+        let mut parent = Command::new("sh")
+            .args(["-c", "sleep 1000 & wait"])
+            .env(TAG_VAR, guard.tag())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert_eq!(wait_for_count(guard.tag(), 2, Duration::from_secs(10)), 2);
+        let child = children_of_process(parent.id(), 1);
+        assert_eq!(child.len(), 1, "{child:?}");
+        // Opened before `true` is reaped (one per proof: a pidfd is not
+        // cloned), still readable after.
+        let mut gone = Command::new("true").spawn().unwrap();
+        let mut exited = vec![
+            Pidfd::open(gone.id()).unwrap(),
+            Pidfd::open(gone.id()).unwrap(),
+        ];
+        gone.wait().unwrap();
+        let known: Known = HashMap::from([(parent.id(), Some(0))]);
+        for proof in [Proof::Stat, proof()] {
+            let dead = [Member {
+                pid: parent.id(),
+                pgrp: 0,
+                pidfd: exited.pop().unwrap(),
+            }];
+            assert_eq!(
+                prove(child[0], &known, &dead, proof).err(),
+                Some(Unproven::ParentExited),
+                "{proof:?}"
+            );
+            let alive = [Member {
+                pid: parent.id(),
+                pgrp: 0,
+                pidfd: Pidfd::open(parent.id()).unwrap(),
+            }];
+            assert!(prove(child[0], &known, &alive, proof).is_ok(), "{proof:?}");
+        }
+        parent.kill().unwrap();
+        parent.wait().unwrap();
     }
 }

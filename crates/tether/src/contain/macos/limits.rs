@@ -111,8 +111,16 @@ impl SessionCgroups {
     /// No cgroups to leave.
     pub(crate) fn note_escapes(&mut self, _pids: &[u32]) {}
 
+    /// No cgroups to watch.
+    pub(crate) fn watched(&self) -> bool {
+        false
+    }
+
+    /// No cgroups to move back into.
+    pub(crate) fn move_back(&mut self, _members: &[super::keeper::Member]) {}
+
     /// No cgroups to leave.
-    pub(crate) fn escaped(&self) -> Vec<(u32, Vec<u8>)> {
+    pub(crate) fn escaped(&self) -> Vec<(u32, Vec<u8>, u32)> {
         Vec::new()
     }
 

@@ -269,9 +269,9 @@ pub(crate) enum Event {
         limit_hit: Option<LimitHit>,
         /// As in `MainExited`, over the session's whole life.
         oom_outside: u32,
-        /// Processes found outside the session's cgroups, and where each
-        /// was (`hierarchy:path`).
-        escaped: Vec<(u32, Vec<u8>)>,
+        /// Processes found outside the session's cgroups, where each was
+        /// (`hierarchy:path`), and how many times the keeper moved it back.
+        escaped: Vec<(u32, Vec<u8>, u32)>,
         /// What the whole tree used, as in `MainExited`.
         usage: Option<ResourceUsage>,
     },
@@ -892,9 +892,10 @@ impl Event {
                 w.hit(*limit_hit);
                 w.u32(*oom_outside);
                 w.u32(escaped.len() as u32);
-                for (pid, cgroup) in escaped {
+                for (pid, cgroup, moved_back) in escaped {
                     w.u32(*pid);
                     w.bytes(cgroup);
+                    w.u32(*moved_back);
                 }
                 w.usage(*usage);
             }
@@ -950,10 +951,10 @@ impl Event {
             }
             4 => {
                 let (killed, limit_hit, oom_outside) = (r.u32()?, r.hit()?, r.u32()?);
-                let n = r.count(8)?;
+                let n = r.count(12)?;
                 let mut escaped = Vec::with_capacity(n);
                 for _ in 0..n {
-                    escaped.push((r.u32()?, r.bytes()?));
+                    escaped.push((r.u32()?, r.bytes()?, r.u32()?));
                 }
                 Event::TreeEmpty {
                     killed,
@@ -1121,7 +1122,7 @@ mod tests {
                 killed: 103,
                 limit_hit: Some(LimitHit::Pids { refused: 7 }),
                 oom_outside: 3,
-                escaped: vec![(42, b"memory:/user.slice".to_vec())],
+                escaped: vec![(42, b"memory:/user.slice".to_vec(), 2)],
                 usage: Some(ResourceUsage {
                     user_time: std::time::Duration::from_micros(1_234_567),
                     system_time: std::time::Duration::from_micros(89),

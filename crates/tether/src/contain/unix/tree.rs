@@ -165,9 +165,10 @@ impl Tree {
                         usage,
                         escaped: escaped
                             .into_iter()
-                            .map(|(pid, cgroup)| crate::limits::LimitEscape {
+                            .map(|(pid, cgroup, moved_back)| crate::limits::LimitEscape {
                                 pid,
                                 cgroup: String::from_utf8_lossy(&cgroup).into_owned(),
+                                moved_back,
                             })
                             .collect(),
                     }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 
+use super::super::keeper::Member;
 use crate::contain::unix::protocol::{LimitSpec, Route, SpawnStage};
 use crate::limits::{Enforcement, LimitHit, LimitReport};
 use crate::spawn_tag::SpawnTag;
@@ -138,7 +139,17 @@ pub(crate) struct SessionCgroups {
     /// error.
     refused: Option<(SpawnStage, Errno)>,
     /// Processes found outside the session's cgroups, and where each was.
-    escaped: Vec<(u32, String)>,
+    escaped: Vec<Escape>,
+}
+
+/// A process found outside the session's cgroups.
+#[derive(Debug)]
+struct Escape {
+    pid: u32,
+    /// Where it was, as [`outside`] spells it (the last time found out).
+    place: String,
+    /// How many times the keeper moved it back into the leaves it left.
+    moved_back: u32,
 }
 
 impl SessionCgroups {
@@ -443,7 +454,7 @@ impl SessionCgroups {
         let mut found = Vec::new();
         for &pid in pids {
             if !inside.iter().any(|set| !set.contains(&pid))
-                || self.escaped.iter().any(|(p, _)| *p == pid)
+                || self.escaped.iter().any(|e| e.pid == pid)
             {
                 continue;
             }
@@ -451,17 +462,113 @@ impl SessionCgroups {
                 continue;
             };
             if let Some(place) = outside(&leaves, &text) {
-                found.push((pid, place));
+                found.push(Escape {
+                    pid,
+                    place,
+                    moved_back: 0,
+                });
             }
         }
         self.escaped.extend(found);
     }
 
-    /// The processes [`note_escapes`](Self::note_escapes) found, and where.
-    pub(crate) fn escaped(&self) -> Vec<(u32, Vec<u8>)> {
+    /// Whether the session has a leaf whose membership the keeper
+    /// watches while the tree runs ([`move_back`](Self::move_back)).
+    pub(crate) fn watched(&self) -> bool {
+        self.v2.is_some() || !self.v1.is_empty()
+    }
+
+    /// Moves each of `members` (the tree, walked just before: each pinned
+    /// and proven) that left one of the session's leaves back into every
+    /// leaf it left, and notes it (as [`note_escapes`](Self::note_escapes),
+    /// with the moves counted). One read of each leaf's subtree's
+    /// `cgroup.procs` says who is in (read after the walk: a process forked
+    /// since is in its parent's cgroup); only a member missing from one
+    /// costs more.
+    ///
+    /// Each move is a write of the pid, so it is made only for a member
+    /// whose held pidfd shows it alive before, and checked after: alive
+    /// after the write, the pid named it during the write (a pid is not
+    /// reused before its process is reaped). Found exited after, the pid
+    /// may have named another process by the time of the write — the
+    /// member reaped (by its own parent, a member) and the pid reused
+    /// within those microseconds: whatever now has that pid in the leaf is
+    /// not the session's (the member cannot be listed there: a process
+    /// that exited leaves its cgroup's `cgroup.procs`), so it is moved
+    /// out again, to the leaf's parent (the owner's cgroup, where an
+    /// escape goes), before any `cgroup.kill` could reach it; the escape
+    /// is then reported as not moved back.
+    pub(crate) fn move_back(&mut self, members: &[Member]) {
+        let leaves: Vec<&Leaf> = self.v2.iter().chain(&self.v1).collect();
+        if leaves.is_empty() || members.is_empty() {
+            return;
+        }
+        let inside: Vec<std::collections::HashSet<u32>> = leaves
+            .iter()
+            .map(|l| super::subtree::members(&l.dir))
+            .collect();
+        let mut found = Vec::new();
+        for member in members {
+            let pid = member.pid;
+            let left: Vec<&Leaf> = leaves
+                .iter()
+                .zip(&inside)
+                .filter(|(_, set)| !set.contains(&pid))
+                .map(|(l, _)| *l)
+                .collect();
+            if left.is_empty() || member.has_exited() {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+                continue;
+            };
+            // Read by pid: it describes the member only if alive after.
+            if member.has_exited() {
+                continue;
+            }
+            let Some(place) = outside(&leaves, &text) else {
+                continue;
+            };
+            let mut moved = true;
+            for leaf in &left {
+                if std::fs::write(leaf.dir.join("cgroup.procs"), pid.to_string()).is_err() {
+                    moved = false;
+                }
+            }
+            if member.has_exited() {
+                moved = false;
+                for leaf in &left {
+                    if super::subtree::members(&leaf.dir).contains(&pid)
+                        && let Some(parent) = leaf.dir.parent()
+                    {
+                        let _ = std::fs::write(parent.join("cgroup.procs"), pid.to_string());
+                    }
+                }
+            }
+            found.push((pid, place, moved));
+        }
+        for (pid, place, moved) in found {
+            match self.escaped.iter_mut().find(|e| e.pid == pid) {
+                Some(e) => {
+                    e.place = place;
+                    e.moved_back += moved as u32;
+                }
+                None => self.escaped.push(Escape {
+                    pid,
+                    place,
+                    moved_back: moved as u32,
+                }),
+            }
+        }
+    }
+
+    /// The processes [`note_escapes`](Self::note_escapes) and
+    /// [`move_back`](Self::move_back) found, where, and how many times
+    /// each was moved back.
+    pub(crate) fn escaped(&self) -> Vec<(u32, Vec<u8>, u32)> {
         self.escaped
             .iter()
-            .map(|(pid, place)| (*pid, place.clone().into_bytes()))
+            .map(|e| (e.pid, e.place.clone().into_bytes(), e.moved_back))
             .collect()
     }
 
