@@ -345,6 +345,7 @@ impl LimitReport {
 /// (`moved_back` counts the moves); at a kill, and for what the command
 /// left behind, its walk finds the rest. It still dies with the session.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct LimitEscape {
     /// Its pid.
     pub pid: u32,
