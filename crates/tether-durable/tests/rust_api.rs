@@ -419,3 +419,39 @@ fn stderr_apart_and_the_end_of_input_are_carried() {
     assert_eq!(err.data, b"err\n");
     assert!(wait_all_dead(guard.tag(), Duration::from_secs(10)).is_empty());
 }
+
+/// A write to a session whose command closed its stdin is an error for
+/// that write, not the embedded holder's death by `SIGPIPE` (it runs
+/// before Rust's start-up, which ignores the signal): every other session
+/// it holds lives on.
+#[test]
+fn a_write_to_a_closed_stdin_does_not_kill_the_embedded_holder() {
+    let home = Home::new();
+    let guard = TagGuard::new("rust-durable-sigpipe");
+    let start = |script: &str| {
+        let spec = RunSpec::shell(script)
+            .stdin(StdinMode::Piped)
+            .env(TAG_VAR, guard.tag())
+            .install(home.install());
+        tether_durable::start(&spec, &DurableOptions::new()).expect("starts")
+    };
+    let mut bystander = start("sleep 1000");
+    let mut closer = start("exec 0<&-; echo closed; sleep 1000");
+    let holder = closer.holder_pid();
+    let waited = closer
+        .wait(Duration::from_secs(20), Some("^closed$"))
+        .unwrap();
+    assert_eq!(waited.outcome, "matched", "{waited:?}");
+    // The holder may write before it learns the pipe is gone: a few tries.
+    for _ in 0..3 {
+        let _ = closer.write(b"hi\n");
+    }
+    assert!(
+        pid_alive(holder),
+        "the holder died writing to a closed stdin"
+    );
+    assert_eq!(bystander.info().unwrap().status, "running");
+    bystander.kill(None).unwrap();
+    closer.kill(None).unwrap();
+    assert!(wait_all_dead(guard.tag(), Duration::from_secs(10)).is_empty());
+}

@@ -19,7 +19,7 @@
 pub const BUILD_ID: &str = env!("TETHER_BUILD_ID");
 
 #[cfg(target_os = "linux")]
-pub use super::os::embedded::{self_program, started_as};
+pub use super::os::embedded::{as_main, self_program, started_as};
 
 /// This program, to be started again as one of its embedded entries:
 /// `None` here (no constructors outside Linux).
@@ -55,6 +55,8 @@ macro_rules! embedded_entry {
                     // SAFETY: the `argc` and `argv` the C library
                     // passes every `.init_array` function.
                     if unsafe { $crate::__embedded::started_as($marker, argc, argv) } {
+                        // What Rust's start-up would have done by `main`.
+                        $crate::__embedded::as_main();
                         $entry()
                     }
                 }

@@ -92,6 +92,18 @@ pub unsafe fn started_as(marker: &str, argc: c_int, argv: *const *const c_char) 
     }
 }
 
+/// What Rust's own start-up does before `main`, for an entry that runs
+/// before it: `SIGPIPE` ignored, so a write to a pipe whose reader is gone
+/// is an `EPIPE` and not the process's death (the durable holder writes
+/// to its sessions' stdin; a session that closed it killed an embedded
+/// holder, and every session it held with it).
+pub fn as_main() {
+    // SAFETY: setting a disposition to SIG_IGN installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
 /// This program, to be started again as one of its embedded entries:
 /// `/proc/self/exe` if this code is part of the main program (see the
 /// module docs), else `None`.
