@@ -102,6 +102,17 @@ def test_a_keeper_stopped_by_its_command_still_times_it_out(name: str, tag: str)
     assert wait_all_dead(tag, 10) == []
 
 
+def test_a_chatty_command_that_stops_its_keeper_is_still_timed_out(tag: str) -> None:
+    # Both streams piped (the select loop) and output more often than the
+    # patrol period: the selector is always ready, and the keeper it
+    # stopped must be resumed by the clock all the same.
+    script = "kill -STOP $PPID; while :; do echo x; echo y >&2; sleep 0.05; done"
+    with pytest.raises(subprocess.TimeoutExpired):
+        bounded(lambda: tether.run(["sh", "-c", script], capture_output=True,
+                                   env=tagged_env(tag), timeout=1), tag)
+    assert wait_all_dead(tag, 10) == []
+
+
 #: An owner whose plain `run` (no pipe: no `Popen` is built for it) is
 #: interrupted by Ctrl-C while the tree runs. While the KeyboardInterrupt is
 #: handled (its traceback still holds the call's frame) it counts what is

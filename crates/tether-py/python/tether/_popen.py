@@ -863,6 +863,7 @@ class Popen:
             if events is not None and selector.get_map():
                 selector.register(events, selectors.EVENT_READ, _EVENTS)
                 watching = 1
+            patrolled = time.monotonic()
             while len(selector.get_map()) > watching:
                 remaining = None if endtime is None else endtime - time.monotonic()
                 if remaining is not None and remaining <= 0:
@@ -874,10 +875,6 @@ class Popen:
                     # would otherwise report nothing, not even the end).
                     remaining = _PATROL if remaining is None else min(remaining, _PATROL)
                 ready = selector.select(remaining)
-                if (not ready and self._attended and self.poll() is not None
-                        and watching and events is not None):
-                    selector.unregister(events)
-                    watching = 0
                 for key, _ in ready:
                     if key.data is _EVENTS:
                         # Takes the events in. A lost keeper raises
@@ -904,6 +901,14 @@ class Popen:
                             selector.unregister(key.fileobj)
                             key.data.close()
                         self._output[id(key.data)].append(data)
+                # By the clock, not by readiness: a command that stopped its
+                # keeper and writes more often than the period keeps the
+                # selector ready, and its keeper must be resumed all the same.
+                if self._attended and time.monotonic() - patrolled >= _PATROL:
+                    patrolled = time.monotonic()
+                    if self.poll() is not None and watching and events is not None:
+                        selector.unregister(events)
+                        watching = 0
 
     def _communicate_threads(self, endtime: Optional[float], timeout: Optional[float]) -> None:
         readers = self._streams()
