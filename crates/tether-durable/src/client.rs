@@ -372,8 +372,20 @@ impl Client {
     /// Refuses `what`, which [`PROTOCOL`](crate::protocol::PROTOCOL)'s
     /// revision added, when the running holder is older: it would ignore
     /// the fields it does not know and answer something else.
-    pub(crate) fn speaks(&self, what: &str) -> Result<()> {
-        if self.hello.protocol >= crate::protocol::PROTOCOL {
+    ///
+    /// # Errors
+    /// [`DurableError::Refused`] (`old_holder`), naming the holder.
+    pub fn speaks(&self, what: &str) -> Result<()> {
+        self.speaks_since(what, crate::protocol::PROTOCOL)
+    }
+
+    /// Refuses `what`, which protocol revision `since` added, when the
+    /// running holder speaks an older one.
+    ///
+    /// # Errors
+    /// As [`speaks`](Self::speaks).
+    pub fn speaks_since(&self, what: &str, since: u32) -> Result<()> {
+        if self.hello.protocol >= since {
             return Ok(());
         }
         Err(DurableError::Refused {

@@ -491,8 +491,22 @@ pub async fn route(
         return None;
     }
     let lookup = id.clone();
-    let info = match with_client(false, move |c| c.info(&lookup)).await {
-        Ok(Some(info)) => info,
+    // A holder of an older build ignores what it does not know (a stream,
+    // wait options, the end of input) and leaves out fields this server
+    // reads (where output ends, whether stdin is open): only a kill is
+    // asked of it; the rest is refused, naming it.
+    let needs_current = tool != "kill";
+    let found = with_client(false, move |c| {
+        let info = c.info(&lookup)?;
+        let old = needs_current
+            .then(|| c.speaks("this server's durable-session tools").err())
+            .flatten();
+        Ok((info, old))
+    })
+    .await;
+    let info = match found {
+        Ok(Some((_, Some(old)))) => return Some(error(&old)),
+        Ok(Some((info, None))) => info,
         // No holder, or it does not know the id either.
         _ => return None,
     };

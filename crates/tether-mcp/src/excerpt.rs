@@ -215,7 +215,7 @@ pub fn read_range(
     from: u64,
     to: u64,
 ) -> Result<(Vec<u8>, bool), tether::Error> {
-    let mut data = Vec::with_capacity((to - from) as usize);
+    let mut data = Vec::with_capacity(to.saturating_sub(from) as usize);
     let mut at = from;
     let mut eof = false;
     while at < to {
