@@ -1018,6 +1018,46 @@ fn simultaneous_first_requests_share_one_holder() {
     assert_eq!(holders, 1, "one holder per state directory");
 }
 
+/// A durable MCP `run` with `stdin` succeeds once the session started:
+/// input the command does not read (more than a pipe holds) is queued,
+/// not waited on (`write` too), and a command that reads it to the end
+/// gets all of it, then EOF.
+#[test]
+fn a_durable_run_queues_its_stdin() {
+    let home = Home::new();
+    let guard = TagGuard::new("durable-mcp-stdin");
+    let mut mcp = Mcp::start(&home, guard.tag());
+    let big = "x".repeat(200_000);
+    let deaf = mcp.call_raw(
+        "run",
+        serde_json::json!({"command": "exec sleep 1000", "durable": true, "stdin": big,
+                           "keep_stdin_open": true}),
+    );
+    assert_ne!(deaf["result"]["isError"], true, "{deaf}");
+    let deaf_id = deaf["result"]["structuredContent"]["id"]
+        .as_str()
+        .expect("the session's id")
+        .to_owned();
+    let counted = mcp.call(
+        "run",
+        serde_json::json!({"command": "wc -c", "durable": true, "stdin": big,
+                           "until": "200000", "yield_s": 20}),
+    );
+    assert_eq!(counted["matched"], true, "{counted}");
+    // `write` queues too: more than a pipe holds, to a command that never
+    // reads, answers with the session (it waited on output, not input).
+    let wrote = mcp.call_raw(
+        "write",
+        serde_json::json!({"id": deaf_id, "data": big, "yield_s": 1}),
+    );
+    assert_ne!(wrote["result"]["isError"], true, "{wrote}");
+    let killed = mcp.call("kill", serde_json::json!({"id": deaf_id}));
+    assert_eq!(killed["status"], "killed", "{killed}");
+    mcp.child.kill().unwrap(); // the server carries the tag too
+    mcp.child.wait().unwrap();
+    assert!(wait_all_dead(guard.tag(), Duration::from_secs(10)).is_empty());
+}
+
 /// The holder judges each connection by the uid the kernel reports for it
 /// (`SO_PEERCRED`), not by who may open the socket file: root — whom no
 /// file permission stops — may list another user's durable sessions, but

@@ -243,6 +243,26 @@ impl Client {
         self.call::<serde_json::Value>(&Request::Write {
             session: session.into(),
             data_hex: crate::protocol::to_hex(data),
+            queue: false,
+            close: false,
+        })
+        .map(|_| ())
+    }
+
+    /// Queues bytes for the session's stdin and returns at once, never
+    /// waiting for the command to read them; with `close`, stdin is closed
+    /// after them.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write), and [`DurableError::Refused`] when the
+    /// holder's queue for the session is full (nothing is queued then).
+    pub fn queue_write(&mut self, session: &str, data: &[u8], close: bool) -> Result<()> {
+        self.speaks("queued writes")?;
+        self.call::<serde_json::Value>(&Request::Write {
+            session: session.into(),
+            data_hex: crate::protocol::to_hex(data),
+            queue: true,
+            close,
         })
         .map(|_| ())
     }

@@ -650,12 +650,24 @@ impl Holder {
                     gap: chunk.gap.as_ref().map(GapInfo::from),
                 })
             }
-            Request::Write { session, data_hex } => {
+            Request::Write {
+                session,
+                data_hex,
+                queue,
+                close,
+            } => {
                 let id = self.resolve(&session)?;
                 let data = crate::protocol::from_hex(&data_hex)
                     .ok_or_else(|| Failure::new("bad_request", "data_hex is not hex"))?;
+                let len = data.len();
+                if queue {
+                    // Not awaited: the bytes reach the pipe as the command
+                    // reads them; this connection is not held meanwhile.
+                    let _queued = self.registry.queue_write(&id, data, close)?;
+                    return value(serde_json::json!({"queued": len}));
+                }
                 self.registry.write(&id, &data).await?;
-                value(serde_json::json!({"written": data.len()}))
+                value(serde_json::json!({"written": len}))
             }
             Request::Keys { session, keys } => {
                 let id = self.resolve(&session)?;

@@ -60,6 +60,14 @@ pub enum Request {
         session: String,
         /// The bytes, hex.
         data_hex: String,
+        /// Queue them and answer at once, never waiting for the command
+        /// to read (written in order in the background, as a plain MCP
+        /// `run`'s `stdin`).
+        #[serde(default)]
+        queue: bool,
+        /// With `queue`: close stdin after them.
+        #[serde(default)]
+        close: bool,
     },
     /// Named keys for a PTY session (`Enter`, `C-c`, …; as MCP `write`'s).
     Keys {
@@ -426,7 +434,7 @@ pub struct HelloReply {
 /// stderr), so a client asks for what a revision added only of a holder
 /// that speaks it ([`Client`](crate::Client) refuses otherwise, naming the
 /// holder). 1: stderr apart, wait options, `CloseStdin`, `Resize`,
-/// `StartWith`, root's explicit `Kill` (`as_root`).
+/// `StartWith`, root's explicit `Kill` (`as_root`), queued writes.
 pub const PROTOCOL: u32 = 1;
 
 /// Every reply: `{"ok": true, "result": …}` or `{"ok": false, "error": …}`.

@@ -394,12 +394,16 @@ pub async fn run(terminal: &Terminal, a: RunArgs) -> Reply {
     let (until, yield_for) = (a.until, a.yield_for);
     let started = with_client(true, move |client| {
         let info = client.start(request)?;
-        if let Some(data) = stdin {
-            client.write(&info.id, data.as_bytes())?;
-        }
-        if close {
-            client.close_stdin(&info.id)?;
-        }
+        // Once it started, the run succeeds: `stdin` is queued (never
+        // waited on: a command that does not read must not hold this call),
+        // and a refusal is said beside the session, which runs on.
+        let stdin_refused = match stdin {
+            Some(data) => client
+                .queue_write(&info.id, data.as_bytes(), close)
+                .err()
+                .map(|e| format!("stdin not written: {e}")),
+            None => None,
+        };
         // Returns at once, unless asked to wait for a line: then up to
         // `yield_s`, as a plain `run` with `until` does.
         let outcome = match until {
@@ -418,7 +422,14 @@ pub async fn run(terminal: &Terminal, a: RunArgs) -> Reply {
             }
             None => Outcome::default(),
         };
-        session_report(client, &info.id, &shape, &outcome)
+        let mut report = session_report(client, &info.id, &shape, &outcome)?;
+        if let Some(refused) = stdin_refused {
+            report.note = Some(match report.note.take() {
+                Some(note) => format!("{note}; {refused}"),
+                None => refused,
+            });
+        }
+        Ok(report)
     })
     .await;
     match started {
@@ -708,22 +719,21 @@ fn write(
         )));
     }
     let from = info.output_bytes;
-    if !a.data.is_empty() {
-        c.write(id, a.data.as_bytes())?;
-    }
-    if !a.keys.is_empty() {
-        c.call::<Value>(&Request::Keys {
-            session: id.to_owned(),
-            keys: a.keys.clone(),
-        })?;
-    }
-    if a.submit {
-        // The Enter key on a terminal (a program in raw mode waits for
-        // CR, not LF); a newline on a pipe.
-        c.write(id, if info.pty { b"\r" } else { b"\n" })?;
-    }
-    if a.eof {
-        c.close_stdin(id)?;
+    if a.keys.is_empty() {
+        // Queued, as on this server's own sessions: a command slow to read
+        // (or not reading) never holds the call; the wait below sees what
+        // it answers.
+        let mut bytes = a.data.as_bytes().to_vec();
+        if a.submit {
+            bytes.extend_from_slice(if info.pty { b"\r" } else { b"\n" });
+        }
+        // With `eof`: stdin closed after them (a terminal's EOF character
+        // after them on a PTY).
+        if !bytes.is_empty() || a.eof {
+            c.queue_write(id, &bytes, a.eof)?;
+        }
+    } else {
+        write_with_keys(c, id, &a, info.pty)?;
     }
     let waited = c.wait_with(Request::Wait {
         session: id.to_owned(),
@@ -741,6 +751,27 @@ fn write(
     }
     let outcome = Outcome::of(&waited, None, a.until.is_some());
     Ok(reply_of(&session_report(c, id, shape, &outcome)?))
+}
+
+/// A `write` with `keys` (a terminal's): data, keys and Enter written in
+/// that order, each once the one before is in.
+fn write_with_keys(c: &mut Client, id: &str, a: &WriteArgs, pty: bool) -> Result<(), DurableError> {
+    if !a.data.is_empty() {
+        c.write(id, a.data.as_bytes())?;
+    }
+    c.call::<Value>(&Request::Keys {
+        session: id.to_owned(),
+        keys: a.keys.clone(),
+    })?;
+    if a.submit {
+        // The Enter key on a terminal (a program in raw mode waits for
+        // CR, not LF); a newline on a pipe.
+        c.write(id, if pty { b"\r" } else { b"\n" })?;
+    }
+    if a.eof {
+        c.close_stdin(id)?;
+    }
+    Ok(())
 }
 
 /// `wait`, as [`Terminal`]'s: up to `timeout_s` for the exit, or for
