@@ -311,7 +311,7 @@ impl Client {
     pub fn extend(&mut self, session: &str, ttl: Duration) -> Result<DurableInfo> {
         self.call(&Request::Extend {
             session: session.into(),
-            ttl_s: ttl.as_secs(),
+            ttl_s: whole_seconds(ttl),
         })
     }
 
@@ -386,6 +386,12 @@ impl Client {
         })
         .map(|_| ())
     }
+}
+
+/// A TTL in the protocol's whole seconds, rounded up: a part of a second
+/// is never cut to less than asked (0.5 s is 1 s, not a refused 0).
+pub(crate) fn whole_seconds(ttl: Duration) -> u64 {
+    ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)
 }
 
 impl Client {
@@ -505,6 +511,13 @@ fn start_holder(install: &Install, holder: &HolderProgram) -> Result<()> {
 mod tests {
     use super::*;
     use std::io::{BufRead, Write};
+
+    #[test]
+    fn a_ttl_is_never_cut_below_what_was_asked() {
+        assert_eq!(whole_seconds(Duration::from_millis(500)), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(1900)), 2);
+        assert_eq!(whole_seconds(Duration::from_secs(3)), 3);
+    }
 
     /// A holder from before protocol revisions (its hello has no
     /// `protocol`) is asked for nothing it would misread: a stderr read is

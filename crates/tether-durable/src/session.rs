@@ -250,6 +250,10 @@ pub fn start(spec: &RunSpec, options: &DurableOptions) -> Result<DurableSession>
         .get_install()
         .cloned()
         .unwrap_or_else(Install::from_env);
+    // The request carries this process's environment: it goes only to a
+    // holder in a state directory that is provably this user's (G7's
+    // check), never to whatever listens in one someone else could shape.
+    tether_ledger::secure_state_dir(install.state_dir())?;
     let mut client = match Client::connect(&install)? {
         Some(client) => client,
         None => {
@@ -423,7 +427,7 @@ fn start_request(spec: &RunSpec, options: &DurableOptions) -> Result<(StartReque
         cwd: Some(text("working directory", cwd.as_os_str())?),
         env,
         name: options.name.clone(),
-        ttl_s: options.ttl.map(|t| t.as_secs()),
+        ttl_s: options.ttl.map(crate::client::whole_seconds),
         replace: options.replace,
         purpose: (purpose != "session" && purpose != "run").then(|| purpose.to_owned()),
         pty: spec.get_pty().map(|size| (size.rows(), size.cols())),

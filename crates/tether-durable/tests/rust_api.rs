@@ -455,3 +455,31 @@ fn a_write_to_a_closed_stdin_does_not_kill_the_embedded_holder() {
     closer.kill(None).unwrap();
     assert!(wait_all_dead(guard.tag(), Duration::from_secs(10)).is_empty());
 }
+
+/// A start sends this process's environment, so it goes only to a holder
+/// in a state directory proven this user's — also when a holder already
+/// answers there: once the directory is writable by others (anyone could
+/// have replaced the socket), a start is refused before anything is sent.
+#[test]
+fn a_start_sends_nothing_through_an_untrusted_state_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    let guard = TagGuard::new("rust-durable-statedir");
+    let spec = || {
+        RunSpec::argv(["sleep", "1000"])
+            .env(TAG_VAR, guard.tag())
+            .install(home.install())
+    };
+    let mut first = tether_durable::start(&spec(), &DurableOptions::new()).expect("starts");
+    let mode = |m| std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(m));
+    mode(0o777).unwrap();
+    let refused = tether_durable::start(&spec(), &DurableOptions::new());
+    mode(0o700).unwrap();
+    assert!(
+        matches!(refused, Err(DurableError::StateDir(_))),
+        "{refused:?}"
+    );
+    assert_eq!(tether_durable::list(&home.install()).unwrap().len(), 1);
+    first.kill(None).unwrap();
+    assert!(wait_all_dead(guard.tag(), Duration::from_secs(10)).is_empty());
+}
