@@ -108,19 +108,9 @@ impl Home {
     /// hit) and waits for it to be gone.
     fn kill_holder(&self) {
         let Some(pid) = self.holder_pid() else { return };
-        let Some(fd) = tether_testkit::pidfd(pid) else {
+        if !tether_testkit::sigkill(pid) {
             return;
-        };
-        // SAFETY: pidfd_send_signal on a pidfd we hold, no siginfo.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd.as_raw_fd(),
-                libc::SIGKILL,
-                std::ptr::null::<u8>(),
-                0u32,
-            )
-        };
+        }
         assert!(
             support::wait_pid_exit(pid, Duration::from_secs(10)),
             "holder {pid} survived SIGKILL"

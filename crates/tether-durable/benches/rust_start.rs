@@ -108,17 +108,5 @@ fn kill_holder(home: &std::path::Path) {
     if !environ.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
         return;
     }
-    if let Some(fd) = tether_testkit::pidfd(pid) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: pidfd_send_signal on a pidfd we hold, no siginfo.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd.as_raw_fd(),
-                libc::SIGKILL,
-                std::ptr::null::<u8>(),
-                0u32,
-            )
-        };
-    }
+    tether_testkit::sigkill(pid);
 }

@@ -11,7 +11,6 @@
 #![cfg(target_os = "linux")]
 
 use std::io::BufRead;
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -65,20 +64,9 @@ impl Home {
 
 impl Drop for Home {
     fn drop(&mut self) {
-        let Some(pid) = self.holder_pid() else { return };
-        let Some(fd) = tether_testkit::pidfd(pid) else {
-            return;
-        };
-        // SAFETY: pidfd_send_signal on a pidfd we hold, no siginfo.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd.as_raw_fd(),
-                libc::SIGKILL,
-                std::ptr::null::<u8>(),
-                0u32,
-            )
-        };
+        if let Some(pid) = self.holder_pid() {
+            tether_testkit::sigkill(pid);
+        }
     }
 }
 

@@ -205,21 +205,29 @@ pub fn kill_tagged(tag: &str) {
             return;
         }
         for pid in alive {
-            if let Some(fd) = pidfd(pid) {
-                // SAFETY: pidfd_send_signal on our own pidfd, no siginfo.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_pidfd_send_signal,
-                        fd.as_raw_fd(),
-                        libc::SIGKILL,
-                        std::ptr::null::<u8>(),
-                        0u32,
-                    )
-                };
-            }
+            sigkill(pid);
         }
         wait_all_dead(tag, Duration::from_millis(200));
     }
+}
+
+/// `SIGKILL`s `pid` through a pidfd opened first (so a recycled pid is
+/// never hit); `false` when it is already gone.
+pub fn sigkill(pid: u32) -> bool {
+    let Some(fd) = pidfd(pid) else {
+        return false;
+    };
+    // SAFETY: pidfd_send_signal on a pidfd we hold, no siginfo.
+    let sent = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<u8>(),
+            0u32,
+        )
+    };
+    sent == 0
 }
 
 /// Kills whatever still carries the tag when dropped, so that a failing
